@@ -17,11 +17,11 @@ def percent(text: str) -> float:
 
 
 def parse_mean_std(text: str) -> tuple[float, float]:
-    """``"91.53 ± 0.50"`` (any spacing) -> ``(91.53, 0.50)``."""
-    m = re.fullmatch(r"\s*([-\d.]+)\s*±\s*([\d.]+)\s*", text)
+    """``"91.53 ± 0.50"`` (any spacing) or ``"63.0 (1.6)"`` (FedBN's tables) -> ``(91.53, 0.50)``."""
+    m = re.fullmatch(r"\s*([-\d.]+)\s*(?:±\s*([\d.]+)|\(\s*([\d.]+)\s*\))\s*", text)
     if m is None:
-        raise ValueError(f"not a 'mean ± std' string: {text!r}")
-    return float(m.group(1)), float(m.group(2))
+        raise ValueError(f"not a 'mean ± std' or 'mean (std)' string: {text!r}")
+    return float(m.group(1)), float(m.group(2) or m.group(3))
 
 
 def decimals(text: str) -> int:

@@ -1,0 +1,156 @@
+"""FedBN's experimental setups: the methods compared, the run specs of each profile, the
+per-client evaluation protocol.
+
+Profiles (CATALOG section 4): ``paper`` is the paper's setup (the Digit-5 benchmark,
+Office-Caltech10, DomainNet and ABIDE I from ``--data-root``; the digits CNN of Table 3 and
+AlexNet-BN of Table 9); ``quick`` is the embedded feature-shift proxy on a 2-core CPU (Q-DOM
+digit domains with Q-ALEX, Q-ABIDE with a 64-16-16-2 MLP); ``smoke`` is ``quick`` cut to seconds
+for CI.
+
+Protocol (FedBN Sec. 5): one client per domain; a personalised method (FedBN, SingleSet) is
+evaluated with each client's own model on that client's own test set, a shared-model method
+(FedAvg, FedProx) with the global model on each client's test set; the reported number per
+client is that accuracy, and the mean over clients weighs clients equally.
+
+Local work is counted in epochs (``local_unit = "epochs"``): E = 1 local epoch per round. The text
+trains "300 epochs"; the reference code runs 100 rounds of 1 local epoch (CATALOG §5.8). The
+paper profile follows the code (100 rounds); a sweep over E keeps the total T = R E epochs fixed
+(FedBN Sec. 3: "the system has T/E communication rounds").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from bnfl.experiments.core import deep_merge
+from bnfl.experiments.curves import merge_specs
+from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_CODE
+
+__all__ = [
+    "FEDAVG_LIKE", "METHODS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "domain_accuracies",
+    "domain_noise", "label", "mean_over_clients", "profiles", "spec", "variant",
+]
+
+#: The four methods of Fig. 5 / Tables 1, 11 (paper row name -> bnfl method id). SingleSet trains
+#: one model per client on its own data only (bnfl's ``singlenet``).
+METHODS: dict[str, str] = {"SingleSet": "singlenet", "FedAvg": "fedavg+bn", "FedProx": "fedprox", "FedBN": "fedbn"}
+#: Methods whose clients share one model (evaluated with the global model).
+FEDAVG_LIKE = ("fedavg+bn", "fedprox", "centralized")
+
+#: Options the methods take in FedBN's experiments (FedProx mu: the reference code's default).
+METHOD_OPTIONS: dict[str, dict[str, Any]] = {"fedprox": {"method_options": {"mu": FEDPROX_MU}}}
+
+
+def variant(key: str) -> dict[str, Any]:
+    """The run-spec fields of method ``key`` (a paper row name or a bnfl method id)."""
+    from bnfl.methods import get
+
+    mid = get(METHODS.get(key, key)).id
+    return {"method": mid, **METHOD_OPTIONS.get(mid, {})}
+
+
+def label(key: str) -> str:
+    """The paper's name for a method id (``fedavg+bn`` -> ``FedAvg``), else bnfl's label."""
+    for name, mid in METHODS.items():
+        if mid == key:
+            return name
+    from bnfl.methods import METHODS as ALL
+
+    return ALL[key].label if key in ALL else key
+
+
+def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
+    """A run spec from parts merged in order."""
+    return merge_specs({}, *parts)
+
+
+# -- the per-client protocol ---------------------------------------------------------------------
+def domain_accuracies(run: Mapping[str, Any]) -> list[float]:
+    """Test accuracy (%) of each client on its own domain's test set (FedBN's protocol).
+
+    Personalised runs (``domain_acc_clients``): client c's model on domain c. Shared-model runs
+    (``domain_acc_global``): the global model on each domain. A diverged run gives NaNs.
+    """
+    if run.get("diverged"):
+        n = len(run.get("domains") or [])
+        return [float("nan")] * n
+    if "domain_acc_clients" in run:
+        table = run["domain_acc_clients"]
+        return [float(table[c][c]) for c in range(len(table))]
+    if "domain_acc_global" in run:
+        return [float(v) for v in run["domain_acc_global"][:-1]]  # the last entry is the whole test set
+    raise ValueError("run has no per-domain accuracies: train it on data with domains (partition kind 'by_domain')")
+
+
+def mean_over_clients(run: Mapping[str, Any]) -> float:
+    """The equal-weight mean over clients of :func:`domain_accuracies` (FedBN's row mean)."""
+    return float(np.mean(domain_accuracies(run)))
+
+
+def per_domain_stats(runs: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sample std (NaN for one seed) over seeds of each client's accuracy."""
+    table = np.array([domain_accuracies(r) for r in runs], dtype=float)  # (seeds, clients)
+    mean = table.mean(axis=0)
+    std = table.std(axis=0, ddof=1) if table.shape[0] > 1 else np.full(table.shape[1], np.nan)
+    return mean, std
+
+
+def domain_noise(*settings: Sequence[Mapping[str, Any]], n_test_per_domain: int) -> dict[str, Any]:
+    """``noise=``/``noise_label=`` for a claim on one domain's accuracy: the larger of the seed std
+    (any setting, any domain) and one test sample of a domain's test set (``100/n`` pts)."""
+    stds = [s for runs in settings for s in per_domain_stats(runs)[1] if math.isfinite(s)]
+    res = 100.0 / n_test_per_domain
+    parts = [(res, f"one test sample = {res:.2f} pts of {n_test_per_domain} per domain")]
+    if stds:
+        parts.append((max(stds), f"seed std {max(stds):.2f} pts"))
+    value = max(v for v, _ in parts)
+    return {"noise": value, "noise_label": "; ".join(t for _, t in parts)}
+
+
+# -- quick-scale bases ---------------------------------------------------------------------------
+#: Q-DOM stand-ins for the five digits datasets (CATALOG fedbn-fig3: D0-D4). The most shifted
+#: domain is defined by the pixel histogram's distance to D0 (fedbn-fig5's check).
+Q_DOMAINS: tuple[str, ...] = ("clean", "contrast", "blur", "noise", "thick")
+#: 1797 digits / 5 domains = 359 -> 287 train / 72 test per domain.
+Q_TRAIN_PER_DOMAIN = 287
+Q_TEST_PER_DOMAIN = 72
+#: Q-DOM with D0-D4, Q-ALEX, one client per domain, B = 32, lr 0.01, E = 1 local epoch, R = 100.
+Q_DIGITS: dict[str, Any] = {
+    "data": {"name": "digit_domains", "form": "image", "domains": list(Q_DOMAINS)},
+    "model": {"name": "q_alex"},
+    "partition": {"kind": "by_domain"},
+    "rounds": ROUNDS_CODE,
+    "train": {"batch_size": BATCH, "lr": LR, "local_steps": 1, "local_unit": "epochs", "eval_every": ROUNDS_CODE},
+}
+
+# -- paper-scale bases ---------------------------------------------------------------------------
+#: The Digit-5 benchmark (10% = 743 training samples per client), the Table 3 CNN, 28x28x3.
+P_DIGITS: dict[str, Any] = {
+    "data": {"name": "digit5", "fraction": 0.1},
+    "model": {"name": "digit_cnn"},
+    "partition": {"kind": "by_domain"},
+    "rounds": ROUNDS_CODE,
+    "train": {"batch_size": BATCH, "lr": LR, "local_steps": 1, "local_unit": "epochs", "eval_every": 10},
+}
+
+#: Repeats: "5 trials with different seeds" (Fig. 5, Tables 1 and 11); quick as the catalog says.
+SEEDS = {"smoke": 1, "quick": 5, "paper": 5}
+
+SMOKE: dict[str, Any] = {"rounds": 2, "train": {"batch_size": 16, "eval_every": 2}}
+SMOKE_NOTE = "smoke profile: 2 rounds: checks the machinery, not the paper's claims"
+
+
+def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
+             smoke: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """``{"smoke", "quick", "paper"}`` configs; smoke = quick with :data:`SMOKE` merged into every
+    ``base*`` key, then ``smoke``."""
+    sm = deep_merge(quick, {k: SMOKE for k in quick if k.startswith("base")})
+    sm = deep_merge(sm, smoke or {})
+    sm["deviations"] = [SMOKE_NOTE]
+    paper = dict(paper)
+    paper.setdefault("deviations", [])
+    return {"smoke": sm, "quick": dict(quick), "paper": paper}
