@@ -32,7 +32,7 @@ from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_
 
 __all__ = [
     "FEDAVG_LIKE", "METHODS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "domain_accuracies",
-    "domain_noise", "label", "mean_over_clients", "profiles", "spec", "variant",
+    "domain_noise", "label", "local_epochs", "mean_over_clients", "profiles", "spec", "variant",
 ]
 
 #: The four methods of Fig. 5 / Tables 1, 11 (paper row name -> bnfl method id). SingleSet trains
@@ -136,6 +136,18 @@ P_DIGITS: dict[str, Any] = {
     "rounds": ROUNDS_CODE,
     "train": {"batch_size": BATCH, "lr": LR, "local_steps": 1, "local_unit": "epochs", "eval_every": 10},
 }
+
+def local_epochs(E: int, total_epochs: int = ROUNDS_CODE) -> dict[str, Any]:
+    """Spec fields for E local epochs per round at a fixed budget of ``total_epochs`` = R E epochs
+    (FedBN Sec. 3: "the system has T/E communication rounds"); R = T // E, at least 1.
+
+    Every entry that sweeps E builds its runs with this, so equal settings share their runs.
+    """
+    if E < 1 or total_epochs < 1:
+        raise ValueError(f"E and total_epochs must be positive, got {E}, {total_epochs}")
+    rounds = max(1, total_epochs // E)
+    return {"rounds": rounds, "train": {"local_steps": int(E), "local_unit": "epochs", "eval_every": rounds}}
+
 
 #: Repeats: "5 trials with different seeds" (Fig. 5, Tables 1 and 11); quick as the catalog says.
 SEEDS = {"smoke": 1, "quick": 5, "paper": 5}
