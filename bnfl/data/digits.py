@@ -14,8 +14,6 @@ from typing import Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 from bnfl.data.datasets import Split, standardise
 
@@ -28,6 +26,8 @@ Form = Literal["flat", "image", "cifar"]
 
 @lru_cache(maxsize=1)
 def _load() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits  # imported here: sklearn adds ~0.8 s to `import bnfl`
+
     bunch = load_digits()
     return bunch.images.astype(np.float64), bunch.target.astype(np.int64)
 
@@ -81,6 +81,8 @@ def digits(form: Form = "image", seed: int = 0, *, test_size: float = 0.2) -> Sp
         ``meta`` holds the seed, the form and the normalisation mean/std.
     """
     images, labels = raw_digits()
+    from sklearn.model_selection import train_test_split
+
     idx_train, idx_test = train_test_split(
         np.arange(labels.size), test_size=test_size, stratify=labels, random_state=seed
     )
