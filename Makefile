@@ -37,7 +37,7 @@ lint: venv
 
 ## The documentation site, warnings as errors (see docs/building-the-docs.md).
 docs: venv
-	$(VENV)/bin/sphinx-build -W --keep-going -b html docs docs/_build/html
+	$(VENV)/bin/sphinx-build -W --keep-going -j auto -b html docs docs/_build/html
 
 ## JupyterLab on the walkthroughs (.py notebooks open as notebooks); state stays in .jupyter-state/.
 LAB_ARGS ?=

@@ -65,7 +65,7 @@ def build_site() -> Path:
     env.pop("BNFL_DOCS_EXECUTE", None)  # the notebooks must run: their outputs are under test
     # -E: re-read every page (a saved environment would hide warnings of unchanged pages);
     # executed notebooks still come from the jupyter cache when their code and inputs did not change.
-    cmd = [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-b", "html", str(DOCS), str(SITE)]
+    cmd = [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-j", "auto", "-b", "html", str(DOCS), str(SITE)]
     before = _snapshot(ROOT / "figures")
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
