@@ -34,12 +34,27 @@ q_res_fixup       Q-RES layout, FixUp init, no norm                             
 lenet             LeNet-like CNN, norm after each conv (FixBN Fig. 5)             (3, 32, 32)
 q_lenet           LeNet-like CNN at 8x8: 3x3 'same' convs, FC 64                  (1, 8, 8)
 deeplabv3plus     DeepLab-v3+ (``backbone=`` mobilenet_v2 | resnet18), per-pixel   (3, 64, 128) Cityscapes
+mobilenet_v2      MobileNet-v2, torchvision layout (HBN Table 5)                  (3, 32, 32) CIFAR-100; any size
+resnet50          ResNet-50, torchvision layout, bottleneck v1.5 (HBN Table 5)    (3, 32, 32); any size
+vgg11             VGG-11, norm after each conv (vgg11_bn layout; HBN Table 5)     (3, 32, 32); at least 32x32
+vgg19             VGG-19, norm after each conv (vgg19_bn layout; HBN Table 5)     (3, 32, 32); at least 32x32
+tiny_vgg          tiny-VGG: 6 conv+norm+ReLU, 3 max-pools, global pool, FC        (1, 8, 8) digits
+tiny_mobilenet    tiny-MobileNet: 5 inverted residual (depthwise) blocks, FC      (1, 8, 8) digits
 ================  ==============================================================  =================================
+
+HBN Table 5's models (``mobilenet_v2``, ``resnet50``, ``vgg11``, ``vgg19``, and ``resnet18`` with
+``stem="imagenet"``) run on 32x32 CIFAR-100 as torchvision's networks, unchanged but for the
+norm slot and the dropout (removed by default, ``dropout=`` puts it back). VGG's head is
+torchvision's 7x7-pool + 4096-4096 FC (``head="cifar"``: global pool + one FC, not HBN's).
+``weights="file.pth"`` loads a local state_dict in torchvision's layout after building
+(:func:`load_pretrained`; nothing is downloaded): the head is left out when ``num_classes``
+differs, norm layers of a kind other than BN keep their initialisation, and a warning says so.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -50,7 +65,10 @@ from bnfl.models.deeplab import DeepLabV3Plus
 from bnfl.models.fixup import FixupResNet
 from bnfl.models.lenet import LeNet
 from bnfl.models.mlp import MLP
-from bnfl.models.resnet import CifarResNet, ResNet18
+from bnfl.models.mobilenet import TINY_SETTINGS, MobileNetV2
+from bnfl.models.pretrained import LoadReport, load_pretrained
+from bnfl.models.resnet import CifarResNet, ResNet18, ResNet50
+from bnfl.models.vgg import VGG
 from bnfl.nn import NORM_KINDS
 
 __all__ = [
@@ -61,12 +79,17 @@ __all__ = [
     "DigitCNN",
     "FixupResNet",
     "LeNet",
+    "LoadReport",
+    "MobileNetV2",
     "ResNet18",
+    "ResNet50",
     "SimpleCNN",
     "TinyFCN",
+    "VGG",
     "available",
     "build",
     "build_for",
+    "load_pretrained",
 ]
 
 _Builder = Callable[..., nn.Module]
@@ -197,6 +220,45 @@ def _deeplab(c: int, s: int, n: int, norm: str, nkw: dict, **kw: Any) -> nn.Modu
     return DeepLabV3Plus(num_classes=n, in_channels=c, norm=norm, norm_kw=nkw, **kw)
 
 
+@_register("mobilenet_v2", 3, 32)
+def _mobilenet_v2(c: int, s: int, n: int, norm: str, nkw: dict, **kw: Any) -> nn.Module:
+    return MobileNetV2(in_channels=c, num_classes=n, norm=norm, norm_kw=nkw, **kw)
+
+
+@_register("resnet50", 3, 32)
+def _resnet50(c: int, s: int, n: int, norm: str, nkw: dict, **kw: Any) -> nn.Module:
+    return ResNet50(in_channels=c, num_classes=n, norm=norm, norm_kw=nkw, **kw)
+
+
+def _vgg(config: str, c: int, s: int, n: int, norm: str, nkw: dict, **kw: Any) -> nn.Module:
+    net = VGG(config, in_channels=c, num_classes=n, norm=norm, norm_kw=nkw, **kw)
+    if s < 2**net.pools:
+        raise ValueError(f"input_size={s} is too small for {config!r}: {net.pools} max-pools need at least "
+                         f"{2**net.pools}")
+    return net
+
+
+@_register("vgg11", 3, 32)
+def _vgg11(c: int, s: int, n: int, norm: str, nkw: dict, **kw: Any) -> nn.Module:
+    return _vgg("vgg11", c, s, n, norm, nkw, **kw)
+
+
+@_register("vgg19", 3, 32)
+def _vgg19(c: int, s: int, n: int, norm: str, nkw: dict, **kw: Any) -> nn.Module:
+    return _vgg("vgg19", c, s, n, norm, nkw, **kw)
+
+
+@_register("tiny_vgg", 1, 8)
+def _tiny_vgg(c: int, s: int, n: int, norm: str, nkw: dict, **kw: Any) -> nn.Module:
+    return _vgg("tiny", c, s, n, norm, nkw, **{"head": "cifar", **kw})
+
+
+@_register("tiny_mobilenet", 1, 8)
+def _tiny_mobilenet(c: int, s: int, n: int, norm: str, nkw: dict, **kw: Any) -> nn.Module:
+    return MobileNetV2(in_channels=c, num_classes=n, settings=TINY_SETTINGS, stem_channels=16, stem_stride=1,
+                       last_channels=64, norm=norm, norm_kw=nkw, **kw)
+
+
 def available() -> list[str]:
     """Names accepted by :func:`build`, sorted."""
     return sorted(_REGISTRY)
@@ -212,6 +274,7 @@ def build(
     groups: int = 2,
     eps: float = 1e-5,
     momentum: float = 0.1,
+    weights: str | os.PathLike[str] | None = None,
     **kw: Any,
 ) -> nn.Module:
     """Build a registered model.
@@ -229,6 +292,9 @@ def build(
         Normalisation kind for every norm slot (:data:`bnfl.nn.NORM_KINDS`).
     groups, eps, momentum
         Options of :func:`bnfl.nn.make_norm` (GN groups default 2 as in FixBN/HBN).
+    weights : str or path-like, optional
+        A local state_dict file to load after building (:func:`load_pretrained`, which warns
+        about the head and norm entries it leaves out); nothing is downloaded.
     **kw
         Model-specific options (e.g. ``hidden=(64, 64)`` for ``"mlp"``).
 
@@ -246,7 +312,10 @@ def build(
             raise ValueError(f"{label} must be a positive int, got {v!r}")
     fn, c0, s0, _ = _REGISTRY[name]
     nkw = {"groups": groups, "eps": eps, "momentum": momentum}
-    return fn(in_channels or c0, input_size or s0, num_classes, norm.lower(), nkw, **kw)
+    net = fn(in_channels or c0, input_size or s0, num_classes, norm.lower(), nkw, **kw)
+    if weights is not None:
+        load_pretrained(net, weights)
+    return net
 
 
 def build_for(name: str, input_shape: Sequence[int], *, num_classes: int, **kw: Any) -> nn.Module:

@@ -1,4 +1,5 @@
-"""CIFAR ResNets: ResNet-20 family (He et al. 2016, option-A shortcuts) and CIFAR ResNet-18."""
+"""ResNets (He et al. 2016): the CIFAR ResNet-20 family (option-A shortcuts), ResNet-18 and
+torchvision's ResNet-50 (bottleneck blocks, v1.5: the stride on the 3x3 conv)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from torch import Tensor, nn
 
 from bnfl.nn import WSConv2d, make_norm
 
-__all__ = ["CifarResNet", "ResNet18"]
+__all__ = ["CifarResNet", "ResNet18", "ResNet50"]
 
 
 def _conv3x3(cin: int, cout: int, stride: int, ws: bool) -> nn.Conv2d:
@@ -157,4 +158,98 @@ class ResNet18(nn.Module):
         out = self.pool(F.relu(self.norm1(self.conv1(x))))
         out = self.stages(out)
         out = F.adaptive_avg_pool2d(out, 1).flatten(1)  # (N, 512, H, W) -> (N, 512)
+        return self.fc(out)
+
+
+class _Bottleneck(nn.Module):
+    """torchvision's ``Bottleneck``: 1x1 reduce -> 3x3 (carries the stride, "ResNet v1.5") ->
+    1x1 expand x4, a norm after each conv, projection shortcut ``downsample`` (1x1 conv + norm)
+    where the shape changes. Attribute names are torchvision's (``conv1``, ``bn1``, ...,
+    ``downsample.0/1``) so its state_dict files load; ``bn*`` hold any norm kind."""
+
+    expansion = 4
+
+    def __init__(self, cin: int, width: int, stride: int, *, norm: str, kw: dict) -> None:
+        super().__init__()
+        conv = WSConv2d if norm == "gn_ws" else nn.Conv2d
+        cout = width * self.expansion
+        self.conv1 = conv(cin, width, 1, bias=False)
+        self.bn1 = make_norm(norm, width, dim=2, **kw)
+        self.conv2 = conv(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = make_norm(norm, width, dim=2, **kw)
+        self.conv3 = conv(width, cout, 1, bias=False)
+        self.bn3 = make_norm(norm, cout, dim=2, **kw)
+        self.downsample: nn.Module | None = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(conv(cin, cout, 1, stride=stride, bias=False),
+                                            make_norm(norm, cout, dim=2, **kw))
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        identity = x if self.downsample is None else self.downsample(x)
+        return F.relu(out + identity)
+
+
+class ResNet50(nn.Module):
+    """ResNet-50 in torchvision's layout (He et al. 2016, Table 1; bottleneck blocks 3/4/6/3 at
+    widths 64/128/256/512, expansion 4, stride on the 3x3 conv as torchvision's "v1.5"): 7x7
+    stride-2 stem conv, norm, ReLU, 3x3 stride-2 max-pool, four stages ``layer1..layer4``,
+    global average pooling, linear head ``fc``. 25,557,032 parameters with BN and 1000 classes
+    (torchvision's ``resnet50``); GN has the same affine count, ``norm="none"`` drops the
+    53 norm layers' 53,120 affine parameters. Any input size (global pooling); HBN Table 5 feeds
+    it 32x32 CIFAR-100 images as its reference code does (torchvision's network unchanged).
+
+    ``stem="cifar"`` replaces the stem by a 3x3 stride-1 conv without max-pool (the common
+    CIFAR variant; not HBN's). Initialisation is torchvision's: Kaiming-normal (fan-out) convs,
+    norm weight 1 and bias 0, PyTorch's default for ``fc``. Module names match torchvision's
+    state_dict keys (``conv1``, ``bn1``, ``layer1.0.conv1``, ``layer1.0.downsample.0``, ``fc``),
+    so :func:`bnfl.models.load_pretrained` loads its ImageNet weights from a local file.
+    """
+
+    #: Name of the classification head (skipped when a file's class count differs).
+    head = "fc"
+
+    def __init__(
+        self,
+        *,
+        in_channels: int = 3,
+        num_classes: int = 1000,
+        stem: str = "imagenet",
+        norm: str = "bn",
+        norm_kw: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        kw = dict(norm_kw or {})
+        conv = WSConv2d if norm == "gn_ws" else nn.Conv2d
+        if stem == "imagenet":
+            self.conv1 = conv(in_channels, 64, 7, stride=2, padding=3, bias=False)
+            self.maxpool: nn.Module = nn.MaxPool2d(3, 2, 1)
+        elif stem == "cifar":
+            self.conv1 = conv(in_channels, 64, 3, stride=1, padding=1, bias=False)
+            self.maxpool = nn.Identity()
+        else:
+            raise ValueError(f"stem must be 'imagenet' (7x7 conv + max-pool) or 'cifar' (3x3 conv), got {stem!r}")
+        self.bn1 = make_norm(norm, 64, dim=2, **kw)
+        cin = 64
+        for i, (width, blocks) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3), strict=True)):
+            layer = []
+            for b in range(blocks):
+                layer.append(_Bottleneck(cin, width, 2 if (i > 0 and b == 0) else 1, norm=norm, kw=kw))
+                cin = width * _Bottleneck.expansion
+            setattr(self, f"layer{i + 1}", nn.Sequential(*layer))
+        self.fc = nn.Linear(cin, num_classes)
+        for m in self.modules():  # torchvision's initialisation
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)) and m.weight is not None:
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.maxpool(F.relu(self.bn1(self.conv1(x))))
+        for i in range(1, 5):
+            out = getattr(self, f"layer{i}")(out)
+        out = F.adaptive_avg_pool2d(out, 1).flatten(1)  # (N, 2048, H, W) -> (N, 2048)
         return self.fc(out)
