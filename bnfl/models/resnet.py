@@ -206,6 +206,15 @@ class ResNet50(nn.Module):
     norm weight 1 and bias 0, PyTorch's default for ``fc``. Module names match torchvision's
     state_dict keys (``conv1``, ``bn1``, ``layer1.0.conv1``, ``layer1.0.downsample.0``, ``fc``),
     so :func:`bnfl.models.load_pretrained` loads its ImageNet weights from a local file.
+
+    Parameters
+    ----------
+    in_channels : int, default 3
+    num_classes : int, default 1000
+    stem : {"imagenet", "cifar"}, default "imagenet"
+    norm : str, default "bn"
+        Kind for :func:`bnfl.nn.make_norm`; ``"gn_ws"`` also standardises the conv weights.
+    norm_kw : dict, optional
     """
 
     #: Name of the classification head (skipped when a file's class count differs).
