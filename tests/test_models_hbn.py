@@ -202,6 +202,22 @@ def test_tiny_model_layouts():
         models.build("tiny_vgg", input_size=4)
 
 
+def test_tiny_model_counts():
+    """Computed by hand from the layouts (10 classes, BN): tiny-VGG convs 3x3 with bias
+    1-16-16-32-32-64-64, BN affine 2 x 224, FC 64-10; tiny-MobileNet: stem 3x3 to 16, blocks
+    (t, c) = (1, 8), (4, 16) x2, (4, 32) x2, 1x1 conv to 64, FC 64-10 (convs without bias)."""
+    convs = sum(a * b * 9 + b for a, b in ((1, 16), (16, 16), (16, 32), (32, 32), (32, 64), (64, 64)))
+    assert n_params(models.build("tiny_vgg")) == convs + 2 * 224 + 650 == 72_890
+
+    def block(cin: int, cout: int, t: int) -> int:  # [expand 1x1 + BN], depthwise 3x3 + BN, project 1x1 + BN
+        h = cin * t
+        return (cin * h + 2 * h if t != 1 else 0) + 9 * h + 2 * h + h * cout + 2 * cout
+
+    total = (9 * 16 + 32) + block(16, 8, 1) + block(8, 16, 4) + block(16, 16, 4) + block(16, 32, 4) \
+        + block(32, 32, 4) + (32 * 64 + 128) + 650
+    assert n_params(models.build("tiny_mobilenet")) == total == 21_338
+
+
 @pytest.mark.parametrize("name", TINY)
 @pytest.mark.parametrize("kind", ["bn", "gn", "hbn"])
 def test_tiny_models_train_on_a_fixed_batch(name, kind):
