@@ -41,9 +41,15 @@ SMALL = {
     "lenet": ((3, 32, 32), (10,)),
     "q_lenet": ((1, 8, 8), (10,)),
     "deeplabv3plus": ((3, 32, 32), (10, 32, 32)),
+    "mobilenet_v2": ((3, 32, 32), (10,)),
+    "resnet50": ((3, 32, 32), (10,)),
+    "vgg11": ((3, 32, 32), (10,)),
+    "vgg19": ((3, 32, 32), (10,)),
+    "tiny_vgg": ((1, 8, 8), (10,)),
+    "tiny_mobilenet": ((1, 8, 8), (10,)),
 }
-QUICK = [n for n in SMALL if n.startswith("q_") or n in ("fedtan_mlp", "mlp", "simple_cnn", "resnet20")]
-LARGE = ("alexnet_bn", "resnet18", "digit_cnn", "deeplabv3plus")
+QUICK = [n for n in SMALL if n.startswith(("q_", "tiny_")) or n in ("fedtan_mlp", "mlp", "simple_cnn", "resnet20")]
+LARGE = ("alexnet_bn", "resnet18", "digit_cnn", "deeplabv3plus", "mobilenet_v2", "resnet50", "vgg11", "vgg19")
 
 
 def n_trainable(m: nn.Module) -> int:
@@ -217,7 +223,7 @@ def test_build_options_pass_through():
 
 def test_build_bad_input():
     with pytest.raises(ValueError, match="available: alexnet_bn"):
-        models.build("resnet50")
+        models.build("resnet101")
     with pytest.raises(ValueError, match="valid kinds"):
         models.build("resnet20", norm="batchnorm")
     with pytest.raises(ValueError, match="divid"):
