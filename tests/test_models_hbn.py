@@ -50,7 +50,13 @@ def n_norm_affine(m: nn.Module) -> int:
 def test_paper_models_match_the_standard_parameter_counts(name, bn_count, none_count, norm_layers):
     """BN counts are torchvision's (module docstring); "none" drops the norm affine parameters
     (VGG: torchvision's plain vgg11 / vgg19); GN has the same affine count as BN; HBN adds one
-    alpha per channel (half the BN affine count)."""
+    alpha per channel (half the BN affine count). Built on the meta device: counting needs no
+    memory (VGG's 4096-wide FC layers would take seconds to initialise)."""
+    with torch.device("meta"):
+        _check_standard_counts(name, bn_count, none_count, norm_layers)
+
+
+def _check_standard_counts(name, bn_count, none_count, norm_layers):
     bn = models.build(name, num_classes=1000)
     assert n_params(bn) == bn_count
     assert len(bn_modules(bn)) == norm_layers

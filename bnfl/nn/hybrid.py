@@ -45,6 +45,7 @@ statistics, so :math:`\alpha \to +\infty` is "global only" (HBN ablation 3).
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
@@ -156,7 +157,7 @@ class _HybridBatchNorm(GlobalStatsMixin, _BatchNorm):
             raise ValueError(f"num_features must be a positive int, got {num_features!r}")
         if not (eps > 0):
             raise ValueError(f"eps must be > 0 (it keeps the square root finite), got {eps!r}")
-        if not torch.isfinite(torch.tensor(float(alpha_init))):
+        if not math.isfinite(float(alpha_init)):
             raise ValueError(f"alpha_init must be finite, got {alpha_init!r}")
         factory = {"device": device, "dtype": dtype}
         # No running statistics: HBN's statistics buffers are the global ones below.
