@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from bnfl.data.datasets import Split
 from bnfl.data.digits import DIGIT_CLASSES, Form, raw_digits, to_form
 
-__all__ = ["DOMAINS", "DEFAULT_DOMAINS", "apply_domain", "digit_domains", "digit_segmentation"]
+__all__ = ["DOMAINS", "DEFAULT_DOMAINS", "apply_domain", "digit_domains", "digit_segmentation", "unseen_domain_test"]
 
 #: Every known domain, in a fixed order (its position seeds the domain's random transform).
 DOMAINS: tuple[str, ...] = ("clean", "contrast", "blur", "noise", "thick", "gain", "thin", "fracture")
@@ -128,6 +128,7 @@ def digit_domains(
     form: Form = "image",
     test_fraction: float = 0.2,
     train_per_domain: int | None = None,
+    train_sizes: Sequence[int] | None = None,
 ) -> Split:
     """Q-DOM: one feature-shifted copy of a disjoint subset of the digits per domain.
 
@@ -143,6 +144,9 @@ def digit_domains(
     train_per_domain : int, optional
         Keep only the first this-many training samples per domain (e.g. 62 for the
         Office-Caltech proxy, 105 for DomainNet); the test sets are unchanged.
+    train_sizes : sequence of int, optional
+        Keep the first ``train_sizes[j]`` training samples of domain ``j`` (unequal client sizes,
+        FedBN Tables 15-16); exclusive with ``train_per_domain``.
 
     Returns
     -------
@@ -154,12 +158,21 @@ def digit_domains(
         raise ValueError(
             f"train_per_domain must be in [1, {subsets[0][0].size}], got {train_per_domain}"
         )
+    if train_sizes is not None:
+        if train_per_domain is not None:
+            raise ValueError("give train_per_domain or train_sizes, not both")
+        sizes = [int(n) for n in train_sizes]
+        if len(sizes) != len(subsets) or not all(1 <= n <= subsets[0][0].size for n in sizes):
+            raise ValueError(f"train_sizes must give one size in [1, {subsets[0][0].size}] per domain "
+                             f"({len(subsets)}), got {list(train_sizes)}")
+    else:
+        sizes = [train_per_domain] * len(subsets)
     xs: dict[str, list] = {"train": [], "test": []}
     ys: dict[str, list] = {"train": [], "test": []}
     ds: dict[str, list] = {"train": [], "test": []}
     for j, (name, (tr, te)) in enumerate(zip(domains, subsets, strict=True)):
-        if train_per_domain is not None:
-            tr = tr[:train_per_domain]
+        if sizes[j] is not None:
+            tr = tr[: sizes[j]]
         for part, idx in (("train", tr), ("test", te)):
             x = apply_domain(images[idx], name, seed) / 16.0
             xs[part].append((x - 0.5) / 0.5)
@@ -181,6 +194,27 @@ def digit_domains(
         domains=tuple(domains),
         meta={"seed": seed, "form": form, "normalize": "x/16, then (x-0.5)/0.5"},
     )
+
+
+def unseen_domain_test(
+    style: str,
+    domains: Sequence[str] = DEFAULT_DOMAINS,
+    seed: int = 0,
+    *,
+    form: Form = "image",
+    test_fraction: float = 0.2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A test set of an unseen domain for the clients of :func:`digit_domains` (FedBN App. G).
+
+    The raw test digits of all ``domains`` (the same digits, never trained on) drawn in ``style``
+    (e.g. "thin" or "fracture"), normalised as :func:`digit_domains` does. Returns ``(x, y)``.
+    """
+    if style not in DOMAINS:
+        raise ValueError(f"unknown domain {style!r}; choose from {DOMAINS}")
+    subsets, images, labels = _domain_subsets(domains, seed, test_fraction)
+    idx = np.concatenate([te for _, te in subsets])
+    x = (apply_domain(images[idx], style, seed) / 16.0 - 0.5) / 0.5
+    return to_form(torch.from_numpy(x).to(torch.float32), form), torch.from_numpy(labels[idx])
 
 
 def digit_segmentation(

@@ -162,6 +162,8 @@ def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: 
             return [round(100 * accuracy(model, x, y)[0], 3) for x, y in subsets]
 
         out["domains"] = list(split.domains)
+        dom_train = split.domain_train.numpy()
+        out["client_domain"] = [int(dom_train[int(idx[0])]) for idx in sim.client_indices]
         if sim.algorithm.personalized:
             # one copy per client (AlexNet-BN is 58M parameters)
             out["domain_acc_clients"] = [accs(sim.client_model(c)) for c in range(sim.num_clients)]

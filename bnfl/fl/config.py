@@ -63,7 +63,7 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "classes_per_client": ("k", "balance"),
     "dirichlet": ("phi", "min_size", "max_tries"),
     "shards": ("shards_per_client",),
-    "by_domain": (),
+    "by_domain": ("shards", "clients_per_domain"),
 }
 _SCHEDULE_KEYS = ("milestones", "fractions", "gamma", "decay", "steps")
 _NOT_TRAIN = {"rounds", "seed", "device", "schedule", "checkpoint_dir"}
@@ -252,11 +252,19 @@ def partition(cfg: RunConfig, split: Any) -> tuple[list, list | None]:
     if split.domain_train is None:
         raise ValueError(f"partition.kind 'by_domain' needs data with domains ({split.name} has none); "
                          f"use e.g. data.name = 'digit_domains'")
-    clients = P.by_domain(split.domain_train.numpy())
+    try:
+        clients = P.by_domain(split.domain_train.numpy(), seed=seed, **opts)
+    except TypeError as err:
+        raise TypeError(f"partition: bad option for by_domain: {err}") from None
     if "num_clients" in cfg.partition and n != len(clients):
-        raise ValueError(f"partition.num_clients = {n} but {split.name} has {len(clients)} domains (one client "
-                         f"each); drop num_clients or choose {len(clients)}")
-    tests = P.by_domain(split.domain_test.numpy()) if split.domain_test is not None else None
+        n_dom = len(split.domains) if split.domains else len(set(split.domain_train.tolist()))
+        raise ValueError(f"partition.num_clients = {n} but {split.name} gives {len(clients)} clients from {n_dom} domains "
+                         f"({len(clients) // max(n_dom, 1)} per domain); drop num_clients or choose {len(clients)}")
+    if split.domain_test is None:
+        return clients, None
+    per_domain = P.by_domain(split.domain_test.numpy())
+    domain_of = split.domain_train.numpy()
+    tests = [per_domain[int(domain_of[c[0]])] for c in clients]  # each client: its domain's test set
     return clients, tests
 
 

@@ -72,15 +72,21 @@ def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
 def domain_accuracies(run: Mapping[str, Any]) -> list[float]:
     """Test accuracy (%) of each client on its own domain's test set (FedBN's protocol).
 
-    Personalised runs (``domain_acc_clients``): client c's model on domain c. Shared-model runs
+    Personalised runs (``domain_acc_clients``): each client's model on its own domain (the mean over
+    a domain's clients when it has several, ``client_domain``). Shared-model runs
     (``domain_acc_global``): the global model on each domain. A diverged run gives NaNs.
     """
     if run.get("diverged"):
         n = len(run.get("domains") or [])
         return [float("nan")] * n
+    if "domain_acc" in run:  # bnfl.experiments.papers.fedbn.runs.fedbn_run
+        return [float(v) for v in run["domain_acc"]]
     if "domain_acc_clients" in run:
         table = run["domain_acc_clients"]
-        return [float(table[c][c]) for c in range(len(table))]
+        owner = run.get("client_domain") or list(range(len(table)))  # client -> its domain
+        n = len(run.get("domains") or table)
+        per = [[float(table[c][owner[c]]) for c in range(len(table)) if owner[c] == j] for j in range(n)]
+        return [float(np.mean(v)) for v in per]  # several clients of a domain: their mean
     if "domain_acc_global" in run:
         return [float(v) for v in run["domain_acc_global"][:-1]]  # the last entry is the whole test set
     raise ValueError("run has no per-domain accuracies: train it on data with domains (partition kind 'by_domain')")
