@@ -19,7 +19,14 @@ from bnfl.data import partition
 from bnfl.data.datasets import Split, as_index_array, iterate_batches
 from bnfl.data.describe import PartitionSummary, describe, plot_partition
 from bnfl.data.digits import digits, raw_digits
-from bnfl.data.domains import DOMAINS, apply_domain, digit_domains, digit_segmentation
+from bnfl.data.domains import (
+    DOMAINS,
+    apply_domain,
+    digit_domains,
+    digit_segmentation,
+    unseen_domain_test,
+)
+from bnfl.data.fedbn_data import abide, digit5, morpho_mnist
 from bnfl.data.folders import CITYSCAPES_CLASSES, cityscapes, imagenet
 from bnfl.data.loaders import cifar10, cifar100, image_domains, mnist, tiny_imagenet
 from bnfl.data.partition import fedtan_class_table
@@ -27,6 +34,10 @@ from bnfl.data.registry import DATASETS, Dataset, load
 from bnfl.data.synthetic import abide_sites, fedbn_synthetic, gaussian_mixture
 
 __all__ = [
+    "abide",
+    "digit5",
+    "morpho_mnist",
+    "unseen_domain_test",
     "CITYSCAPES_CLASSES",
     "cityscapes",
     "imagenet",

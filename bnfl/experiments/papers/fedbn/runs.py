@@ -10,7 +10,8 @@ what the FedBN entries read, cached like any training run:
   each client now holds, in eval mode, on the client's whole training set. This is the training
   curve the reference code prints (``fed_digits.py:303``; bnfl's own ``train_loss`` is the clients'
   mini-batch loss during the round);
-- ``unseen_acc`` (``unseen`` given): accuracy on unseen-domain test sets (FedBN App. G). A new
+- ``unseen_acc`` (``unseen`` given): accuracy on unseen-domain test sets (FedBN App. G: Q-DOM styles
+  such as "thin", or "morpho:global" / "morpho:local" read from ``<data root>/morpho_mnist``). A new
   FedBN client uses the average of the trained clients' BN affine parameters and its own batch
   statistics (the BN statistics of its whole test set); shared-model methods use the global model.
 """
@@ -123,8 +124,16 @@ def _run(spec: dict[str, Any], unseen: Sequence[str], *, device: str, data_root:
             data = spec["data"]
             out["unseen_acc"] = {}
             for style in unseen:
-                x, y = unseen_domain_test(style, data["domains"], int(data.get("seed", 0)),
-                                          form=data.get("form", "image"))
+                if style.startswith("morpho:"):  # paper profile: Morpho-MNIST under the data root
+                    from pathlib import Path
+
+                    from bnfl.data import morpho_mnist
+
+                    x, y = morpho_mnist(Path(data_root or ".") / "morpho_mnist", style.split(":", 1)[1],
+                                        size=int(data.get("size", 28)))
+                else:
+                    x, y = unseen_domain_test(style, data["domains"], int(data.get("seed", 0)),
+                                              form=data.get("form", "image"))
                 x, y = x.to(sim.x_test.device), y.to(sim.x_test.device)
                 model = new_client_model([sim.client_model(c) for c in clients], x) if personal else glob
                 out["unseen_acc"][style] = round(_eval(model, x, y)[0], 3)
