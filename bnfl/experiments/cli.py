@@ -26,8 +26,10 @@ def _add_common(p: argparse.ArgumentParser, *, out_default: str) -> None:
     p.add_argument("--seeds", type=int, default=None,
                    help="number of repeats (default: the entry's, 5 at the paper profile)")
     p.add_argument("--data-root", default=None,
-                   help="folder with CIFAR-10/100, MNIST, Office-Caltech10, DomainNet for the paper "
-                        "profile (default: $BNFL_DATA)")
+                   help="folder with the paper profile's data sets (CIFAR-10/100, MNIST, Tiny-ImageNet, "
+                        "ImageNet, Cityscapes, Office-Caltech10, DomainNet, digit5, abide, morpho_mnist; "
+                        "`python -c 'import bnfl.data as d; print(list(d.DATASETS))'` lists them; "
+                        "default: $BNFL_DATA)")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
