@@ -125,6 +125,8 @@ def plot_fig4(result: Result) -> Any:
         for k, d in s[key].items():
             xs = [float(x) for x in d]
             ax.plot(xs, list(d.values()), marker="o", color=color_for(METHODS[k]), label=k)
+        if key != "b":
+            ax.set_xticks(xs)
         ax.set_xlabel(xlabel)
         ax.set_title(f"({key})")
     axes[1].invert_xaxis()
