@@ -272,6 +272,7 @@ def _plot_be(result: Result, title: str) -> Any:
                 ax.plot(s["E"], ys, ls=ls, marker="os^"[i % 3], color=color_for(key),
                         label=f"{k}, B = {'full' if b == 'inf' else b}")
         ax.set_xscale("log", base=2)
+        ax.set_xticks(s["E"], [str(e) for e in s["E"]])
         ax.set_xlabel("local epochs E")
         ax.set_title(name)
     axes[0].set_ylabel("mean test accuracy (%)")
