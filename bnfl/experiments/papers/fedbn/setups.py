@@ -105,10 +105,13 @@ def per_domain_stats(runs: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.
     return mean, std
 
 
-def domain_noise(*settings: Sequence[Mapping[str, Any]], n_test_per_domain: int) -> dict[str, Any]:
-    """``noise=``/``noise_label=`` for a claim on one domain's accuracy: the larger of the seed std
-    (any setting, any domain) and one test sample of a domain's test set (``100/n`` pts)."""
-    stds = [s for runs in settings for s in per_domain_stats(runs)[1] if math.isfinite(s)]
+def domain_noise(*settings: Sequence[Mapping[str, Any]], n_test_per_domain: int,
+                 domains: Sequence[int] | None = None) -> dict[str, Any]:
+    """``noise=``/``noise_label=`` for a claim comparing ``settings`` on some domains: the larger of
+    the seed std of the compared settings on those domains (all domains when ``domains`` is None)
+    and one test sample of a domain's test set (``100/n`` pts)."""
+    stds = [s for runs in settings for j, s in enumerate(per_domain_stats(runs)[1])
+            if math.isfinite(s) and (domains is None or j in domains)]
     res = 100.0 / n_test_per_domain
     parts = [(res, f"one test sample = {res:.2f} pts of {n_test_per_domain} per domain")]
     if stds:

@@ -65,9 +65,10 @@ def _unequal_result(ctx: Context, config: dict[str, Any], table: Any, samples: t
     runs = _unequal_runs(ctx, config)
     domains = _domains(runs)
     stats = {k: per_domain_stats(r) for k, r in runs.items()}
-    nz = domain_noise(*runs.values(), n_test_per_domain=min(runs["FedBN"][0]["n_test_domain"]))
+    n_test = min(runs["FedBN"][0]["n_test_domain"])
     claims = [at_least(f"fedbn-vs-fedavg-{d}", f"{d}: FedBN >= FedAvg", stats["FedBN"][0][j] - stats["FedAvg"][0][j],
-                       0.0, **nz, detail=f"FedBN {stats['FedBN'][0][j]:.2f} vs FedAvg {stats['FedAvg'][0][j]:.2f}")
+                       0.0, **domain_noise(runs["FedBN"], runs["FedAvg"], n_test_per_domain=n_test, domains=[j]),
+                       detail=f"FedBN {stats['FedBN'][0][j]:.2f} vs FedAvg {stats['FedAvg'][0][j]:.2f}")
               for j, d in enumerate(domains)]
     rows = [{"method": "(train samples)", **{d: n for d, n in zip(domains, config["sizes"], strict=True)}}]
     rows += [{"method": k, **{d: round(float(v), 2) for d, v in zip(domains, stats[k][0], strict=True)},
@@ -185,15 +186,21 @@ def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     acc = {k: {s: [r["unseen_acc"][s] for r in rs] for s in styles} for k, rs in runs.items()}
     mean = {k: {s: float(np.mean(v)) for s, v in a.items()} for k, a in acc.items()}
     n = runs["FedBN"][0]["n_test_unseen"]
-    stds = [float(np.std(v, ddof=1)) for a in acc.values() for v in a.values() if len(v) > 1]
-    noise = max([100.0 / n, *stds])
+
+    def noise_of(s: str, *keys: str) -> float:  # seed std of the compared methods on style s, or one sample
+        return max([100.0 / n, *(float(np.std(acc[k][s], ddof=1)) for k in keys if len(acc[k][s]) > 1)])
+
+    why = ("FedBN's new client normalises with the statistics of its own data, which absorbs a style that moves the "
+           "pixel statistics ('thin' removes ink); the shared model normalises with the averaged statistics of the "
+           "training domains. Morpho-MNIST's perturbations, on 28x28 digits, move them less")
     claims = []
     for s in styles:
+        noise = noise_of(s, "FedBN", "FedProx")
         claims.append(within(f"fedbn-fedprox-{s}", f"{s}: |FedBN - FedProx| <= 3 (comparable)", mean["FedBN"][s],
                              mean["FedProx"][s], 3.0, noise=noise, noise_label="seed std / one test sample",
-                             detail=f"FedBN {mean['FedBN'][s]:.2f} vs FedProx {mean['FedProx'][s]:.2f}"))
+                             detail=f"FedBN {mean['FedBN'][s]:.2f} vs FedProx {mean['FedProx'][s]:.2f}", why=why))
         claims.append(at_least(f"fedbn-fedavg-{s}", f"{s}: FedBN >= FedAvg - 1", mean["FedBN"][s] - mean["FedAvg"][s],
-                               -1.0, noise=noise, noise_label="seed std / one test sample",
+                               -1.0, noise=noise_of(s, "FedBN", "FedAvg"), noise_label="seed std / one test sample",
                                detail=f"FedBN {mean['FedBN'][s]:.2f} vs FedAvg {mean['FedAvg'][s]:.2f}"))
     rows = [{"method": k, **{s: f"{mean[k][s]:.2f}" + (f" ({np.std(acc[k][s], ddof=1):.2f})" if len(acc[k][s]) > 1 else "")
                              for s in styles}} for k in _KEYS]
