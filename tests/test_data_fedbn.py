@@ -103,3 +103,47 @@ def test_morpho_mnist_reads_both_perturbation_sets(tmp_path):
         morpho_mnist(tmp_path, "swirl")
     with pytest.raises(FileNotFoundError, match="Morpho-MNIST"):
         morpho_mnist(tmp_path / "none", "global")
+
+
+def write_digit5_raw(root, n=40, seed=0):
+    """Each data set's own raw files (what the FedBN release was built from), n samples per split."""
+    import bz2
+
+    from scipy.io import savemat
+
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % 10
+    (root / "MNIST").mkdir(parents=True)
+    for split in ("train", "t10k"):
+        _idx_gz(root / "MNIST" / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 256, size=(n, 28, 28)))
+        _idx_gz(root / "MNIST" / f"{split}-labels-idx1-ubyte.gz", labels)
+    for folder, pre in (("SVHN", ""), ("SynthDigits", "synth_")):
+        (root / folder).mkdir()
+        for split in ("train", "test"):
+            y = np.where(labels == 0, 10, labels) if folder == "SVHN" else labels  # SVHN writes 0 as 10
+            savemat(root / folder / f"{pre}{split}_32x32.mat",
+                    {"X": rng.integers(0, 256, size=(32, 32, 3, n), dtype=np.uint8), "y": y.reshape(-1, 1)})
+    (root / "USPS").mkdir()
+    for name in ("usps.bz2", "usps.t.bz2"):
+        with bz2.open(root / "USPS" / name, "wt") as f:
+            for lab in labels:
+                vals = rng.uniform(-1, 1, size=256)
+                f.write(f"{lab + 1} " + " ".join(f"{i + 1}:{v:.4f}" for i, v in enumerate(vals)) + "\n")
+    (root / "MNIST_M").mkdir()
+    data = {k: rng.integers(0, 256, size=(n, 28, 28, 3), dtype=np.uint8) for k in ("train", "valid", "test")}
+    data.update({f"{k}_label": labels for k in ("train", "valid", "test")})
+    with open(root / "MNIST_M" / "mnistm_data.pkl", "wb") as f:
+        pickle.dump(data, f)
+
+
+def test_digit5_rebuilds_the_release_partitions_from_raw_files(tmp_path):
+    write_digit5_raw(tmp_path)
+    s = digit5(tmp_path)
+    pooled = {"SVHN": 80, "USPS": 80, "SynthDigits": 80, "MNIST-M": 120, "MNIST": 80}
+    for j, name in enumerate(s.domains):  # pooled train+test, 80/20 stratified; part 0 holds them all here
+        assert int((s.domain_test == j).sum()) == pooled[name] // 5
+        assert int((s.domain_train == j).sum()) == pooled[name] - pooled[name] // 5
+    svhn = s.y_train[s.domain_train == 0]
+    assert int(svhn.max()) == 9 and int((svhn == 0).sum()) > 0  # SVHN's label 10 is the digit 0
+    assert torch.equal(digit5(tmp_path).x_train, s.x_train)  # the split is seeded (random_state 0)
+    assert float(s.x_train.min()) >= -1 and float(s.x_train.max()) <= 1

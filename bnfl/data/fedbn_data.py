@@ -54,7 +54,10 @@ def digit5(root: str | Path, *, fraction: float = 0.1, domains: Sequence[str] = 
     Parameters
     ----------
     root : path
-        Folder with one sub-folder per data set (layout in the error message of a missing file).
+        Folder with one sub-folder per data set, holding the FedBN release's partition files or,
+        failing those, the data set's own files (MNIST IDX, SVHN and SynthDigits ``.mat``, USPS
+        LIBSVM ``.bz2``, MNIST-M ``mnistm_data.pkl``), from which the release's partitions are
+        rebuilt as its ``utils/data_preprocess.py`` does (layouts in the error of a missing file).
     fraction : float, default 0.1
         Share of the 7438 training digits each client holds (FedBN's default 10% = 743). As the
         reference code: ``fraction >= 0.1`` concatenates the first ``int(10 fraction)`` of the ten
@@ -78,17 +81,23 @@ def digit5(root: str | Path, *, fraction: float = 0.1, domains: Sequence[str] = 
     for j, name in enumerate(domains):
         folder = root / DIGIT5[name]
         files = [folder / "partitions" / f"train_part{i}.pkl" for i in range(max(1, int(round(fraction * 10))))]
-        for p in [*files, folder / "test.pkl"]:
-            if not p.is_file():
-                raise _missing(f"digit5 ({name})", p, _DIGIT5_LAYOUT)
-        pairs = [_pickled_pair(p) for p in files]
+        absent = [p for p in [*files, folder / "test.pkl"] if not p.is_file()]
+        if not absent:
+            pairs = [_pickled_pair(p) for p in files]
+            test = _pickled_pair(folder / "test.pkl")
+        else:
+            raw = _raw_partitions(folder, name)
+            if raw is None:
+                raise _missing(f"digit5 ({name})", absent[0], _DIGIT5_LAYOUT + "\nor the data set's own files:\n"
+                               + _RAW_LAYOUT)
+            pairs, test = raw[0][: len(files)], raw[1]
         x, y = np.concatenate([a for a, _ in pairs]), np.concatenate([b for _, b in pairs])
         if fraction < 0.1:
             keep = int(pairs[0][0].shape[0] * fraction * 10)
             x, y = x[:keep], y[:keep]
         if train_sizes is not None:
             x, y = x[: int(train_sizes[j])], y[: int(train_sizes[j])]
-        xt, yt = _pickled_pair(folder / "test.pkl")
+        xt, yt = test
         for tag, xs, ys in (("tr", x, y), ("te", xt, yt)):
             parts["x" + tag].append(_to_rgb(xs, size))
             parts["y" + tag].append(torch.from_numpy(ys))
@@ -98,6 +107,89 @@ def digit5(root: str | Path, *, fraction: float = 0.1, domains: Sequence[str] = 
                  classes=tuple(str(c) for c in range(10)), name="Digit-5", domain_train=cat["dtr"],
                  domain_test=cat["dte"], domains=tuple(domains),
                  meta={"fraction": fraction, "size": size, "normalize": "x/255, then (x-0.5)/0.5"})
+
+
+# -- raw formats: rebuild the release's partitions from the data sets' own files --------------------
+#: Raw files per data set (folder -> what the FedBN release was built from, utils/data_preprocess.py).
+_RAW_LAYOUT = ("  MNIST/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]   (MNIST IDX)\n"
+               "  SVHN/train_32x32.mat, test_32x32.mat                      (SVHN format 2)\n"
+               "  USPS/usps.bz2, usps.t.bz2                                 (LIBSVM usps)\n"
+               "  SynthDigits/synth_train_32x32.mat, synth_test_32x32.mat\n"
+               "  MNIST_M/mnistm_data.pkl                                   (dict train/valid/test + *_label)")
+_PART_LEN = 743.8  # the release's partition length: 7438 digits in ten parts (data_preprocess.split)
+
+
+def _idx_file(folder: Path, stem: str) -> Path | None:
+    return next((p for p in (folder / f"{stem}.gz", folder / stem) if p.is_file()), None)
+
+
+def _mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    from scipy.io import loadmat
+
+    m = loadmat(path)
+    x = np.transpose(m["X"], (3, 0, 1, 2))  # (H, W, C, N) -> (N, H, W, C)
+    y = m["y"].astype(np.int64).reshape(-1)
+    return x, y
+
+
+def _libsvm_usps(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    import bz2
+
+    with bz2.open(path, "rt") as f:
+        rows = [line.split() for line in f if line.strip()]
+    x = np.asarray([[float(t.split(":")[1]) for t in r[1:]] for r in rows], dtype=np.float32).reshape(-1, 16, 16)
+    return ((x + 1) / 2 * 255).astype(np.uint8), np.asarray([int(r[0]) - 1 for r in rows], dtype=np.int64)
+
+
+def _raw_pool(folder: Path, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """All samples (train and test pooled) of a data set's raw files, or None if they are absent."""
+    if name == "MNIST":
+        stems = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+        files = [_idx_file(folder, s) for s in stems]
+        if any(f is None for f in files):
+            return None
+        a, b, c, d = (read_idx(f) for f in files)
+        return np.concatenate([a, c]), np.concatenate([b, d]).astype(np.int64)
+    if name in ("SVHN", "SynthDigits"):
+        pre = "" if name == "SVHN" else "synth_"
+        tr, te = folder / f"{pre}train_32x32.mat", folder / f"{pre}test_32x32.mat"
+        if not (tr.is_file() and te.is_file()):
+            return None
+        (a, b), (c, d) = _mat(tr), _mat(te)
+        y = np.concatenate([b, d])
+        if name == "SVHN":
+            y[y == 10] = 0  # SVHN labels the digit 0 as 10
+        return np.concatenate([a, c]), y
+    if name == "USPS":
+        tr, te = folder / "usps.bz2", folder / "usps.t.bz2"
+        if not (tr.is_file() and te.is_file()):
+            return None
+        (a, b), (c, d) = _libsvm_usps(tr), _libsvm_usps(te)
+        return np.concatenate([a, c]), np.concatenate([b, d])
+    path = folder / "mnistm_data.pkl"  # MNIST-M
+    if not path.is_file():
+        return None
+    with open(path, "rb") as f:
+        data = pickle.load(f)
+    keys = ("train", "valid", "test")
+    return (np.concatenate([np.asarray(data[k]) for k in keys]),
+            np.concatenate([np.asarray(data[f"{k}_label"]) for k in keys]).astype(np.int64).reshape(-1))
+
+
+def _raw_partitions(folder: Path, name: str) -> tuple[list[tuple[np.ndarray, np.ndarray]], tuple] | None:
+    """The release's ten training partitions and test set rebuilt from raw files: pooled train+test,
+    a stratified 80/20 split (scikit-learn, ``random_state=0``), training parts of 743.8 samples."""
+    pooled = _raw_pool(folder, name)
+    if pooled is None:
+        return None
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    x, y = pooled
+    tr, te = next(StratifiedShuffleSplit(n_splits=1, test_size=0.2, random_state=0).split(x, y))
+    xt, yt = x[tr], y[tr]
+    parts = [(xt[int(_PART_LEN * i):int(_PART_LEN * (i + 1))], yt[int(_PART_LEN * i):int(_PART_LEN * (i + 1))])
+             for i in range(10)]
+    return parts, (x[te], y[te])
 
 
 #: ABIDE I sites of FedBN Table 1.
