@@ -327,7 +327,7 @@ def pixel_histograms(split: Any, bins: int = 32) -> tuple[np.ndarray, np.ndarray
 
 
 def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
-    """Kolmogorov-Smirnov distance between two histograms on the same bins (max |CDF_a - CDF_b|)."""
+    """Kolmogorov-Smirnov distance between two histograms on the same bins (``max |CDF_a - CDF_b|``)."""
     return float(np.max(np.abs(np.cumsum(a) - np.cumsum(b))))
 
 

@@ -2,8 +2,9 @@
 numbers), Table 13 / Fig. 8 (batch size x local epochs), and Table 1 (real-world feature shift:
 Office-Caltech10, DomainNet, ABIDE I).
 
-Runs are the digits setting of :mod:`.digits` varied one knob at a time; equal settings share runs
-with Figs. 3, 5, 7 through the run cache (E = 1 at 100% is Fig. 5's seed-0 run).
+Runs are the digits setting of :mod:`bnfl.experiments.papers.fedbn.digits` varied one knob at a
+time; equal settings share runs with Figs. 3, 5, 7 through the run cache (E = 1 at 100% is Fig. 5's
+seed-0 run).
 """
 
 from __future__ import annotations
