@@ -75,10 +75,12 @@ def test_decoupled_sets_global_stats_to_the_weighted_client_statistics_and_train
         recalibrate_bn(model, sim.x_train[torch.as_tensor(idx)], batch_size=16)
         stats.append(bn_statistics(model))
     p = sim.weights(list(range(sim.num_clients)))
-    sim.algorithm.begin_round(sim, 1, list(range(sim.num_clients)))
+    before = {k: v.clone() for k, v in sim.global_state.items()}
+    update = sim.algorithm.begin_round(sim.server, 1, list(range(sim.num_clients)), sim.global_state)
+    assert all(torch.equal(before[k], v) for k, v in sim.global_state.items())  # pure: the state is not touched
     for layer in stats[0]:
         want = sum(pi * s[layer][0] for pi, s in zip(p, stats, strict=True))
-        assert torch.allclose(sim.global_state[f"{layer}.running_mean"], want, atol=1e-5)
+        assert torch.allclose(update[f"{layer}.running_mean"], want, atol=1e-5)
     assert sim.algorithm.frozen_stats(1)
     sim2 = fl.build({**SPEC, "method": "decoupled-bn", "rounds": 2})
     sim2.run()

@@ -92,8 +92,8 @@ def test_engine_first_step_gradients_equal_bnfl_fedtan_client_gradients(alg_cls,
         def __init__(self):
             self.seen = {}
 
-        def adjust_grads(self, sim, c, model):
-            self.seen[c] = {n: q.grad.detach().clone() for n, q in model.named_parameters()}
+        def adjust_grads(self, client, model):
+            self.seen[client.client] = {n: q.grad.detach().clone() for n, q in model.named_parameters()}
 
     data = _data()
     model = _mlp()

@@ -93,18 +93,18 @@ class _ScaffoldSpy(fl.Scaffold):
         self.before_step: dict[tuple[int, int], list[dict]] = {}
         self._rc = (0, 0)
 
-    def begin_round(self, sim, r, clients):
-        super().begin_round(sim, r, clients)
-        self.at_round[r] = {"global": copy.deepcopy(sim.global_state), "c": copy.deepcopy(self.c),
+    def begin_round(self, server, r, clients, state):
+        super().begin_round(server, r, clients, state)
+        self.at_round[r] = {"global": copy.deepcopy(dict(state)), "c": copy.deepcopy(self.c),
                             "ci": copy.deepcopy(self.ci), "clients": list(clients)}
 
-    def client_start(self, sim, r, c, model):
-        super().client_start(sim, r, c, model)
-        self._rc = (r, c)
+    def client_start(self, client, r, model):
+        super().client_start(client, r, model)
+        self._rc = (r, client.client)
         self.before_step[self._rc] = []
 
-    def adjust_grads(self, sim, c, model):
-        super().adjust_grads(sim, c, model)
+    def adjust_grads(self, client, model):
+        super().adjust_grads(client, model)
         self.before_step[self._rc].append({n: (p.detach().clone(), p.grad.detach().clone())
                                            for n, p in model.named_parameters()})
 

@@ -17,6 +17,9 @@ METHODS = ["fedtan", "fedavg+bn", "fedbn", "hbn", "fixbn"]
 #: FedTAN with 2 of 5 clients a round: some rounds leave a rank without a participant, and
 #: that rank still joins every coupled-BN all-reduce (with zeros)
 PARTIAL = "fedtan@participation=0.4"
+#: also in the float64 equality: per-client algorithm state on the ranks (SCAFFOLD's c_i) and a
+#: statistics request served by each rank for its own clients (DecoupledBN's recalibration)
+MORE = ["scaffold", "decoupled-bn"]
 
 
 def _cfg(method: str) -> dict:
@@ -59,9 +62,11 @@ def _worker(rank: int, world: int, port: int, cfgs: dict[str, dict], out: str) -
             sim = DistributedSimulation(ref.model, ref.data, ref.algorithm, ref.config)
             hist = sim.run()
             state = sim.state_dict()  # collective: every client's local state
+            held: list = [None] * world  # (training samples held, samples of the rank's clients)
+            dist.all_gather_object(held, (sim.x_train.shape[0], sum(len(ref.data.clients[c]) for c in sim.owned)))
             results[m] = {"global": sim.global_state, "local": state["client_local"],
                           "rows": hist.without_time(), "counters": sim.channel.counters(),
-                          "meta": hist.meta}
+                          "meta": hist.meta, "held": held}
         if rank == 0:
             torch.save(results, out)
     finally:
@@ -89,12 +94,15 @@ def test_client_blocks_and_too_many_ranks():
 
 
 def test_three_ranks_equal_the_simulator(tmp_path):
-    got = _spawn(3, {m: _cfg(m) for m in [*METHODS, PARTIAL]}, tmp_path)
-    for m in [*METHODS, PARTIAL]:
+    got = _spawn(3, {m: _cfg(m) for m in [*METHODS, PARTIAL, *MORE]}, tmp_path)
+    for m in [*METHODS, PARTIAL, *MORE]:
         sim = build(_cfg(m))
         hist = sim.run()
         d = got[m]
         assert d["meta"]["engine"] == "torch.distributed" and d["meta"]["world_size"] == 3
+        # each rank keeps only its own clients' training samples
+        assert [h for h, _ in d["held"]] == [n for _, n in d["held"]], (m, d["held"])
+        assert sum(h for h, _ in d["held"]) == sum(len(c) for c in sim.data.clients) < sim.x_train.shape[0], m
         assert d["counters"] == sim.channel.counters(), m
         for k, v in sim.global_state.items():
             torch.testing.assert_close(d["global"][k], v, rtol=0, atol=1e-12, msg=f"{m} {k}")
@@ -178,8 +186,9 @@ def test_a_dead_or_hung_rank_stops_the_others_naming_it(tmp_path, mode):
     assert "2" in msg0.split("hung):", 1)[1], msg0  # gloo's monitored barrier names the missing rank
 
 
-def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path):
-    cfg = _cfg("fedtan")
+@pytest.mark.parametrize("method", ["fedtan", "scaffold"])  # SCAFFOLD: each rank's clients' c_i are kept
+def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path, method):
+    cfg = _cfg(method)
     cfg["out"] = str(tmp_path / "ckpt")
     out = str(tmp_path / "resumed.pt")
     assert _spawn_fault(cfg, "stop", out) == [0, 0, 0]

@@ -163,7 +163,7 @@ def test_moon_local_loss_equals_a_hand_computation_with_frozen_models_in_their_m
         with torch.no_grad():
             m(data.x_train * 2 + 1)
     alg.previous[0] = copy.deepcopy(prev.state_dict())
-    alg.client_start(sim, 1, 0, glob)  # the downloaded model, as loaded into the client's model
+    alg.client_start(sim.client_context(0), 1, glob)  # the downloaded model, as loaded into the client's model
     before = {k: v.clone() for k, v in glob.state_dict().items()}
     local.load_state_dict(glob.state_dict())
     with torch.no_grad():
@@ -171,7 +171,7 @@ def test_moon_local_loss_equals_a_hand_computation_with_frozen_models_in_their_m
             p.add_(0.1)
     local.train()
     x, y = data.x_train[:12], data.y_train[:12]
-    got = alg.local_loss(sim, 0, local, x, y)
+    got = alg.local_loss(sim.client_context(0), local, x, y)
     ref_local = copy.deepcopy(local)
 
     def feats(m, train):
@@ -204,9 +204,9 @@ def test_moon_gradient_flows_only_into_the_local_model_and_previous_models_are_k
     _equal({k: one.previous[0][k] for k in floats}, {k: solo.global_state[k] for k in floats})
     assert not torch.equal(alg.previous[0]["0.weight"], alg.previous[1]["0.weight"])  # one model per client
     model, data = _mlp(), _data()
-    alg.client_start(sim, 3, 0, model)
+    alg.client_start(sim.client_context(0), 3, model)
     x, y = data.x_train[:6], data.y_train[:6]
-    alg.local_loss(sim, 0, model, x, y).backward()
+    alg.local_loss(sim.client_context(0), model, x, y).backward()
     assert all(p.grad is not None for p in model.parameters())
     assert all(p.grad is None for p in alg._glob.parameters()) and all(p.grad is None for p in alg._prev.parameters())
     out, z = representation(model, x)

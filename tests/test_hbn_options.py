@@ -62,9 +62,9 @@ def _spy_uploads(alg):
     seen = []
     orig = alg.aggregate
 
-    def aggregate(sim, clients, weights, uploads):
+    def aggregate(server, state, clients, weights, uploads):
         seen.append([dict(u) for u in uploads])
-        orig(sim, clients, weights, uploads)
+        return orig(server, state, clients, weights, uploads)
 
     alg.aggregate = aggregate
     return seen
@@ -82,26 +82,26 @@ class _HandScaffoldHBN(Scaffold):
         super().__init__()
         self.lam, self.first = lam, True
 
-    def client_start(self, sim, r, c, model):
-        super().client_start(sim, r, c, model)
-        self.mom = fl.hbn_client_stats(model, sim.x_train[torch.as_tensor(sim.client_indices[c])])
+    def client_start(self, client, r, model):
+        super().client_start(client, r, model)
+        self.mom = fl.hbn_client_stats(model, client.data()[0])
 
-    def extra_upload(self, sim, c, model, steps, lr):
-        up = super().extra_upload(sim, c, model, steps, lr)
+    def extra_upload(self, client, model, steps, lr):
+        up = super().extra_upload(client, model, steps, lr)
         for n, m in self.mom.items():
             up.update({f"m.{n}.count": torch.tensor(float(m.count)), f"m.{n}.mean": m.mean, f"m.{n}.var": m.var})
         return up
 
-    def aggregate(self, sim, clients, weights, uploads):
-        super().aggregate(sim, clients, weights, uploads)
+    def aggregate(self, server, state, clients, weights, uploads):
+        new = super().aggregate(server, state, clients, weights, uploads)
         for n in ("1", "4"):
             mean, var = stats.hbn_global([stats.Moments(count=int(u[f"m.{n}.count"]), mean=u[f"m.{n}.mean"],
                                                         var=u[f"m.{n}.var"]) for u in uploads])
-            old_m, old_v = (mean, var) if self.first else (sim.global_state[f"{n}.global_mean"],
-                                                           sim.global_state[f"{n}.global_var"])
-            sim.global_state[f"{n}.global_mean"] = (1 - self.lam) * old_m + self.lam * mean
-            sim.global_state[f"{n}.global_var"] = (1 - self.lam) * old_v + self.lam * var
+            old_m, old_v = (mean, var) if self.first else (state[f"{n}.global_mean"], state[f"{n}.global_var"])
+            new[f"{n}.global_mean"] = (1 - self.lam) * old_m + self.lam * mean
+            new[f"{n}.global_var"] = (1 - self.lam) * old_v + self.lam * var
         self.first = False
+        return new
 
 
 def test_hbn_on_scaffold_equals_the_hand_composition_of_scaffold_and_hbn_statistics():
@@ -225,9 +225,9 @@ def test_alpha_sharing_averaged_starts_a_new_client_from_the_server_average():
         start = {}
         orig = alg.client_start
 
-        def spy(s, r, c, model, orig=orig, start=start):
-            orig(s, r, c, model)
-            start[(r, c)] = {n: p.detach().clone() for n, p in alpha_parameters(model)}
+        def spy(client, r, model, orig=orig, start=start):
+            orig(client, r, model)
+            start[(r, client.client)] = {n: p.detach().clone() for n, p in alpha_parameters(model)}
 
         alg.client_start = spy
         sim.run(stop_after=1)

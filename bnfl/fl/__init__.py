@@ -42,6 +42,7 @@ from bnfl.fl.algorithms import (
 )
 from bnfl.fl.comm import Channel, state_bytes, weighted_sum
 from bnfl.fl.config import RunConfig, build, load_config, run
+from bnfl.fl.context import ClientContext, ServerContext
 from bnfl.fl.coupled import coupled_first_step
 from bnfl.fl.engine import (
     DivergenceError,
@@ -56,7 +57,7 @@ from bnfl.fl.schedules import Schedule
 from bnfl.fl.state import state_groups
 
 __all__ = [
-    "ALGORITHMS", "FBN", "HBN", "RunConfig", "build", "load_config", "run", "Algorithm", "Centralized", "Channel", "CommVolume", "CoupledStep",
+    "ALGORITHMS", "ClientContext", "FBN", "HBN", "ServerContext", "RunConfig", "build", "load_config", "run", "Algorithm", "Centralized", "Channel", "CommVolume", "CoupledStep",
     "DivergenceError", "FedACG", "FedAdam", "FedSAM", "FedWon", "MOON", "FedAvg", "FedAvgAlg2", "FedBN", "FedProx", "FedTAN", "FedTAN2",
     "FederatedData", "FixBN", "History", "Schedule", "Scaffold", "SiloBN", "Simulation",
     "SingleNet", "TrainConfig", "accuracy", "comm_volume", "coupled_first_step", "ema_global_stats", "hbn_client_stats",

@@ -41,10 +41,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep, coupled_step
+from bnfl.fl._run import FederatedData, TrainConfig
+from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.engine import Simulation
 
 __all__ = ["DistributedSimulation", "client_blocks", "init_from_env", "in_torchrun"]
@@ -82,19 +84,30 @@ class DistributedSimulation(Simulation):
     ``torch.distributed`` process group (see the module docstring). Same arguments, plus
     ``barrier_timeout_s`` (seconds a round waits for every rank before raising)."""
 
-    def __init__(self, *args: Any, barrier_timeout_s: float = 30.0, **kwargs: Any) -> None:
+    def __init__(self, model: nn.Module, data: FederatedData, algorithm: Algorithm, config: TrainConfig | None = None,
+                 *, barrier_timeout_s: float = 30.0, **kwargs: Any) -> None:
         if not dist.is_initialized():
             raise RuntimeError("DistributedSimulation needs a process group: call bnfl.fl.distributed.init_from_env() "
                                "(or start the program with torchrun)")
-        super().__init__(*args, **kwargs)
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self.blocks = client_blocks(self.num_clients, self.world_size)
+        self.blocks = client_blocks(1 if algorithm.centralized else len(data.clients), self.world_size)
         self.owned = set(self.blocks[self.rank])
+        super().__init__(model, data, algorithm, config, **kwargs)
         self.barrier_timeout = datetime.timedelta(seconds=barrier_timeout_s)
         self.history.meta.update({"engine": "torch.distributed", "world_size": self.world_size,
                                   "backend": dist.get_backend()})
 
-    # -- where the clients run -------------------------------------------------------------------
+    # -- where the clients and their data are ------------------------------------------------------
+    def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """Only the samples of this rank's clients (the rest is dropped before anything moves to
+        the device); ``_rows`` maps a sample id to its row here (-1: another rank's sample)."""
+        ids = np.unique(np.concatenate([np.asarray(data.clients[c]) for c in sorted(self.owned)]))
+        rows = torch.full((data.x_train.shape[0],), -1, dtype=torch.long)
+        rows[torch.as_tensor(ids)] = torch.arange(len(ids))
+        self._rows = rows.to(self.device)
+        keep = torch.as_tensor(ids)
+        return data.x_train[keep].to(self.device, dtype), data.y_train[keep].to(self.device)
+
     def _local_clients(self, clients: Sequence[int]) -> list[int]:
         return [c for c in clients if c in self.owned]
 
@@ -182,8 +195,7 @@ class DistributedSimulation(Simulation):
                 idx = torch.as_tensor(self.data.client_test[c], device=self.device)
                 own = self._accuracy(m, self.x_test[idx], self.y_test[idx])[0]
             else:
-                idx = torch.as_tensor(self.client_indices[c], device=self.device)
-                own = self._accuracy(m, self.x_train[idx], self.y_train[idx])[0]
+                own = self._accuracy(m, *self._client_data(c))[0]
             mine[c] = (per, own)
         got: list[Any] = [None] * self.world_size
         dist.all_gather_object(got, mine)
@@ -200,6 +212,7 @@ class DistributedSimulation(Simulation):
                 "client_momentum": {c: v for c, v in self.client_momentum.items() if c in self.owned},
                 "cursors": {c: v for c, v in self.cursors.items() if c in self.owned}}
         mine = {k: {c: _cpu(v) for c, v in d.items()} for k, d in mine.items()}
+        mine["algorithm"] = _cpu(s["algorithm"])
         got: list[Any] = [None] * self.world_size
         dist.all_gather_object(got, mine)
         for key in ("client_local", "client_momentum", "cursors"):
@@ -207,6 +220,7 @@ class DistributedSimulation(Simulation):
             for part in got:
                 merged.update(part[key])
             s[key] = dict(sorted(merged.items()))
+        s["algorithm"] = _merge_client_entries([part["algorithm"] for part in got], self.blocks)
         return s
 
     def save_checkpoint(self, directory) -> Path:
@@ -234,6 +248,21 @@ class DistributedSimulation(Simulation):
     def _write_history(self) -> None:
         if self.rank == 0:
             super()._write_history()
+
+
+def _merge_client_entries(states: list[Any], blocks: list[list[int]]) -> Any:
+    """One algorithm state from every rank's: a mapping keyed by client ids (SCAFFOLD's ``ci``,
+    MOON's previous models) takes each client's entry from the rank that owns the client;
+    everything else is server state, the same on every rank, and is taken from rank 0."""
+    first = states[0]
+    if not isinstance(first, dict):
+        return first
+    keys = {k for st in states if isinstance(st, dict) for k in st}
+    if keys and all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
+        owner = {c: r for r, block in enumerate(blocks) for c in block}
+        return {k: states[owner.get(k, 0)][k] for k in sorted(keys) if k in states[owner.get(k, 0)]}
+    return {k: _merge_client_entries([st.get(k) if isinstance(st, dict) else None for st in states], blocks)
+            if isinstance(v, dict) else v for k, v in first.items()}
 
 
 def _cpu(v: Any) -> Any:

@@ -37,6 +37,7 @@ from bnfl.fl._evaluate import _cross_entropy, accuracy, ema_global_stats
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.comm import Channel, weighted_sum
+from bnfl.fl.context import ClientContext, ServerContext
 from bnfl.fl.coupled import coupled_first_step
 from bnfl.fl.state import state_groups
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
@@ -70,8 +71,9 @@ class Simulation:
         self.device = torch.device(self.config.device)
         dtype = getattr(torch, self.config.dtype)
         self.model = copy.deepcopy(model).to(device=self.device, dtype=dtype)
-        self.x_train = data.x_train.to(self.device, dtype)
-        self.y_train = data.y_train.to(self.device)
+        #: the training samples this process holds; ``_rows`` maps a sample id to its row (None: all, in order)
+        self._rows: Tensor | None = None
+        self.x_train, self.y_train = self._training_data(data, dtype)
         self.x_test = data.x_test.to(self.device, dtype)
         self.y_test = data.y_test.to(self.device)
         self.data = data
@@ -101,8 +103,13 @@ class Simulation:
         self.history = History(meta={"algorithm": repr(algorithm), "clients": self.num_clients,
                                      "client_sizes": [len(c) for c in self.client_indices], "config": cfg_meta})
         self.round = 0
-        self.received: dict[str, Tensor] = {}
         self.frozen = False
+        #: what the algorithm's server hooks see (:mod:`bnfl.fl.context`); they never see the Simulation
+        self.server = ServerContext(model=self.model, config=self.config, groups=groups, upload_keys=self.upload_keys,
+                                    download_keys=self.download_keys, local_keys=self.local_keys,
+                                    client_sizes=[len(i) for i in self.client_indices], weighting=algorithm.weighting,
+                                    device=self.device, request=self._request)
+        self._round_clients: list[int] = []  # the participants of the last round (evaluation statistics)
         #: the algorithm's own momentum handling wins over the config's
         self.momentum_mode = algorithm.momentum_mode if algorithm.momentum_mode != "reset" else self.config.momentum_mode
         self._work = copy.deepcopy(self.model)
@@ -122,10 +129,41 @@ class Simulation:
     # -- weights and batches ---------------------------------------------------------------
     def weights(self, clients: Sequence[int]) -> list[float]:
         """Aggregation weights p_i over ``clients`` (size-proportional or equal)."""
-        if self.algorithm.weighting == "equal":
-            return [1.0 / len(clients)] * len(clients)
-        n = np.array([len(self.client_indices[c]) for c in clients], dtype=np.float64)
-        return list(n / n.sum())
+        return self.server.weights(clients)
+
+    def client_context(self, c: int, received: dict[str, Tensor] | None = None) -> ClientContext:
+        """What the algorithm's client hooks see of client ``c`` (:class:`~bnfl.fl.context.ClientContext`)."""
+        idx = np.asarray(self.client_indices[c])
+        return ClientContext(server=self.server, client=c, indices=idx, received=received or {},
+                             first_participation=c not in self.client_local, batch_size=min(self.batch_size, len(idx)),
+                             loss_fn=self.loss_fn, data=lambda: self._client_data(c))
+
+    def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """The training samples this process keeps, on its device (a distributed backend keeps only
+        its clients' samples and sets ``_rows``)."""
+        return data.x_train.to(self.device, dtype), data.y_train.to(self.device)
+
+    def _samples(self, ids: Tensor) -> tuple[Tensor, Tensor]:
+        """The training samples with ids ``ids`` (a 1-D integer tensor on the device)."""
+        rows = ids if self._rows is None else self._rows[ids]
+        return self.x_train[rows], self.y_train[rows]
+
+    def _client_data(self, c: int) -> tuple[Tensor, Tensor]:
+        return self._samples(torch.as_tensor(self.client_indices[c], device=self.device))
+
+    def _request(self, kind: str, clients: Sequence[int], state: Mapping[str, Tensor], *,
+                 tag: str | None = "statistics") -> list[dict[str, Tensor]]:
+        """The backend side of :attr:`ServerContext.request <bnfl.fl.context.ServerContext.request>`:
+        each of this process's ``clients`` answers on ``state`` over its local state; the answers of all
+        ``clients`` in their order, gathered through the channel with ``tag`` (``None``: not counted)."""
+        uploads = []
+        for c in self._local_clients(clients):
+            full = dict(state)
+            full.update(self.client_local.get(c, self.init_local))
+            self._work.load_state_dict(full)
+            uploads.append(self.algorithm.client_statistics(self.client_context(c), self._work, kind))
+        uploads, _ = self._collect(clients, uploads, [0.0] * len(uploads))
+        return self.channel.gather(uploads, tag=tag) if tag is not None else uploads
 
     def _epoch_batches(self, c: int, epoch: int) -> list[Tensor]:
         cached = self._epoch_cache.get(c)
@@ -147,8 +185,7 @@ class Simulation:
             epoch, pos = epoch + 1, 0
             batches = self._epoch_batches(c, epoch)
         self.cursors[c] = [epoch, pos + 1]
-        idx = batches[pos].to(self.device)
-        return self.x_train[idx], self.y_train[idx]
+        return self._samples(batches[pos].to(self.device))
 
     def _steps_this_round(self, c: int) -> int:
         if self.config.local_unit == "steps":
@@ -208,12 +245,16 @@ class Simulation:
         clients = [int(c) for c in self._participants[r - 1]]
         p = self.weights(clients)
         lr = cfg.lr_at(r)
-        alg.begin_round(self, r, clients)
+        self.server.round = r
+        self._round_clients = clients
+        update = alg.begin_round(self.server, r, clients, self.global_state)
+        if update:
+            self.global_state = {**self.global_state, **update}
         frozen = alg.frozen_stats(r)
-        self.frozen = frozen
+        self.frozen = self.server.frozen = frozen
         if alg.communicates:
             payload = {k: self.global_state[k] for k in self.download_keys}
-            payload.update(alg.extra_download(self))
+            payload.update(alg.extra_download(self.server))
             if self.momentum_mode == "global" and cfg.momentum > 0 and self.global_momentum:
                 payload.update({f"momentum.{n}": t for n, t in self.global_momentum.items()})
             received = ch.broadcast(payload, len(clients))
@@ -234,12 +275,12 @@ class Simulation:
             state = self.client_state(c)
             state.update({k: v for k, v in received[j].items() if k in state})
             work.load_state_dict(state)
-            self.received = received[j]
+            client = self.client_context(c, received[j])
             if self.momentum_mode == "global" and received[j]:
                 got = {k[len("momentum."):]: v for k, v in received[j].items() if k.startswith("momentum.")}
                 if got:
                     self.global_momentum = got
-            alg.client_start(self, r, c, work)
+            alg.client_start(client, r, work)
             opt = self._optimizer(work, c, lr)
             steps = self._steps_this_round(c)
             total = 0.0
@@ -255,19 +296,19 @@ class Simulation:
                     ema_global_stats(work, first, union_count=self._union_count)
                 else:
                     x, y = self.next_batch(c)
-                    loss = alg.local_loss(self, c, work, x, y)
+                    loss = alg.local_loss(client, work, x, y)
                     self._check_loss(loss.detach(), c, r)
                     loss.backward()
-                alg.adjust_grads(self, c, work)
+                alg.adjust_grads(client, work)
                 opt.step()
-                alg.after_step(self, c, t, work, opt, first)
+                alg.after_step(client, t, work, opt, first)
                 total += float(loss.detach())
             losses.append(total / steps)
             sd = work.state_dict()
             if self.local_keys:
                 self.client_local[c] = {k: sd[k].detach().clone() for k in self.local_keys}
             up = {k: sd[k].detach().clone() for k in self.upload_keys} if alg.communicates else {}
-            up.update(alg.extra_upload(self, c, work, steps, lr))
+            up.update(alg.extra_upload(client, work, steps, lr))
             if cfg.momentum > 0 and self.momentum_mode in ("local", "global"):
                 mom = self._momentum_of(work, opt)
                 if self.momentum_mode == "local":
@@ -280,7 +321,7 @@ class Simulation:
         uploads, losses = self._collect(clients, uploads, losses)
         if alg.communicates:
             uploads = ch.gather(uploads)
-            alg.aggregate(self, clients, p, uploads)
+            self.global_state = alg.aggregate(self.server, self.global_state, clients, p, uploads)
             if self.momentum_mode == "global" and cfg.momentum > 0:
                 names = [k for k in uploads[0] if k.startswith("momentum.")]
                 avg = weighted_sum([{k: u[k] for k in names} for u in uploads], p)
@@ -306,24 +347,20 @@ class Simulation:
         this process's (here: they already are all)."""
         return uploads, values
 
-    def statistics_round(self, alg: Algorithm) -> None:
-        """A statistics-only round (HBN's T+1): broadcast, ``client_start``, upload extras, aggregate
-        statistics; the model weights are not changed. Appends a history row."""
+    def _statistics_round(self) -> None:
+        """The algorithm's statistics-only round (HBN's T+1, :meth:`Algorithm.statistics_only_round
+        <bnfl.fl.Algorithm.statistics_only_round>`): broadcast, statistics of kind ``"final"`` from the
+        last round's clients, :meth:`~bnfl.fl.Algorithm.aggregate_statistics`; the weights are not
+        changed. Appends a history row."""
+        alg = self.algorithm
         r = self.round + 1
         clients = [int(c) for c in self._participants[(r - 2) % len(self._participants)]]
         t0 = time.perf_counter()
-        payload = {k: self.global_state[k] for k in self.download_keys}
-        received = self.channel.broadcast(payload, len(clients))
-        uploads = []
-        for j, c in enumerate(self._local_clients(clients)):
-            state = self.client_state(c)
-            state.update(received[j])
-            self._work.load_state_dict(state)
-            alg.client_start(self, r, c, self._work)
-            uploads.append(alg.extra_upload(self, c, self._work, 1, 1.0))
-        uploads, _ = self._collect(clients, uploads, [0.0] * len(uploads))
-        uploads = self.channel.gather(uploads, tag="statistics")
-        alg.update_statistics(self, uploads)  # type: ignore[attr-defined]
+        self.server.round = r
+        self._round_clients = clients
+        self.channel.broadcast({k: self.global_state[k] for k in self.download_keys}, len(clients))
+        uploads = self._request("final", clients, self.global_state, tag="statistics")
+        self.global_state = alg.aggregate_statistics(self.server, self.global_state, clients, self.weights(clients), uploads)
         self.round = r
         row = {"round": r, "lr": 0.0, "clients": clients, "train_loss": None, "frozen_stats": False,
                "coupled_first_step": "", "statistics_only": True}
@@ -342,7 +379,7 @@ class Simulation:
         model on the global test set (averaged: FedTAN protocol) and on its own data (FedBN)."""
         out: dict[str, Any] = {}
         m = self._eval_model
-        m.load_state_dict(self.global_state)
+        m.load_state_dict(self.evaluation_state())
         acc, loss = self._accuracy(m, self.x_test, self.y_test)
         out["test_acc"], out["test_loss"] = acc, loss
         if self.algorithm.personalized:
@@ -354,13 +391,17 @@ class Simulation:
                     idx = torch.as_tensor(self.data.client_test[c], device=self.device)
                     own.append(self._accuracy(m, self.x_test[idx], self.y_test[idx])[0])
                 else:
-                    idx = torch.as_tensor(self.client_indices[c], device=self.device)
-                    own.append(self._accuracy(m, self.x_train[idx], self.y_train[idx])[0])
+                    own.append(self._accuracy(m, *self._client_data(c))[0])
             out["client_test_acc"] = per
             out["client_own_acc"] = own
             out["test_acc"] = float(np.mean(per))
             out["global_model_test_acc"] = acc
         return out
+
+    def evaluation_state(self) -> Mapping[str, Tensor]:
+        """The global state the global model is evaluated with (:meth:`Algorithm.evaluation_state
+        <bnfl.fl.Algorithm.evaluation_state>`; the global state itself unless the algorithm says otherwise)."""
+        return self.algorithm.evaluation_state(self.server, self.global_state, self._round_clients)
 
     def _comm_fields(self) -> dict[str, int]:
         ch = self.channel
@@ -458,8 +499,9 @@ class Simulation:
             if cfg.checkpoint_dir:
                 self.save_checkpoint(cfg.checkpoint_dir)
         finished = self.round == cfg.rounds and (stop_after is None or stop_after >= cfg.rounds)
-        if finished and not any(row.get("statistics_only") for row in self.history.rows):
-            self.algorithm.finish(self)  # e.g. HBN's statistics-only round T+1
+        if finished and self.algorithm.statistics_only_round() and not any(
+                row.get("statistics_only") for row in self.history.rows):
+            self._statistics_round()  # HBN's round T+1
             if cfg.checkpoint_dir:
                 self.save_checkpoint(cfg.checkpoint_dir)
         return self.history

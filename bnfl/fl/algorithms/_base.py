@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -12,7 +12,7 @@ from bnfl.fl.comm import weighted_sum
 
 if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep
-    from bnfl.fl.engine import Simulation
+    from bnfl.fl.context import ClientContext, ServerContext
 
 
 class Algorithm:
@@ -42,45 +42,71 @@ class Algorithm:
         return False
 
     # -- hooks ------------------------------------------------------------------------------
-    def begin_round(self, sim: Simulation, r: int, clients: Sequence[int]) -> None:
-        """Before the broadcast of round ``r``."""
+    # Server hooks get the :class:`~bnfl.fl.context.ServerContext`, client hooks a
+    # :class:`~bnfl.fl.context.ClientContext`; no hook sees the backend that runs it.
+    def begin_round(self, server: ServerContext, r: int, clients: Sequence[int],
+                    state: Mapping[str, Tensor]) -> dict[str, Tensor] | None:
+        """Before the broadcast of round ``r``: entries of the global ``state`` to replace (e.g.
+        FedACG's lookahead, DecoupledBN's recalibrated statistics), or ``None``."""
+        return None
 
-    def client_start(self, sim: Simulation, r: int, c: int, model: nn.Module) -> None:
-        """After client ``c`` loaded the downloaded model, before local training."""
+    def client_start(self, client: ClientContext, r: int, model: nn.Module) -> None:
+        """After the client loaded the downloaded model, before local training."""
 
-    def local_loss(self, sim: Simulation, c: int, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
-        """The loss of client ``c`` on batch ``(x, y)`` whose backward gives the local step's
-        gradients (default: ``sim.loss_fn(model(x), y)``; MOON adds its contrastive term, FedSAM
+    def local_loss(self, client: ClientContext, model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+        """The loss on batch ``(x, y)`` whose backward gives the local step's gradients
+        (default: ``client.loss_fn(model(x), y)``; MOON adds its contrastive term, FedSAM
         evaluates at the perturbed weights). Not used by the coupled first step of FedTAN."""
-        return sim.loss_fn(model(x), y)
+        return client.loss_fn(model(x), y)
 
-    def adjust_grads(self, sim: Simulation, c: int, model: nn.Module) -> None:
+    def adjust_grads(self, client: ClientContext, model: nn.Module) -> None:
         """Modify ``p.grad`` before each local optimizer step (FedProx, SCAFFOLD)."""
 
-    def after_step(self, sim: Simulation, c: int, t: int, model: nn.Module, optimizer: torch.optim.Optimizer,
+    def after_step(self, client: ClientContext, t: int, model: nn.Module, optimizer: torch.optim.Optimizer,
                    coupled: CoupledStep | None) -> None:
-        """After client ``c``'s local step ``t`` (1-based); ``coupled`` is the round's coupled first
+        """After the client's local step ``t`` (1-based); ``coupled`` is the round's coupled first
         step (:func:`bnfl.fedtan.coupled_step`) or ``None`` (FedTAN's reference-code variants)."""
 
-    def extra_upload(self, sim: Simulation, c: int, model: nn.Module, steps: int, lr: float) -> dict[str, Tensor]:
+    def extra_upload(self, client: ClientContext, model: nn.Module, steps: int, lr: float) -> dict[str, Tensor]:
         """Tensors uploaded with the model (prefixed keys, never model keys)."""
         return {}
 
-    def extra_download(self, sim: Simulation) -> dict[str, Tensor]:
+    def extra_download(self, server: ServerContext) -> dict[str, Tensor]:
         """Tensors broadcast with the model (prefixed keys)."""
         return {}
 
-    def aggregate(self, sim: Simulation, clients: Sequence[int], weights: Sequence[float],
-                  uploads: Sequence[dict[str, Tensor]]) -> None:
-        """Server update from the gathered uploads (default: weighted average, FedTAN eq. 7)."""
-        keys = sim.upload_keys
-        if sim.frozen:  # frozen statistics are still sent (FedTAN Table 4) but kept bit-exact
-            keys = [k for k in keys if k not in sim.groups["bn_stats"]]
-        avg = weighted_sum([{k: u[k] for k in keys} for u in uploads], weights)
-        sim.global_state.update(avg)
+    def aggregate(self, server: ServerContext, state: Mapping[str, Tensor], clients: Sequence[int],
+                  weights: Sequence[float], uploads: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
+        """The new global state from the gathered uploads (default: the weighted average of the
+        uploaded keys, FedTAN eq. 7). Pure: neither ``state`` nor ``uploads`` is modified; an
+        algorithm's own server state (SCAFFOLD's ``c``, FedAdam's moments) is its attribute."""
+        keys = server.upload_keys
+        if server.frozen:  # frozen statistics are still sent (FedTAN Table 4) but kept bit-exact
+            keys = [k for k in keys if k not in server.groups["bn_stats"]]
+        return {**state, **weighted_sum([{k: u[k] for k in keys} for u in uploads], weights)}
 
-    def finish(self, sim: Simulation) -> None:
-        """After the last round (HBN's statistics-only round T+1)."""
+    # -- statistics requests (rounds without local training) ------------------------------------
+    def client_statistics(self, client: ClientContext, model: nn.Module, kind: str) -> dict[str, Tensor]:
+        """A client's answer to the server's :attr:`ServerContext.request <bnfl.fl.context.ServerContext.request>`
+        of ``kind``, computed on ``model`` (the requested state over the client's local state)."""
+        raise NotImplementedError(f"{type(self).__name__} answers no statistics request (asked for {kind!r})")
+
+    def statistics_only_round(self) -> bool:
+        """Whether the run ends with a statistics-only round ``T+1`` (HBN): the backend broadcasts
+        the model, gathers :meth:`client_statistics` of kind ``"final"`` (tag ``"statistics"``)
+        from the last round's clients and sets the state to :meth:`aggregate_statistics`."""
+        return False
+
+    def aggregate_statistics(self, server: ServerContext, state: Mapping[str, Tensor], clients: Sequence[int],
+                             weights: Sequence[float], uploads: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
+        """The new global state from the uploads of the statistics-only round (pure)."""
+        raise NotImplementedError(f"{type(self).__name__} has no statistics-only round")
+
+    def evaluation_state(self, server: ServerContext, state: Mapping[str, Tensor],
+                         clients: Sequence[int]) -> Mapping[str, Tensor]:
+        """The state the global model is evaluated with after a round with ``clients`` (default:
+        ``state``; HBN's ``eval_stats="recompute"`` asks the clients for fresh statistics)."""
+        return state
 
     def state_dict(self) -> dict[str, Any]:
         """Algorithm state for checkpoints."""

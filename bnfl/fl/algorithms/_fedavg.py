@@ -50,10 +50,10 @@ class FedProx(Algorithm):
         self.mu = float(mu)
         self._anchor: dict[str, Tensor] = {}
 
-    def client_start(self, sim, r, c, model):
+    def client_start(self, client, r, model):
         self._anchor = {n: p.detach().clone() for n, p in model.named_parameters()}
 
-    def adjust_grads(self, sim, c, model):
+    def adjust_grads(self, client, model):
         for n, p in model.named_parameters():
             if p.grad is not None:
                 p.grad.add_(p.detach() - self._anchor[n], alpha=self.mu)
@@ -79,41 +79,45 @@ class Scaffold(Algorithm):
         self._start: dict[str, Tensor] = {}
         self._c_recv: dict[str, Tensor] = {}
 
-    def _zeros(self, sim) -> dict[str, Tensor]:
+    def _zeros(self, server) -> dict[str, Tensor]:
         # only what the server averages: a client-local parameter (HBN's alpha) gets no control
         # variate, so its change never leaves the client
-        shared = set(sim.upload_keys)
-        return {n: torch.zeros_like(p) for n, p in sim.model.named_parameters() if n in shared}
+        shared = set(server.upload_keys)
+        return {n: torch.zeros_like(p) for n, p in server.model.named_parameters() if n in shared}
 
-    def extra_download(self, sim):
+    def extra_download(self, server):
         if not self.c:
-            self.c = self._zeros(sim)
+            self.c = self._zeros(server)
         return {f"scaffold.c.{n}": t for n, t in self.c.items()}
 
-    def client_start(self, sim, r, c, model):
+    def client_start(self, client, r, model):
+        c = client.client
         self._start = {n: p.detach().clone() for n, p in model.named_parameters()}
-        self._c_recv = {n[len("scaffold.c."):]: t for n, t in sim.received.items() if n.startswith("scaffold.c.")}
+        self._c_recv = {n[len("scaffold.c."):]: t for n, t in client.received.items() if n.startswith("scaffold.c.")}
         if c not in self.ci:
             self.ci[c] = {n: torch.zeros_like(t) for n, t in self._c_recv.items()}
 
-    def adjust_grads(self, sim, c, model):
+    def adjust_grads(self, client, model):
+        ci = self.ci[client.client]
         for n, p in model.named_parameters():
             if p.grad is not None and n in self._c_recv:
-                p.grad.add_(self._c_recv[n] - self.ci[c][n])
+                p.grad.add_(self._c_recv[n] - ci[n])
 
-    def extra_upload(self, sim, c, model, steps, lr):
+    def extra_upload(self, client, model, steps, lr):
+        c = client.client
         new = {n: self.ci[c][n] - self._c_recv[n] + (self._start[n] - p.detach()) / (steps * lr)
                for n, p in model.named_parameters() if n in self._c_recv}
         delta = {f"scaffold.dc.{n}": new[n] - self.ci[c][n] for n in new}
         self.ci[c] = new
         return delta
 
-    def aggregate(self, sim, clients, weights, uploads):
-        super().aggregate(sim, clients, weights, uploads)
+    def aggregate(self, server, state, clients, weights, uploads):
+        new = super().aggregate(server, state, clients, weights, uploads)
         k = len(clients)
         for n in self.c:
             mean_dc = sum(u[f"scaffold.dc.{n}"] for u in uploads) / k
-            self.c[n] = self.c[n] + (k / sim.num_clients) * mean_dc
+            self.c[n] = self.c[n] + (k / server.num_clients) * mean_dc
+        return new
 
     def state_dict(self):
         return {"c": self.c, "ci": self.ci}

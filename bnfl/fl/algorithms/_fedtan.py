@@ -72,14 +72,13 @@ class FedTAN(Algorithm):
     def first_step(self, r):
         return "fedtan"
 
-    def after_step(self, sim, c, t, model, optimizer, coupled):
+    def after_step(self, client, t, model, optimizer, coupled):
         if t != 1 or coupled is None:
             return
         if self.first_step_momentum == "discard":
             optimizer.state.clear()  # SGD starts a fresh buffer (= d_2) at step 2
         if self.running_var_count == "client-batch":
-            batch = min(sim.batch_size, len(sim.client_indices[c]))  # the engine's mini-batch of client c
-            _recorrect_running_var(model, coupled, batch)
+            _recorrect_running_var(model, coupled, client.batch_size)  # the client's mini-batch
 
     def __repr__(self) -> str:
         opts = []

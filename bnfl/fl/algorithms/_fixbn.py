@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from bnfl.fl.algorithms._base import Algorithm
 from bnfl.fl.comm import weighted_sum
@@ -46,8 +45,9 @@ class FixBN(Algorithm):
             return int(self.switch)
         return int(np.floor(self.switch_fraction * self.total_rounds))
 
-    def begin_round(self, sim, r, clients):
-        self.total_rounds = sim.config.rounds
+    def begin_round(self, server, r, clients, state):
+        self.total_rounds = server.config.rounds
+        return None
 
     def frozen_stats(self, r):
         return r > self.t_star
@@ -77,23 +77,22 @@ class DecoupledBN(Algorithm):
 
     name = "decoupled"
 
-    def begin_round(self, sim, r, clients):
+    def begin_round(self, server, r, clients, state):
+        uploads = server.request("recalibrate", clients, state, tag="statistics")
+        return weighted_sum(uploads, server.weights(clients))
+
+    def client_statistics(self, client, model, kind):
         from bnfl.nn.recalibrate import bn_statistics, recalibrate_bn
 
-        work = sim._work
-        uploads = []
-        for c in clients:
-            work.load_state_dict(sim.global_state)
-            idx = torch.as_tensor(sim.client_indices[c], device=sim.device)
-            recalibrate_bn(work, sim.x_train[idx], batch_size=max(2, min(sim.batch_size, len(idx))))
-            st = bn_statistics(work)
-            up = {}
-            for layer, (mean, var) in st.items():
-                prefix = f"{layer}." if layer else ""
-                up[f"{prefix}running_mean"], up[f"{prefix}running_var"] = mean, var
-            uploads.append(up)
-        uploads = sim.channel.gather(uploads, tag="statistics")
-        sim.global_state.update(weighted_sum(uploads, sim.weights(clients)))
+        if kind != "recalibrate":
+            return super().client_statistics(client, model, kind)
+        x, _ = client.data()
+        recalibrate_bn(model, x, batch_size=max(2, client.batch_size))
+        up = {}
+        for layer, (mean, var) in bn_statistics(model).items():
+            prefix = f"{layer}." if layer else ""
+            up[f"{prefix}running_mean"], up[f"{prefix}running_var"] = mean, var
+        return up
 
     def frozen_stats(self, r):
         return True

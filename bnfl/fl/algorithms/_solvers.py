@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from bnfl.fl.algorithms._base import Algorithm
+
+if TYPE_CHECKING:
+    from bnfl.fl.context import ServerContext
 
 #: What a server optimiser (FedAdam, FedACG) updates: ``"parameters"`` the shared trainable
 #: parameters (buffers are averaged, as FedAvg does); ``"all"`` every floating entry the server
@@ -31,18 +35,18 @@ def _check_scope(owner: str, scope: str) -> str:
     return scope
 
 
-def _shared_params(sim: Any) -> list[str]:
+def _shared_params(server: ServerContext) -> list[str]:
     """Names of the model's trainable parameters that the server averages (not client-local)."""
-    keys = set(sim.upload_keys)
-    return [n for n, _ in sim.model.named_parameters() if n in keys]
+    keys = set(server.upload_keys)
+    return [n for n, _ in server.model.named_parameters() if n in keys]
 
 
-def _server_keys(sim: Any, scope: str) -> list[str]:
+def _server_keys(server: ServerContext, state: Mapping[str, Tensor], scope: str) -> list[str]:
     """The entries a server optimiser updates under ``scope`` (:data:`SERVER_SCOPES`)."""
     if scope == "parameters":
-        return _shared_params(sim)
-    frozen = set(sim.groups["bn_stats"]) if sim.frozen else set()  # kept bit-exact by the average too
-    return [k for k in sim.upload_keys if k not in frozen and sim.global_state[k].is_floating_point()]
+        return _shared_params(server)
+    frozen = set(server.groups["bn_stats"]) if server.frozen else set()  # kept bit-exact by the average too
+    return [k for k in server.upload_keys if k not in frozen and state[k].is_floating_point()]
 
 
 class FedAdam(Algorithm):
@@ -85,18 +89,17 @@ class FedAdam(Algorithm):
         self.m: dict[str, Tensor] = {}
         self.v: dict[str, Tensor] = {}
 
-    def aggregate(self, sim, clients, weights, uploads):
-        names = _server_keys(sim, self.scope)
-        old = {n: sim.global_state[n].clone() for n in names}
-        super().aggregate(sim, clients, weights, uploads)  # the weighted average, FedAvg
-        for n in names:
-            delta = sim.global_state[n] - old[n]
+    def aggregate(self, server, state, clients, weights, uploads):
+        new = super().aggregate(server, state, clients, weights, uploads)  # the weighted average, FedAvg
+        for n in _server_keys(server, state, self.scope):
+            delta = new[n] - state[n]
             m = self.m.get(n, torch.zeros_like(delta))
             v = self.v.get(n, torch.full_like(delta, self.tau ** 2))
             m = self.beta1 * m + (1 - self.beta1) * delta
             v = self.beta2 * v + (1 - self.beta2) * delta * delta
             self.m[n], self.v[n] = m, v
-            sim.global_state[n] = old[n] + self.server_lr * m / (v.sqrt() + self.tau)
+            new[n] = state[n] + self.server_lr * m / (v.sqrt() + self.tau)
+        return new
 
     def state_dict(self):
         return {"m": self.m, "v": self.v}
@@ -182,29 +185,29 @@ class MOON(Algorithm):
         self._glob: nn.Module | None = None
         self._prev: nn.Module | None = None
 
-    def client_start(self, sim, r, c, model):
+    def client_start(self, client, r, model):
         if self.mu == 0:
             return
         self._glob = copy.deepcopy(model)
         self._prev = copy.deepcopy(model)
-        if c in self.previous:
-            self._prev.load_state_dict(self.previous[c])
+        if client.client in self.previous:
+            self._prev.load_state_dict(self.previous[client.client])
         for m in (self._glob, self._prev):
             m.train(self.frozen_mode == "train")
             m.requires_grad_(False)
 
-    def local_loss(self, sim, c, model, x, y):
+    def local_loss(self, client, model, x, y):
         if self.mu == 0:
-            return sim.loss_fn(model(x), y)
+            return client.loss_fn(model(x), y)
         out, z = representation(model, x)
         with torch.no_grad():
             _, z_glob = representation(self._glob, x)  # type: ignore[arg-type]
             _, z_prev = representation(self._prev, x)  # type: ignore[arg-type]
-        return sim.loss_fn(out, y) + self.mu * moon_contrastive_loss(z, z_glob, z_prev, self.temperature)
+        return client.loss_fn(out, y) + self.mu * moon_contrastive_loss(z, z_glob, z_prev, self.temperature)
 
-    def extra_upload(self, sim, c, model, steps, lr):
+    def extra_upload(self, client, model, steps, lr):
         if self.mu > 0:
-            self.previous[c] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            self.previous[client.client] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         self._glob = self._prev = None
         return {}
 
@@ -242,8 +245,8 @@ class FedSAM(Algorithm):
         self.rho = float(rho)
         self._eps: list[tuple[nn.Parameter, Tensor]] = []
 
-    def local_loss(self, sim, c, model, x, y):
-        loss = sim.loss_fn(model(x), y)
+    def local_loss(self, client, model, x, y):
+        loss = client.loss_fn(model(x), y)
         if self.rho == 0:
             return loss
         params = [p for p in model.parameters() if p.requires_grad]
@@ -262,13 +265,13 @@ class FedSAM(Algorithm):
         for m, name, b in saved:
             m._buffers[name] = b.clone()
         try:
-            perturbed = sim.loss_fn(model(x), y)
+            perturbed = client.loss_fn(model(x), y)
         finally:
             for m, name, b in saved:
                 m._buffers[name] = b
         return perturbed
 
-    def adjust_grads(self, sim, c, model):
+    def adjust_grads(self, client, model):
         with torch.no_grad():  # back to w: the optimizer steps from w with the gradient at w + eps
             for p, e in self._eps:
                 p.sub_(e)
@@ -320,32 +323,33 @@ class FedACG(Algorithm):
         self._w: dict[str, Tensor] = {}
         self._anchor: dict[str, Tensor] = {}
 
-    def begin_round(self, sim, r, clients):
-        self._w = {}
-        for n in _server_keys(sim, self.scope):
-            w = sim.global_state[n]
+    def begin_round(self, server, r, clients, state):
+        self._w, look = {}, {}
+        for n in _server_keys(server, state, self.scope):
+            w = state[n]
             self._w[n] = w.clone()
             if n in self.m and self.lam > 0:
-                sim.global_state[n] = w + self.lam * self.m[n]  # the lookahead is what is broadcast
+                look[n] = w + self.lam * self.m[n]  # the lookahead is what is broadcast
+        return look
 
-    def client_start(self, sim, r, c, model):
+    def client_start(self, client, r, model):
         if self.beta > 0:
             self._anchor = {n: p.detach().clone() for n, p in model.named_parameters() if n in self._w}
 
-    def adjust_grads(self, sim, c, model):
+    def adjust_grads(self, client, model):
         if self.beta == 0:
             return
         for n, p in model.named_parameters():
             if p.grad is not None and n in self._anchor:
                 p.grad.add_(p.detach() - self._anchor[n], alpha=self.beta)
 
-    def aggregate(self, sim, clients, weights, uploads):
-        look = {n: sim.global_state[n].clone() for n in self._w}
-        super().aggregate(sim, clients, weights, uploads)
+    def aggregate(self, server, state, clients, weights, uploads):
+        new = super().aggregate(server, state, clients, weights, uploads)
         for n, w in self._w.items():
-            delta = sim.global_state[n] - look[n]
+            delta = new[n] - state[n]  # ``state`` holds the lookahead that was broadcast
             self.m[n] = self.lam * self.m.get(n, torch.zeros_like(w)) + delta
             # w_g + m = (w_g + lam m_old) + delta = the average itself: the global state keeps it
+        return new
 
     def state_dict(self):
         return {"m": self.m}
@@ -405,7 +409,7 @@ class FedWon(Algorithm):
             raise ValueError(f"FedWon clip must be > 0 (inf disables clipping), got {clip!r}")
         self.clip = float(clip)
 
-    def adjust_grads(self, sim, c, model):
+    def adjust_grads(self, client, model):
         if math.isinf(self.clip):
             return
         head = set(_head(model).parameters()) if any(isinstance(m, nn.Linear) for m in model.modules()) else set()

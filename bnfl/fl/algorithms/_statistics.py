@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -18,7 +17,7 @@ from bnfl.nn import bn_modules
 from bnfl.nn.hybrid import GlobalStatsMixin
 
 if TYPE_CHECKING:
-    from bnfl.fl.engine import Simulation
+    from bnfl.fl.context import ClientContext, ServerContext
 
 from bnfl.fl.algorithms._base import Algorithm
 from bnfl.fl.algorithms._hbn_options import (
@@ -66,24 +65,29 @@ class _ServerStatistics:
     pooling: str = "eq8"
     first_estimate: str = "replace"
 
-    def update_statistics(self, sim: Simulation, uploads: Sequence[dict[str, Tensor]]) -> None:
-        """Server side of HBN eqs. 8 and 11 from the clients' uploaded moments."""
+    def pooled_statistics(self, server: ServerContext, state: Mapping[str, Tensor],
+                          uploads: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
+        """Server side of HBN eqs. 8 and 11 from the clients' uploaded moments: the new
+        ``global_mean``/``global_var`` entries (``state`` holds the previous ones)."""
         tag = self.stats_tag
-        for n, _ in _global_stats_layers(sim.model):
+        out = {}
+        for n, _ in _global_stats_layers(server.model):
             parts = [stats.Moments(count=int(u[f"{tag}.{n}.count"].item()), mean=u[f"{tag}.{n}.mean"],
                                    var=u[f"{tag}.{n}.var"]) for u in uploads]
             mean, var = pool(parts, self.pooling)  # eq. 8, or HBN Table 6 ablation (2): no between-client term
             prefix = f"{n}." if n else ""
-            old_m, old_v = sim.global_state[prefix + "global_mean"], sim.global_state[prefix + "global_var"]
+            old_m, old_v = state[prefix + "global_mean"], state[prefix + "global_var"]
             if not self.initialised and self.first_estimate == "replace":  # replaces the placeholder (0, 1)
                 old_m, old_v = mean, var
-            sim.global_state[prefix + "global_mean"] = (1 - self.lam) * old_m + self.lam * mean  # eq. 11
-            sim.global_state[prefix + "global_var"] = (1 - self.lam) * old_v + self.lam * var
+            out[prefix + "global_mean"] = (1 - self.lam) * old_m + self.lam * mean  # eq. 11
+            out[prefix + "global_var"] = (1 - self.lam) * old_v + self.lam * var
         self.initialised = True
+        return out
 
-    def aggregate(self, sim, clients, weights, uploads):
-        super().aggregate(sim, clients, weights, uploads)  # type: ignore[misc]
-        self.update_statistics(sim, uploads)
+    def aggregate(self, server, state, clients, weights, uploads):
+        new = super().aggregate(server, state, clients, weights, uploads)  # type: ignore[misc]
+        new.update(self.pooled_statistics(server, state, uploads))
+        return new
 
     def state_dict(self):
         return {"initialised": self.initialised}
@@ -127,18 +131,18 @@ class FBN(_ServerStatistics, Algorithm):
         self.lam = float(lam)
         self.initialised = False
 
-    def begin_round(self, sim, r, clients):
-        if not _fbn_layers(sim.model):
+    def begin_round(self, server, r, clients, state):
+        if not _fbn_layers(server.model):
             raise ValueError("FBN needs FederatedBatchNorm layers; build the model with norm='fbn'")
+        return None
 
-    def client_start(self, sim, r, c, model):
+    def client_start(self, client, r, model):
         for _, m in _fbn_layers(model):
             m.reset_running_stats()  # this round's accumulation starts from scratch
 
-    def extra_upload(self, sim, c, model, steps, lr):
-        size = len(sim.client_indices[c])
+    def extra_upload(self, client, model, steps, lr):
         return _moments_upload(self.stats_tag, {
-            n: stats.Moments(count=size, mean=m.running_mean.detach().clone(), var=m.running_var.detach().clone())
+            n: stats.Moments(count=client.size, mean=m.running_mean.detach().clone(), var=m.running_var.detach().clone())
             for n, m in _fbn_layers(model)})
 
     def __repr__(self) -> str:
@@ -254,9 +258,8 @@ class HBN(_ServerStatistics, Algorithm):
     eval_stats : {"global", "recompute"}, default "global"
         ``"recompute"``: on rounds that are evaluated, the round's clients recompute their
         statistics (``stat_source``, ``count``) on the new global model and the evaluation uses
-        their pooled statistics with weight 1 (no EMA). Done inside the algorithm: those
-        statistics are written into ``sim.global_state`` at the end of aggregation and the
-        server's own are put back before the next broadcast and in :meth:`finish`.
+        their pooled statistics with weight 1 (no EMA) (:meth:`evaluation_state`, a request
+        not counted as communication); the server's own statistics are not changed by it.
 
     Notes
     -----
@@ -271,8 +274,9 @@ class HBN(_ServerStatistics, Algorithm):
     server_state = frozenset({"bn_stats"})
     stats_tag = "hbn"
     #: the hooks HBN extends itself; every other public method of Algorithm goes to the solver
-    _OWN_HOOKS = frozenset({"begin_round", "client_start", "adjust_grads", "extra_upload", "aggregate", "finish",
-                            "state_dict", "load_state_dict"})
+    _OWN_HOOKS = frozenset({"begin_round", "client_start", "adjust_grads", "extra_upload", "aggregate",
+                            "client_statistics", "statistics_only_round", "aggregate_statistics",
+                            "evaluation_state", "state_dict", "load_state_dict"})
 
     def __init__(self, *, lam: float = 0.01, stat_samples: int | None = None, final_round: bool = True,
                  solver: str = "fedavg", solver_options: dict[str, Any] | None = None, client_stats: str = "eq7",
@@ -319,13 +323,9 @@ class HBN(_ServerStatistics, Algorithm):
         self.weighting = base.weighting
         self.momentum_mode = base.momentum_mode
         self.initialised = False
-        self._stats_only = False
         self._ema: dict[str, stats.Moments] = {}
         self._hooks: list[Any] = []
         self.alpha_average: dict[str, Tensor] = {}  # alpha_sharing="averaged": the server's average
-        self._round_clients: tuple[int, list[int]] = (0, [])  # (round, clients that started in it)
-        self._held: dict[str, Tensor] = {}  # eval_stats="recompute": the server's statistics, put aside
-        self._scratch: nn.Module | None = None
 
     @classmethod
     def reference_code(cls, **overrides: Any) -> HBN:
@@ -337,16 +337,17 @@ class HBN(_ServerStatistics, Algorithm):
         return cls(**{**REFERENCE_CODE, **overrides})
 
     # -- HBN's own work ---------------------------------------------------------------------
-    def _client_moments(self, sim, r, c, model) -> dict[str, stats.Moments]:
-        idx = sim.client_indices[c]
+    def _client_moments(self, client: ClientContext, r: int, model: nn.Module) -> dict[str, stats.Moments]:
+        x, _ = client.data()
         if self.stat_source == "reference":
-            idx = idx[:REFERENCE_STAT_SAMPLES]  # the first batch of the unshuffled index list
-        elif self.stat_samples is not None and self.stat_samples < len(idx):
-            rng = np.random.default_rng([sim.config.seed, r, c, 7])
-            idx = np.sort(rng.choice(idx, size=self.stat_samples, replace=False))
-        x = sim.x_train[torch.as_tensor(idx, device=sim.x_train.device)]
+            x = x[:REFERENCE_STAT_SAMPLES]  # the first batch of the unshuffled index list
+        elif self.stat_samples is not None and self.stat_samples < client.size:
+            rng = np.random.default_rng([client.server.config.seed, r, client.client, 7])
+            pos = rng.choice(client.size, size=self.stat_samples, replace=False)
+            pos = pos[np.argsort(client.indices[pos], kind="stable")]  # in the order of the sample ids
+            x = x[torch.as_tensor(pos, device=x.device)]
         moments = hbn_reference_stats(model, x) if self.stat_source == "reference" else hbn_client_stats(model, x)
-        return in_samples(moments, len(idx)) if self.count == "samples" else moments
+        return in_samples(moments, len(x)) if self.count == "samples" else moments
 
     def _track_moving_average(self, c_size: int, model: nn.Module) -> None:
         """Ablation (1): EMA (weight 0.1 on the new batch) of each hybrid layer's batch moments."""
@@ -369,53 +370,14 @@ class HBN(_ServerStatistics, Algorithm):
 
         self._hooks = [m.register_forward_hook(hook(n)) for n, m in _global_stats_layers(model)]
 
-    def _restore_server_statistics(self, sim) -> None:
-        """``eval_stats="recompute"``: put the server's statistics back after an evaluation."""
-        if self._held:
-            sim.global_state.update(self._held)
-            self._held = {}
-
-    def _evaluation_statistics(self, sim) -> None:
-        """``eval_stats="recompute"`` (the reference code's test): the round's clients recompute
-        their statistics on the new global model; the evaluation uses them pooled with weight 1."""
-        r = sim.round + 1
-        if not (r % sim.config.eval_every == 0 or r >= sim.config.rounds):
-            return
-        clients = self._round_clients[1] if self._round_clients[0] == r else []
-        if not clients:
-            return
-        if self._scratch is None:
-            self._scratch = copy.deepcopy(sim.model)
-        parts: dict[str, list[stats.Moments]] = {}
-        for c in clients:
-            self._scratch.load_state_dict(sim.client_state(c))
-            for n, mom in self._client_moments(sim, r, c, self._scratch).items():
-                parts.setdefault(n, []).append(mom)
-        for n, moms in parts.items():
-            prefix = f"{n}." if n else ""
-            keys = (prefix + "global_mean", prefix + "global_var")
-            self._held.update({k: sim.global_state[k] for k in keys})
-            sim.global_state[keys[0]], sim.global_state[keys[1]] = pool(moms, self.pooling)
-
-    def update_statistics(self, sim, uploads):
-        super().update_statistics(sim, uploads)
-        if self.eval_stats == "recompute":
-            self._evaluation_statistics(sim)
-
-    def begin_round(self, sim, r, clients):
-        self._restore_server_statistics(sim)  # before the broadcast
-        self.solver.begin_round(sim, r, clients)
-
-    def client_start(self, sim, r, c, model):
+    @staticmethod
+    def _check_layers(model: nn.Module) -> None:
         if not _global_stats_layers(model):
             raise ValueError("HBN needs HybridBatchNorm layers; build the model with norm='hbn'")
-        if self._round_clients[0] != r:
-            self._round_clients = (r, [])
-        self._round_clients[1].append(c)
-        self._stats_only = r > sim.config.rounds  # the statistics-only round T+1: no solver work
-        if not self._stats_only:
-            self.solver.client_start(sim, r, c, model)
-        if self.alpha_sharing == "averaged" and self.alpha_average and c not in sim.client_local:
+
+    def _prepare(self, client: ClientContext, model: nn.Module) -> None:
+        """Sets alpha as the options say (a first participation's average, fixed values)."""
+        if self.alpha_sharing == "averaged" and self.alpha_average and client.first_participation:
             with torch.no_grad():  # a client's first participation starts from the server's average
                 for n, p in model.named_parameters():
                     if n in self.alpha_average:
@@ -426,19 +388,27 @@ class HBN(_ServerStatistics, Algorithm):
                     m.alpha.requires_grad_(False)
                     with torch.no_grad():
                         m.alpha.fill_(_FIXED_ALPHA[self.alpha])
-        if self.client_stats == "moving-average" and not self._stats_only:
-            self._track_moving_average(len(sim.client_indices[c]), model)
-        else:
-            self._moments = self._client_moments(sim, r, c, model)
 
-    def adjust_grads(self, sim, c, model):
-        self.solver.adjust_grads(sim, c, model)
+    def begin_round(self, server, r, clients, state):
+        return self.solver.begin_round(server, r, clients, state)
+
+    def client_start(self, client, r, model):
+        self._check_layers(model)
+        self.solver.client_start(client, r, model)
+        self._prepare(client, model)
+        if self.client_stats == "moving-average":
+            self._track_moving_average(client.size, model)
+        else:
+            self._moments = self._client_moments(client, r, model)
+
+    def adjust_grads(self, client, model):
+        self.solver.adjust_grads(client, model)
         if self.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.clip_grad_norm)
 
-    def extra_upload(self, sim, c, model, steps, lr):
-        up = {} if self._stats_only else dict(self.solver.extra_upload(sim, c, model, steps, lr))
-        if self.alpha_sharing == "averaged" and not self._stats_only:
+    def extra_upload(self, client, model, steps, lr):
+        up = dict(self.solver.extra_upload(client, model, steps, lr))
+        if self.alpha_sharing == "averaged":
             up.update({f"hbn.alpha.{n}": p.detach().clone() for n, p in alpha_parameters(model)})
         if self._hooks:
             for h in self._hooks:
@@ -449,32 +419,55 @@ class HBN(_ServerStatistics, Algorithm):
             up.update(_moments_upload(self.stats_tag, self._moments))
         return up
 
-    def aggregate(self, sim, clients, weights, uploads):
-        self.solver.aggregate(sim, clients, weights, uploads)
+    def aggregate(self, server, state, clients, weights, uploads):
+        new = self.solver.aggregate(server, state, clients, weights, uploads)
         if self.alpha_sharing == "averaged":
             keys = [k for k in uploads[0] if k.startswith("hbn.alpha.")]
             self.alpha_average = {k[len("hbn.alpha."):]: sum(w * u[k] for w, u in zip(weights, uploads, strict=True))
                                   for k in keys}
-        self.update_statistics(sim, uploads)
+        new.update(self.pooled_statistics(server, state, uploads))
+        return new
 
-    def finish(self, sim):
-        self._restore_server_statistics(sim)
-        self.solver.finish(sim)
-        if not self.final_round or self.client_stats == "moving-average":
-            return  # ablation (1) has no training in round T+1 to collect moving averages from
-        sim.statistics_round(self)
-        self._restore_server_statistics(sim)
+    # -- the statistics-only round T+1 and the evaluation statistics ------------------------------
+    def statistics_only_round(self):
+        # ablation (1) has no training in round T+1 to collect moving averages from
+        return self.final_round and self.client_stats != "moving-average"
+
+    def client_statistics(self, client, model, kind):
+        r = client.server.round
+        if kind == "final":  # eq. 7 on the final model; no solver work
+            self._check_layers(model)
+            self._prepare(client, model)
+        elif kind != "evaluation":
+            return super().client_statistics(client, model, kind)
+        return _moments_upload(self.stats_tag, self._client_moments(client, r, model))
+
+    def aggregate_statistics(self, server, state, clients, weights, uploads):
+        return {**state, **self.pooled_statistics(server, state, uploads)}
+
+    def evaluation_state(self, server, state, clients):
+        """``eval_stats="recompute"`` (the reference code's test): the round's ``clients`` recompute
+        their statistics on the new global model and the evaluation uses them pooled with weight 1."""
+        if self.eval_stats != "recompute" or not clients:
+            return state
+        uploads = server.request("evaluation", clients, state, tag=None)
+        new = dict(state)
+        tag = self.stats_tag
+        for n, _ in _global_stats_layers(server.model):
+            parts = [stats.Moments(count=int(u[f"{tag}.{n}.count"].item()), mean=u[f"{tag}.{n}.mean"],
+                                   var=u[f"{tag}.{n}.var"]) for u in uploads]
+            prefix = f"{n}." if n else ""
+            new[prefix + "global_mean"], new[prefix + "global_var"] = pool(parts, self.pooling)
+        return new
 
     def state_dict(self):
-        return {"initialised": self.initialised, "solver": self.solver.state_dict(),
-                "alpha_average": self.alpha_average, "held": self._held}
+        return {"initialised": self.initialised, "solver": self.solver.state_dict(), "alpha_average": self.alpha_average}
 
     def load_state_dict(self, state):
         self.initialised = bool(state["initialised"])
         if "solver" in state:
             self.solver.load_state_dict(state["solver"])
         self.alpha_average = dict(state.get("alpha_average") or {})
-        self._held = dict(state.get("held") or {})
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v, d in (
