@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from bnfl.fedtan import CoupledStep
+from bnfl.fl._checkpoint import CheckpointMixin
 from bnfl.fl._evaluate import _cross_entropy, accuracy, ema_global_stats
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm
@@ -45,7 +44,7 @@ from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
 __all__ = ["TrainConfig", "FederatedData", "History", "Simulation", "DivergenceError", "TIME_FIELDS", "ema_global_stats", "accuracy"]
 
 
-class Simulation:
+class Simulation(CheckpointMixin):
     """A federated simulation.
 
     Parameters
@@ -270,54 +269,10 @@ class Simulation:
             batches = [self.next_batch(c) for c in mine]
             first = self._coupled_first_step(batches, clients, p, mode)
         uploads, losses = [], []
-        work = self._work
         for j, c in enumerate(self._local_clients(clients)):
-            state = self.client_state(c)
-            state.update({k: v for k, v in received[j].items() if k in state})
-            work.load_state_dict(state)
-            client = self.client_context(c, received[j])
-            if self.momentum_mode == "global" and received[j]:
-                got = {k[len("momentum."):]: v for k, v in received[j].items() if k.startswith("momentum.")}
-                if got:
-                    self.global_momentum = got
-            alg.client_start(client, r, work)
-            opt = self._optimizer(work, c, lr)
-            steps = self._steps_this_round(c)
-            total = 0.0
-            self._set_bn_frozen(work, frozen)
-            for t in range(1, steps + 1):
-                opt.zero_grad(set_to_none=True)
-                if t == 1 and first is not None:
-                    loss = first.losses[j]
-                    self._check_loss(loss, c, r)
-                    for n, q in work.named_parameters():
-                        if n in first.grads[j]:
-                            q.grad = first.grads[j][n].clone()
-                    ema_global_stats(work, first, union_count=self._union_count)
-                else:
-                    x, y = self.next_batch(c)
-                    loss = alg.local_loss(client, work, x, y)
-                    self._check_loss(loss.detach(), c, r)
-                    loss.backward()
-                alg.adjust_grads(client, work)
-                opt.step()
-                alg.after_step(client, t, work, opt, first)
-                total += float(loss.detach())
-            losses.append(total / steps)
-            sd = work.state_dict()
-            if self.local_keys:
-                self.client_local[c] = {k: sd[k].detach().clone() for k in self.local_keys}
-            up = {k: sd[k].detach().clone() for k in self.upload_keys} if alg.communicates else {}
-            up.update(alg.extra_upload(client, work, steps, lr))
-            if cfg.momentum > 0 and self.momentum_mode in ("local", "global"):
-                mom = self._momentum_of(work, opt)
-                if self.momentum_mode == "local":
-                    self.client_momentum[c] = mom
-                else:
-                    up.update({f"momentum.{n}": t for n, t in mom.items()})
+            up, loss = self.client_round(r, c, received[j], lr=lr, frozen=frozen, first=first, index=j)
             uploads.append(up)
-            if alg.centralized:
-                self.global_state = {k: v.detach().clone() for k, v in sd.items()}
+            losses.append(loss)
         uploads, losses = self._collect(clients, uploads, losses)
         if alg.communicates:
             uploads = ch.gather(uploads)
@@ -329,6 +284,60 @@ class Simulation:
         return {"round": r, "lr": lr, "clients": clients,
                 "train_loss": float(np.dot(p, losses)), "frozen_stats": bool(frozen),
                 "coupled_first_step": mode or ""}
+
+    def client_round(self, r: int, c: int, received: dict[str, Tensor], *, lr: float, frozen: bool,
+                     first: CoupledStep | None = None, index: int = 0) -> tuple[dict[str, Tensor], float]:
+        """Client ``c``'s part of round ``r``: load what it ``received`` over its local state, run the
+        algorithm's client hooks around its local steps, keep its local state and momentum, and
+        return its upload and mean training loss. ``first`` is the round's coupled first step
+        (FedTAN), in which this client is number ``index``. Every engine runs a client through this."""
+        alg, cfg = self.algorithm, self.config
+        work = self._work
+        state = self.client_state(c)
+        state.update({k: v for k, v in received.items() if k in state})
+        work.load_state_dict(state)
+        client = self.client_context(c, received)
+        if self.momentum_mode == "global" and received:
+            got = {k[len("momentum."):]: v for k, v in received.items() if k.startswith("momentum.")}
+            if got:
+                self.global_momentum = got
+        alg.client_start(client, r, work)
+        opt = self._optimizer(work, c, lr)
+        steps = self._steps_this_round(c)
+        total = 0.0
+        self._set_bn_frozen(work, frozen)
+        for t in range(1, steps + 1):
+            opt.zero_grad(set_to_none=True)
+            if t == 1 and first is not None:
+                loss = first.losses[index]
+                self._check_loss(loss, c, r)
+                for n, q in work.named_parameters():
+                    if n in first.grads[index]:
+                        q.grad = first.grads[index][n].clone()
+                ema_global_stats(work, first, union_count=self._union_count)
+            else:
+                x, y = self.next_batch(c)
+                loss = alg.local_loss(client, work, x, y)
+                self._check_loss(loss.detach(), c, r)
+                loss.backward()
+            alg.adjust_grads(client, work)
+            opt.step()
+            alg.after_step(client, t, work, opt, first)
+            total += float(loss.detach())
+        sd = work.state_dict()
+        if self.local_keys:
+            self.client_local[c] = {k: sd[k].detach().clone() for k in self.local_keys}
+        up = {k: sd[k].detach().clone() for k in self.upload_keys} if alg.communicates else {}
+        up.update(alg.extra_upload(client, work, steps, lr))
+        if cfg.momentum > 0 and self.momentum_mode in ("local", "global"):
+            mom = self._momentum_of(work, opt)
+            if self.momentum_mode == "local":
+                self.client_momentum[c] = mom
+            else:
+                up.update({f"momentum.{n}": t for n, t in mom.items()})
+        if alg.centralized:
+            self.global_state = {k: v.detach().clone() for k, v in sd.items()}
+        return up, total / steps
 
     # -- where the clients run (a distributed backend overrides these three) ---------------------
     def _local_clients(self, clients: Sequence[int]) -> list[int]:
@@ -407,59 +416,6 @@ class Simulation:
         ch = self.channel
         return {"bytes_up": ch.bytes_up, "bytes_down": ch.bytes_down, "bytes_total": ch.bytes_total,
                 "comm_rounds": ch.rounds}
-
-    # -- checkpoints -----------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue the run."""
-        return {
-            "round": self.round, "global_state": self.global_state, "client_local": self.client_local,
-            "client_momentum": self.client_momentum, "global_momentum": self.global_momentum,
-            "cursors": self.cursors, "algorithm": self.algorithm.state_dict(),
-            "channel": self.channel.counters(), "history": self.history.to_dict(),
-            "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
-        }
-
-    def load_state_dict(self, s: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        self.round = int(s["round"])
-        self.global_state = s["global_state"]
-        self.client_local = {int(k): v for k, v in s["client_local"].items()}
-        self.client_momentum = {int(k): v for k, v in s["client_momentum"].items()}
-        self.global_momentum = s["global_momentum"]
-        self.cursors = {int(k): list(v) for k, v in s["cursors"].items()}
-        self.algorithm.load_state_dict(s["algorithm"])
-        self.channel.load_counters(s["channel"])
-        self.history = History(rows=s["history"]["rows"], meta=s["history"]["meta"])
-        torch.set_rng_state(s["torch_rng"])
-        np.random.set_state(s["numpy_rng"])
-        if s.get("cuda_rng") is not None and self.device.type == "cuda":
-            torch.cuda.set_rng_state_all(s["cuda_rng"])
-
-    def save_checkpoint(self, directory: str | os.PathLike) -> Path:
-        """Atomically write ``checkpoint.pt`` and ``history.json`` into ``directory``."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / "checkpoint.pt.tmp"
-        torch.save(self.state_dict(), tmp)
-        os.replace(tmp, d / "checkpoint.pt")
-        self.history.to_json(d / "history.json")
-        return d / "checkpoint.pt"
-
-    def load_checkpoint(self, directory: str | os.PathLike) -> bool:
-        """Load ``directory/checkpoint.pt`` if present; return whether it was."""
-        f = Path(directory) / "checkpoint.pt"
-        if not f.exists():
-            return False
-        self.load_state_dict(torch.load(f, weights_only=False, map_location="cpu"))
-        self.global_state = {k: v.to(self.device) for k, v in self.global_state.items()}
-        return True
-
-    def _write_history(self) -> None:
-        if self.config.checkpoint_dir:
-            d = Path(self.config.checkpoint_dir)
-            d.mkdir(parents=True, exist_ok=True)
-            self.history.to_json(d / "history.json")
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, *, resume: bool = False, stop_after: int | None = None) -> History:
