@@ -199,6 +199,28 @@ def test_run_cache_computes_once_and_persists(tmp_path):
     assert RunCache(tmp_path / "runs").get(spec) is None  # a torn file is recomputed, not trusted
 
 
+def test_processes_sharing_the_cache_folder_compute_a_run_once(tmp_path):
+    import threading
+    import time
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        time.sleep(0.3)  # the other caller arrives while this one computes
+        return {"acc": [1.0]}
+
+    spec = {"method": "fedavg+bn", "seed": 7}
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(RunCache(tmp_path / "runs").get_or_compute(spec, compute)))
+               for _ in range(2)]  # two caches on one folder, as two worker processes have (flock per open file)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(calls) == 1 and got == [{"acc": [1.0]}] * 2
+
+
 def test_shared_runs_are_computed_once_across_entries():
     before = CACHE.misses
     E.run("fedtan-fig9", profile="smoke", cache=CACHE)
@@ -237,6 +259,20 @@ def test_reproduce_without_paper_runs_every_paper(tmp_path, monkeypatch):
     from bnfl.experiments.runner import reproduce
 
     assert inspect.signature(reproduce).parameters["paper"].default is None
+
+
+def test_reproduce_in_parallel_equals_one_process(tmp_path):
+    ids = ["fedtan-fig9", "fedtan-tab2", "fedtan-tab4"]  # fig9 and tab2 share their runs
+    one = E.reproduce("fedtan", profile="smoke", out=tmp_path / "one", only=ids, progress=False, report=False)
+    two = E.reproduce("fedtan", profile="smoke", out=tmp_path / "two", only=ids, progress=False, report=False, jobs=2)
+    assert [r.id for r in two] == ids
+    for a, b in zip(one, two, strict=True):
+        assert a.rows == b.rows and a.series == b.series and a.config_hash == b.config_hash, a.id
+        assert (tmp_path / "two" / f"{a.id}.png").is_file()
+    runs = [f for f in (tmp_path / "two" / "_runs").glob("*.json")]
+    assert len(runs) == len(list((tmp_path / "one" / "_runs").glob("*.json")))
+    with pytest.raises(ValueError, match="jobs must be an integer >= 1"):
+        E.reproduce("fedtan", profile="smoke", out=tmp_path, only=ids, jobs=0)
 
 
 def test_reproduce_is_resumable_and_writes_report(tmp_path):

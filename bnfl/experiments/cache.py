@@ -8,9 +8,10 @@ the cache holds them in memory; with a folder it also keeps them on disk
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,20 +72,43 @@ class RunCache:
         path = self._path(key)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")  # one per process: parallel writers never share it
             tmp.write_text(json.dumps({"key": key, "spec": _jsonable(spec), "value": value}))
             os.replace(tmp, path)  # atomic: a crash never leaves half a file under the key
 
+    @contextlib.contextmanager
+    def _lock(self, key: str) -> Iterator[None]:
+        """Hold ``<folder>/<key>.lock`` (an exclusive ``flock``) so that processes sharing the folder
+        (``bnfl reproduce --jobs N``) compute a run once: the others wait and read it."""
+        if self.folder is None:
+            yield
+            return
+        try:
+            import fcntl
+        except ImportError:  # no flock (Windows): parallel processes may compute a run twice
+            yield
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / f"{key}.lock", "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
     def get_or_compute(self, spec: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
-        """``compute()`` once per distinct ``spec``; later calls return the stored value."""
+        """``compute()`` once per distinct ``spec``; later calls, in this or another process sharing
+        the folder, return the stored value."""
         found = self.get(spec)
-        if found is not None:
-            self.hits += 1
-            return found
-        self.misses += 1
-        value = compute()
-        self.put(spec, value)
-        return self._memory[self.key(spec)]
+        if found is None:
+            with self._lock(self.key(spec)):
+                found = self.get(spec)  # another process may have computed it while we waited
+                if found is None:
+                    self.misses += 1
+                    self.put(spec, compute())
+                    return self._memory[self.key(spec)]
+        self.hits += 1
+        return found
 
     def __len__(self) -> int:
         return len(self._memory)

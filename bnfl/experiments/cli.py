@@ -86,7 +86,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         results = reproduce(args.paper, profile=args.profile, out=args.out, device=args.device,
                             seeds=args.seeds, data_root=args.data_root, force=args.force,
-                            only=args.only, progress=True)
+                            only=args.only, progress=True, jobs=args.jobs)
     except (KeyError, ValueError) as err:
         print(f"bnfl reproduce: error: {err.args[0]}", file=sys.stderr)
         return 2
@@ -121,4 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_common(p, out_default="figures")
     p.add_argument("--force", action="store_true", help="recompute finished entries too")
     p.add_argument("--only", nargs="+", default=None, metavar="ID", help="only these ids")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="run N entries at once in worker processes, one torch thread each (default 1; "
+                        "use the number of cores; results are the same)")
     p.set_defaults(func=_cmd_reproduce)

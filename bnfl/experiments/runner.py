@@ -246,6 +246,60 @@ def _figure_current(figures_dir: Path, result: Result) -> bool:
         return False
 
 
+def _run_entry(eid: str, options: Mapping[str, Any], *, cache: RunCache | None = None,
+               progress: bool = False) -> tuple[Result, float]:
+    """One entry of :func:`reproduce`: its result (stored or computed) and figures; seconds taken."""
+    start = time.perf_counter()
+    result = run(eid, **options, cache=cache, progress=progress)
+    if options["force"] or not _figure_current(Path(options["out"]), result):
+        save_figures(result, options["out"])
+    return result, time.perf_counter() - start
+
+
+def _worker_init() -> None:
+    import matplotlib
+    import torch
+
+    matplotlib.use("Agg")
+    torch.set_num_threads(1)
+
+
+def _worker_entry(eid: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
+    result, seconds = _run_entry(eid, options, cache=RunCache(Path(options["out"]) / "_runs"))
+    return result.to_dict(), seconds
+
+
+def _run_parallel(todo: Sequence[str], options: Mapping[str, Any], jobs: int,
+                  progress: bool) -> tuple[list[Result], dict[str, float]]:
+    """:func:`reproduce`'s entries on ``jobs`` worker processes; results in the order of ``todo``."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from tqdm.auto import tqdm
+
+    done: dict[str, tuple[Result, float]] = {}
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init) as pool:
+        futures = {pool.submit(_worker_entry, eid, options): eid for eid in todo}
+        bar = tqdm(total=len(todo), desc=f"reproduce ({options['profile']}, {jobs} jobs)", unit="entry",
+                   disable=not progress)
+        try:
+            for fut in as_completed(futures):
+                eid = futures[fut]
+                try:
+                    data, seconds = fut.result()
+                except Exception as err:
+                    for f in futures:
+                        f.cancel()
+                    raise RuntimeError(f"bnfl reproduce: entry {eid} failed: {err}") from err
+                done[eid] = (Result.from_dict(data), seconds)
+                bar.update(1)
+                bar.set_postfix_str(eid)
+        finally:
+            bar.close()
+    return [done[eid][0] for eid in todo], {eid: done[eid][1] for eid in todo}
+
+
 def reproduce(
     paper: str | None = None,
     *,
@@ -258,6 +312,7 @@ def reproduce(
     only: Sequence[str] | None = None,
     progress: bool = True,
     report: bool = True,
+    jobs: int = 1,
 ) -> list[Result]:
     """Run every registered entry of ``paper`` (``None``: of every registered paper, one progress
     bar per paper), resumable, and write figures and ``REPORT.md``.
@@ -265,6 +320,10 @@ def reproduce(
     Entries this machine already finished with the same configuration and code (see the
     module docstring) are loaded, not recomputed, unless ``force``. Training runs are shared between entries through one
     :class:`RunCache` on ``out/_runs``.
+
+    ``jobs > 1`` runs that many entries at once in worker processes (one torch thread each; one
+    progress bar over all entries). The results are the same as with ``jobs=1``: every training
+    run seeds itself, and a run two entries share is computed once (the cache's lock).
 
     Returns
     -------
@@ -275,6 +334,8 @@ def reproduce(
 
     from bnfl.experiments.report import write_report
 
+    if int(jobs) != jobs or jobs < 1:
+        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     todo = list(only) if only else ids(paper)
     if not todo:
         raise ValueError(f"no registered experiments for paper {paper!r}")
@@ -288,16 +349,15 @@ def reproduce(
     by_paper: dict[str, list[str]] = {}
     for eid in todo:
         by_paper.setdefault(get(eid).paper, []).append(eid)
-    for key, eids in by_paper.items():
+    options = {"profile": profile, "device": device, "seeds": seeds, "out": out_dir, "data_root": data_root,
+               "force": force}
+    if jobs > 1:
+        results, timings = _run_parallel(todo, options, jobs, progress)
+    for key, eids in by_paper.items() if jobs <= 1 else ():
         bar = tqdm(eids, desc=f"reproduce {key} ({profile})", unit="entry", disable=not progress)
         for eid in bar:
             bar.set_postfix_str(eid)
-            start = time.perf_counter()
-            result = run(eid, profile=profile, device=device, seeds=seeds, out=out_dir,
-                         data_root=data_root, force=force, cache=cache, progress=progress)
-            if force or not _figure_current(out_dir, result):
-                save_figures(result, out_dir)
-            timings[eid] = time.perf_counter() - start
+            result, timings[eid] = _run_entry(eid, options, cache=cache, progress=progress)
             results.append(result)
     if report:
         # The report lists every entry present in the folder, not only those just run.
