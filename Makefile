@@ -8,6 +8,8 @@ PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
 EXTRAS ?= dev,docs,notebooks
 STAMP  := $(VENV)/.bnfl-installed
+# entries of `make run` at once (one process per core, one torch thread each)
+JOBS   ?= $(shell nproc 2>/dev/null || echo 1)
 
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
@@ -26,7 +28,7 @@ $(STAMP): pyproject.toml
 
 ## The main job: every registered figure and table (all papers) into figures/ (+ figures/REPORT.md), resumable.
 run: venv
-	$(VENV)/bin/bnfl reproduce --profile quick --out figures
+	$(VENV)/bin/bnfl reproduce --profile quick --out figures --jobs $(JOBS)
 
 ## The full test suite (what .ci/run calls).
 test: venv
