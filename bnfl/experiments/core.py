@@ -60,6 +60,11 @@ class Result:
     runs : dict
         ``{run hash: seconds}`` of the training runs behind the numbers, with the time each
         took when it was computed (runs shared with other entries appear in each of them).
+    machine : dict
+        Where the numbers were computed (:func:`machine`): CPU, the vector instruction set
+        torch's CPU kernels used, torch and numpy versions. Results are bitwise reproducible on
+        the same kind of machine; another instruction set rounds differently (last digits of
+        losses, now and then one test sample of accuracy).
     """
 
     id: str
@@ -79,6 +84,7 @@ class Result:
     git_commit: str | None = None
     command: str = ""
     runs: dict[str, float] = field(default_factory=dict)
+    machine: dict[str, str] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -105,6 +111,25 @@ class Result:
         kw = {k: v for k, v in d.items() if k in names}
         kw["claims"] = [Claim.from_dict(c) for c in d.get("claims", [])]
         return cls(**kw)
+
+
+def machine() -> dict[str, str]:
+    """What decides the last bits of a CPU result: the CPU model, the instruction set torch's CPU
+    kernels dispatch to (``torch.backends.cpu.get_cpu_capability()``, e.g. ``AVX2``, ``AVX512``;
+    ``ATEN_CPU_CAPABILITY`` overrides it), and the torch and numpy versions."""
+    import platform
+
+    import numpy as np
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch": torch.__version__, "numpy": np.__version__}
 
 
 def _jsonable(x: Any) -> Any:

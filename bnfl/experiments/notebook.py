@@ -265,6 +265,7 @@ def provenance_html(result: Any) -> str:
         ("device", result.device),
         ("compute time (s)", f"{result.duration_s:.1f}"),
         ("git commit", result.git_commit or "unknown"),
+        ("machine", ", ".join(f"{k} {v}" for k, v in (getattr(result, "machine", None) or {}).items()) or "not recorded"),
         ("config hash", result.config_hash),
         ("command", result.command),
     ]

@@ -167,7 +167,8 @@ def write_report(
             "",
             f"**{r.title}** — verdict: **{_MARK[r.verdict]}** (profile `{r.profile}`, "
             f"{len(r.seeds)} seed{'s' if len(r.seeds) != 1 else ''}, device `{r.device}`, "
-            f"{r.duration_s:.1f} s, commit `{r.git_commit}`)",
+            f"{r.duration_s:.1f} s, commit `{r.git_commit}`"
+            + (f", {r.machine.get('cpu')} / {r.machine.get('torch_cpu_capability')}" if r.machine else "") + ")",
             "",
             entry.summary,
             "",

@@ -35,6 +35,7 @@ from bnfl.experiments.core import (
     code_fingerprint,
     config_hash,
     deep_merge,
+    machine,
 )
 from bnfl.experiments.registry import get, ids
 from bnfl.plots import git_commit
@@ -191,6 +192,7 @@ def run(
         command=_command(entry.id, profile, None if out is None else str(out), device, seed_list,
                          int(entry.default_seeds.get(profile, 1)), root),
         runs=dict(ctx.runs_used),
+        machine=machine(),
     )
     if out is not None:
         path = result_path(out, experiment_id)
