@@ -401,3 +401,22 @@ def test_hbn_moving_average_ablation_uploads_the_ema_of_the_batch_moments_seen_i
     # eq. 8 of the one client's 12 samples: the unbiased conversion N / (N - 1)
     assert torch.allclose(sim.global_state["1.global_var"], var * 12 / 11, atol=TOL)
     assert not any(r.get("statistics_only") for r in sim.history.rows)
+
+
+def test_hbn_moving_average_counts_each_step_once_under_fedsam():
+    """FedSAM runs a second (perturbed) forward in every step; the EMA takes the step's first
+    forward only, as with every other solver."""
+    data = _data(n_per=(12,))
+    alg = fl.HBN(client_stats="moving-average", final_round=False, solver="fedsam", solver_options={"rho": 0.05})
+    sim = fl.Simulation(_mlp("hbn"), data, alg, _cfg(local_steps=3))
+    seen: list[stats.Moments] = []
+    first = next(m for m in sim._work.modules() if isinstance(m, HybridBatchNorm1d))
+    hook = first.register_forward_hook(lambda m, a, o: seen.append(stats.moments(a[0].detach())) if m.training else None)
+    sim.run()
+    hook.remove()
+    assert len(seen) == 6  # two forwards a step
+    mean, var = torch.zeros(8, dtype=torch.float64), torch.ones(8, dtype=torch.float64)
+    for mom in seen[0::2]:  # the unperturbed forward of each step
+        mean, var = 0.9 * mean + 0.1 * mom.mean, 0.9 * var + 0.1 * mom.var
+    assert torch.allclose(sim.global_state["1.global_mean"], mean, atol=TOL)
+    assert torch.allclose(sim.global_state["1.global_var"], var * 12 / 11, atol=TOL)  # eq. 8, unbiased

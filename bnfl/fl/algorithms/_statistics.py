@@ -325,6 +325,7 @@ class HBN(_ServerStatistics, Algorithm):
         self.initialised = False
         self._ema: dict[str, stats.Moments] = {}
         self._hooks: list[Any] = []
+        self._seen_this_step: set[str] = set()  # moving-average ablation: layers already updated in this step
         self.alpha_average: dict[str, Tensor] = {}  # alpha_sharing="averaged": the server's average
 
     @classmethod
@@ -350,15 +351,19 @@ class HBN(_ServerStatistics, Algorithm):
         return in_samples(moments, len(x)) if self.count == "samples" else moments
 
     def _track_moving_average(self, c_size: int, model: nn.Module) -> None:
-        """Ablation (1): EMA (weight 0.1 on the new batch) of each hybrid layer's batch moments."""
+        """Ablation (1): EMA (weight 0.1 on the new batch) of each hybrid layer's batch moments,
+        one update per local step: a solver that runs a second forward in a step (FedSAM's
+        perturbed pass) does not count the batch twice."""
         self._ema = {n: stats.Moments(count=c_size, mean=m.global_mean.detach().clone(), var=m.global_var.detach().clone())
                      for n, m in _global_stats_layers(model)}
+        self._seen_this_step: set[str] = set()
         per_sample = self.count == "samples"
 
         def hook(name: str):
             def update(m: nn.Module, args: tuple[Tensor, ...], _out: Tensor) -> None:
-                if not m.training:
+                if not m.training or name in self._seen_this_step:
                     return
+                self._seen_this_step.add(name)
                 h = args[0].detach()
                 mom = stats.moments(h)
                 old = self._ema[name]
@@ -402,6 +407,7 @@ class HBN(_ServerStatistics, Algorithm):
             self._moments = self._client_moments(client, r, model)
 
     def adjust_grads(self, client, model):
+        self._seen_this_step = set()  # once per local step: the next forward is the next step's
         self.solver.adjust_grads(client, model)
         if self.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.clip_grad_norm)
