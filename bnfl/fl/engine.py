@@ -268,12 +268,10 @@ class Simulation(CheckpointMixin):
             mine = self._local_clients(clients)
             batches = [self.next_batch(c) for c in mine]
             first = self._coupled_first_step(batches, clients, p, mode)
-        uploads, losses = [], []
-        for j, c in enumerate(self._local_clients(clients)):
-            up, loss = self.client_round(r, c, received[j], lr=lr, frozen=frozen, first=first, index=j)
-            uploads.append(up)
-            losses.append(loss)
-        uploads, losses = self._collect(clients, uploads, losses)
+        answered, uploads, losses = self._run_clients(r, clients, received, lr=lr, frozen=frozen, first=first)
+        if answered != clients:  # a backend reported failed clients: the rest, weights re-normalised
+            clients = self._round_clients = answered
+            p = self.weights(clients)
         if alg.communicates:
             uploads = ch.gather(uploads)
             self.global_state = alg.aggregate(self.server, self.global_state, clients, p, uploads)
@@ -284,6 +282,20 @@ class Simulation(CheckpointMixin):
         return {"round": r, "lr": lr, "clients": clients,
                 "train_loss": float(np.dot(p, losses)), "frozen_stats": bool(frozen),
                 "coupled_first_step": mode or ""}
+
+    def _run_clients(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
+                     frozen: bool, first: CoupledStep | None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
+        """Every participant's part of round ``r`` (:meth:`client_round`): the clients that answered
+        (here: all of ``clients``), their uploads and mean losses, in the order of ``clients``. A
+        backend whose clients run elsewhere (Flower) overrides this; one that drops a failed
+        client returns the others, and the round re-normalises the weights over them."""
+        uploads, losses = [], []
+        for j, c in enumerate(self._local_clients(clients)):
+            up, loss = self.client_round(r, c, received[j], lr=lr, frozen=frozen, first=first, index=j)
+            uploads.append(up)
+            losses.append(loss)
+        uploads, losses = self._collect(clients, uploads, losses)
+        return list(clients), uploads, losses
 
     def client_round(self, r: int, c: int, received: dict[str, Tensor], *, lr: float, frozen: bool,
                      first: CoupledStep | None = None, index: int = 0) -> tuple[dict[str, Tensor], float]:
@@ -392,19 +404,26 @@ class Simulation(CheckpointMixin):
         acc, loss = self._accuracy(m, self.x_test, self.y_test)
         out["test_acc"], out["test_loss"] = acc, loss
         if self.algorithm.personalized:
-            per, own = [], []
-            for c in range(self.num_clients):
-                m.load_state_dict(self.client_state(c))
-                per.append(self._accuracy(m, self.x_test, self.y_test)[0])
-                if self.data.client_test is not None:
-                    idx = torch.as_tensor(self.data.client_test[c], device=self.device)
-                    own.append(self._accuracy(m, self.x_test[idx], self.y_test[idx])[0])
-                else:
-                    own.append(self._accuracy(m, *self._client_data(c))[0])
+            per, own = (list(v) for v in zip(*self._client_accuracies(range(self.num_clients)), strict=True))
             out["client_test_acc"] = per
             out["client_own_acc"] = own
             out["test_acc"] = float(np.mean(per))
             out["global_model_test_acc"] = acc
+        return out
+
+    def _client_accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
+        """Per client: its model's accuracy on the global test set and on its own data (its
+        test rows, else its training data); a backend whose clients run elsewhere overrides this."""
+        m, out = self._eval_model, []
+        for c in clients:
+            m.load_state_dict(self.client_state(c))
+            per = self._accuracy(m, self.x_test, self.y_test)[0]
+            if self.data.client_test is not None:
+                idx = torch.as_tensor(self.data.client_test[c], device=self.device)
+                own = self._accuracy(m, self.x_test[idx], self.y_test[idx])[0]
+            else:
+                own = self._accuracy(m, *self._client_data(c))[0]
+            out.append((per, own))
         return out
 
     def evaluation_state(self) -> Mapping[str, Tensor]:
