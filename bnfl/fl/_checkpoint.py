@@ -3,6 +3,7 @@ atomically every round; a resumed run reproduces the uninterrupted one bitwise o
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ class CheckpointMixin:
             "round": self.round, "global_state": self.global_state, "client_local": self.client_local,
             "client_momentum": self.client_momentum, "global_momentum": self.global_momentum,
             "cursors": self.cursors, "algorithm": self.algorithm.state_dict(),
-            "channel": self.channel.counters(), "history": self.history.to_dict(),
+            "channel": self.channel.counters(), "history": self.history.dumps(),
             "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
         }
@@ -37,7 +38,9 @@ class CheckpointMixin:
         self.cursors = {int(k): list(v) for k, v in s["cursors"].items()}
         self.algorithm.load_state_dict(s["algorithm"])
         self.channel.load_counters(s["channel"])
-        self.history = History(rows=s["history"]["rows"], meta=s["history"]["meta"])
+        h = s["history"]
+        h = json.loads(h) if isinstance(h, str) else h  # a JSON string (pickling the rows was slow); a dict before
+        self.history = History(rows=h["rows"], meta=h["meta"])
         torch.set_rng_state(s["torch_rng"])
         np.random.set_state(s["numpy_rng"])
         if s.get("cuda_rng") is not None and self.device.type == "cuda":
@@ -47,10 +50,10 @@ class CheckpointMixin:
         """Atomically write ``checkpoint.pt`` and ``history.json`` into ``directory``."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / "checkpoint.pt.tmp"
-        torch.save(self.state_dict(), tmp)
+        tmp, state = d / "checkpoint.pt.tmp", self.state_dict()
+        torch.save(state, tmp)
         os.replace(tmp, d / "checkpoint.pt")
-        self.history.to_json(d / "history.json")
+        (d / "history.json").write_text(state["history"])  # the same text as History.to_json
         return d / "checkpoint.pt"
 
     def load_checkpoint(self, directory: str | os.PathLike) -> bool:

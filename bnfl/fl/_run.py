@@ -235,8 +235,16 @@ class History:
         return {"meta": self.meta, "rows": self.rows}
 
     def to_json(self, path: str | os.PathLike) -> None:
-        """Write ``{"meta": ..., "rows": [...]}``."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        """Write ``{"meta": ..., "rows": [...]}``, one row per line.
+
+        Each piece goes through json's C encoder (an ``indent`` would select the pure-Python one,
+        which made a checkpoint every round cost a small model's round several times over)."""
+        Path(path).write_text(self.dumps())
+
+    def dumps(self) -> str:
+        """The JSON text of :meth:`to_json`."""
+        rows = ",\n".join(json.dumps(row) for row in self.rows)
+        return f'{{"meta": {json.dumps(self.meta)},\n "rows": [\n{rows}\n]}}\n'
 
     def to_csv(self, path: str | os.PathLike) -> None:
         """Scalar fields as CSV columns; lists are JSON-encoded cells."""
