@@ -144,6 +144,19 @@ def test_result_verdict_and_json_roundtrip():
     assert r.verdict == "n/a"
 
 
+def test_tables_keep_the_entrys_column_order_with_labels_first():
+    rows = [{"phi": 0.1, "method": "BN", "acc": 90.0}, {"phi": 0.6, "method": "HBN", "acc": 95.5, "note": None}]
+    r = E.Result(id="fedtan-x", title="t", profile="smoke", seeds=[0], rows=rows, paper=[], claims=[])
+    back = E.Result.from_dict(json.loads(r.to_json()))
+    assert [list(row) for row in back.rows] == [list(row) for row in rows]  # saved in the entry's order
+    shown = E.labels_first(json.loads(json.dumps(rows, sort_keys=True)))  # a result saved with sorted keys
+    assert [list(row) for row in shown] == [["method", "acc", "phi"], ["method", "acc", "phi", "note"]]
+    from bnfl.experiments.notebook import tables_html
+
+    html = tables_html(back)
+    assert html.index(">method<") < html.index(">phi<") < html.index(">acc<")
+
+
 def test_config_hash_is_order_free_and_sensitive():
     assert E.config_hash({"a": 1, "b": [1, 2]}) == E.config_hash({"b": [1, 2], "a": 1})
     assert E.config_hash({"a": 1}) != E.config_hash({"a": 2})

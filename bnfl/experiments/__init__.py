@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.claims import Claim, at_least, at_most, info, monotone, within
-from bnfl.experiments.core import PROFILES, Context, Result, config_hash
+from bnfl.experiments.core import PROFILES, Context, Result, config_hash, labels_first
 from bnfl.experiments.registry import Entry, entries, entry, get, ids, paper_keys, plotter, register
 from bnfl.experiments.report import claims_table, markdown_table, write_report
 from bnfl.experiments.runner import load_result, plot, provenance, reproduce, run, save_figures
@@ -41,6 +41,7 @@ __all__ = [
     "get",
     "ids",
     "info",
+    "labels_first",
     "load_result",
     "markdown_table",
     "monotone",

@@ -15,7 +15,7 @@ import functools
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +103,9 @@ class Result:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(_jsonable(self.to_dict()), indent=1, sort_keys=True) + "\n"
+        # Keys in the order the entry wrote them (deterministic): a table's columns read as the
+        # entry laid them out (results saved before kept their keys sorted).
+        return json.dumps(_jsonable(self.to_dict()), indent=1) + "\n"
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Result:
@@ -111,6 +113,19 @@ class Result:
         kw = {k: v for k, v in d.items() if k in names}
         kw["claims"] = [Claim.from_dict(c) for c in d.get("claims", [])]
         return cls(**kw)
+
+
+def labels_first(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with their text columns (every present value a string: method, setting, ...)
+    moved before the numbers, each group in first-seen order: results saved with sorted keys
+    otherwise show e.g. ``method`` after the accuracies."""
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    text = [c for c in cols if all(isinstance(r[c], str) for r in rows if r.get(c) is not None)
+            and any(r.get(c) is not None for r in rows)]
+    order = text + [c for c in cols if c not in text]
+    return [{c: r[c] for c in order if c in r} for r in rows]
 
 
 def machine() -> dict[str, str]:

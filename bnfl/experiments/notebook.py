@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bnfl.experiments.core import labels_first
 from bnfl.experiments.registry import get
 from bnfl.experiments.runner import load_result, plot, result_path, run
 from bnfl.plots import figures_dir
@@ -224,9 +225,9 @@ def html_table(rows: Sequence[Mapping[str, Any]], *, caption: str = "",
 
 def tables_html(result: Any) -> str:
     """Our rows and, below them, the paper's numbers (verbatim) as HTML tables."""
-    parts = [html_table(result.rows, caption=f"Ours ({result.profile} profile)")]
+    parts = [html_table(labels_first(result.rows), caption=f"Ours ({result.profile} profile)")]
     if result.paper:
-        parts.append(html_table(result.paper, caption="The paper (verbatim)"))
+        parts.append(html_table(labels_first(result.paper), caption="The paper (verbatim)"))
     else:
         parts.append("<p>The paper reports no numbers for this entry beyond its figure.</p>")
     return "\n".join(parts)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bnfl.experiments.core import Result
+from bnfl.experiments.core import Result, labels_first
 from bnfl.experiments.registry import get
 
 __all__ = ["claim_counts", "claim_rows", "claims_table", "markdown_table", "write_report"]
@@ -178,9 +178,9 @@ def write_report(
         if r.deviations:
             lines += ["**Deviations from the catalog recipe:**", ""]
             lines += [f"- {d}" for d in r.deviations] + [""]
-        lines += ["**Our numbers:**", "", markdown_table(r.rows)]
+        lines += ["**Our numbers:**", "", markdown_table(labels_first(r.rows))]
         if r.paper:
-            lines += ["**The paper's numbers (verbatim):**", "", markdown_table(r.paper)]
+            lines += ["**The paper's numbers (verbatim):**", "", markdown_table(labels_first(r.paper))]
         else:
             lines += ["**The paper's numbers:** none printed (figure only).", ""]
         lines += ["**Claim checks:**", "", claims_table(r)]
