@@ -1,0 +1,83 @@
+"""The wire format of :mod:`bnfl.fl.flower`: tensors as Flower records, a client's state in its Context.
+
+Tensors travel as :class:`flwr.app.ArrayRecord` entries, one per state key, converted with
+``numpy.save`` (dtype, shape and bits kept: a float64 model arrives bit-exact, the 0-d int64
+``num_batches_tracked`` stays a 0-d int64). Which keys travel is decided by the engine's key lists
+(:attr:`ServerContext.upload_keys <bnfl.fl.context.ServerContext>` and friends), never here.
+
+A client's persistent state lives in its node's :class:`flwr.app.Context` ``state``
+(a :class:`flwr.app.RecordDict` that Flower keeps per node across rounds):
+
+``bnfl.local`` (ArrayRecord)
+    the client-local state groups (FedBN's BN layers, SiloBN's statistics, HBN's alpha);
+``bnfl.momentum`` (ArrayRecord)
+    SGD momentum buffers kept across rounds (FixBN's maintained momenta, ``momentum_mode="local"``);
+``bnfl.client`` (ConfigRecord)
+    the batch cursor (``epoch``, ``position``) and the client's algorithm state
+    (``algorithm``: :meth:`Algorithm.state_dict <bnfl.fl.Algorithm.state_dict>` as
+    ``torch.save`` bytes, e.g. SCAFFOLD's control variate :math:`c_i`).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+from torch import Tensor
+
+if TYPE_CHECKING:
+    from bnfl.fl.engine import Simulation
+
+__all__ = ["from_arrays", "load_client_state", "save_client_state", "to_arrays"]
+
+LOCAL, MOMENTUM, CLIENT = "bnfl.local", "bnfl.momentum", "bnfl.client"
+
+
+def to_arrays(tensors: Mapping[str, Tensor]) -> ArrayRecord:
+    """``{key: tensor}`` as an ArrayRecord (CPU copies; dtype and shape kept, 0-d included)."""
+    return ArrayRecord({k: Array(np.ascontiguousarray(v.detach().cpu().numpy())) for k, v in tensors.items()})
+
+
+def from_arrays(record: ArrayRecord, device: torch.device | str = "cpu") -> dict[str, Tensor]:
+    """An ArrayRecord back as ``{key: tensor}`` on ``device`` (writable copies, in record order)."""
+    return {k: torch.from_numpy(np.array(a.numpy(), copy=True)).to(device) for k, a in record.items()}
+
+
+def _to_bytes(obj: object) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def save_client_state(sim: Simulation, c: int, state: RecordDict) -> None:
+    """Write client ``c``'s persistent state from the client-side ``sim`` into ``state`` (its
+    node's ``Context.state``): local groups, momentum buffers, batch cursor, algorithm state."""
+    if c in sim.client_local:
+        state[LOCAL] = to_arrays(sim.client_local[c])
+    if c in sim.client_momentum:
+        state[MOMENTUM] = to_arrays(sim.client_momentum[c])
+    epoch, position = sim.cursors[c]
+    state[CLIENT] = ConfigRecord({"client": c, "epoch": int(epoch), "position": int(position),
+                                  "algorithm": _to_bytes(sim.algorithm.state_dict())})
+
+
+def load_client_state(sim: Simulation, c: int, state: RecordDict) -> None:
+    """Restore what :func:`save_client_state` wrote into the client-side ``sim`` (nothing on a
+    client's first message). Refuses a Context that holds another client's state."""
+    if CLIENT not in state:
+        return
+    rec = state[CLIENT]
+    if int(rec["client"]) != c:
+        raise ValueError(f"this node's Context holds client {int(rec['client'])}'s state but was asked to run "
+                         f"client {c}; a node must always run the same client (partition-id)")
+    if LOCAL in state:
+        sim.client_local[c] = from_arrays(state[LOCAL], sim.device)
+    if MOMENTUM in state:
+        sim.client_momentum[c] = from_arrays(state[MOMENTUM], sim.device)
+    sim.cursors[c] = [int(rec["epoch"]), int(rec["position"])]
+    alg_state = torch.load(io.BytesIO(bytes(rec["algorithm"])), weights_only=True)
+    sim.algorithm.load_state_dict(alg_state)

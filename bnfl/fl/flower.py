@@ -1,0 +1,475 @@
+r"""bnfl's algorithms on Flower (1.42 Message API): a ServerApp and a ClientApp from one run.
+
+:func:`flower_apps` turns a :class:`FlowerSetup` (model, :class:`~bnfl.fl.FederatedData`,
+:class:`~bnfl.fl.Algorithm`, :class:`~bnfl.fl.TrainConfig`) into a
+:class:`flwr.serverapp.ServerApp` and a :class:`flwr.clientapp.ClientApp`;
+:func:`run_flower` runs them on Flower's simulation runtime and returns the :class:`FlowerResult`.
+``bnfl train --config FILE --engine flower`` and the app folder ``examples/flower_app`` use them.
+
+Nothing of an algorithm is re-implemented here. The ServerApp runs the simulator's round
+(:class:`~bnfl.fl.engine.Simulation`, subclassed as a backend like the torch.distributed one):
+participation, ``begin_round``, the broadcast, the Algorithm's own ``aggregate``, evaluation and
+the history rows; only *where the clients run* is Flower's. Each ClientApp message builds the
+same Simulation restricted to the node's client and runs
+:meth:`Simulation.client_round <bnfl.fl.engine.Simulation.client_round>`, the simulator's local
+training. What is sent and what stays local comes from the engine's key lists (by layer type,
+:func:`bnfl.fl.state_groups`), never from key names; ``num_batches_tracked`` (group ``bn_count``)
+is never sent.
+
+Messages (all content in records; client ids are the nodes' ``partition-id``):
+
+=================== ============================================= ==========================================
+message type        server -> node                                node -> server
+=================== ============================================= ==========================================
+``query.hello``     --                                            ``client``, ``num-examples`` (samples)
+``train``           download keys + extras; round, lr, frozen     upload keys + extras; loss, ``num-examples``
+``query.statistics`` the state to compute on; ``kind``           :meth:`Algorithm.client_statistics` tensors
+``evaluate``        the global state (personalised methods)       accuracy on the test set and own data
+``query.inspect``   -- (only if :attr:`FlowerSetup.answer_inspect`) the client's local state (tests)
+=================== ============================================= ==========================================
+
+Faults: a reply that carries an error, or none within ``reply_timeout_s``, is reported. Methods
+whose server pools exact statistics over the round's clients (``bn_stats`` in
+``server_state``: HBN, FBN) stop with :class:`FlowerClientError`; the others aggregate the clients
+that answered with weights re-normalised over them (:meth:`~bnfl.fl.context.ServerContext.weights`)
+and list the failed ones in the row's ``failed_clients``. A diverged client always stops the run
+(:class:`~bnfl.fl.DivergenceError`). A missing client is never averaged as zeros.
+
+Not over Flower: FedTAN-type methods (a coupled first step needs :math:`3L+1` exchanges inside
+one local step; use :mod:`bnfl.fl.distributed`), centralised baselines, checkpoints/resume (the
+clients' state lives in the nodes' Contexts and ends with the run). See ``docs/flower.md``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import flwr
+import numpy as np
+import torch
+from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+from torch import Tensor, nn
+
+from bnfl.fl._evaluate import _cross_entropy
+from bnfl.fl._flower_records import from_arrays, load_client_state, save_client_state, to_arrays
+from bnfl.fl._run import DivergenceError, FederatedData, History, TrainConfig
+from bnfl.fl.algorithms import Algorithm
+from bnfl.fl.engine import Simulation
+
+__all__ = ["FlowerClientError", "FlowerResult", "FlowerSetup", "client_app", "flower_apps", "run_flower",
+           "server_app", "setup_from_config", "stops_on_failure"]
+
+
+class FlowerClientError(RuntimeError):
+    """A client failed (its reply carried an error, or none came) in a round the method cannot run
+    without it. ``.failures`` maps client ids to the reported reasons."""
+
+    def __init__(self, message: str, failures: Mapping[int, str]) -> None:
+        super().__init__(message)
+        self.failures = dict(failures)
+
+
+@dataclass
+class FlowerSetup:
+    """What both apps are built from.
+
+    Attributes
+    ----------
+    model : nn.Module
+        The initial global model (every node builds its initial local state from it).
+    data : FederatedData
+        The seeded partition, computed once (a node keeps only its client's training rows).
+    algorithm : Algorithm
+        A template: the server and every client message use fresh deep copies of it, the clients'
+        copies restored from their Context.
+    config : TrainConfig
+        ``checkpoint_dir`` must be None (no resume over Flower).
+    loss_fn : callable, default cross-entropy
+    reply_timeout_s : float, default 600
+        Seconds the server waits for a round's replies; a client that did not answer is failed.
+    answer_inspect : bool, default False
+        Whether clients answer ``query.inspect`` with their local state (equality tests only).
+    out : str, optional
+        Folder for ``history.json``/``history.csv`` (written by the ServerApp at the end).
+    """
+
+    model: nn.Module
+    data: FederatedData
+    algorithm: Algorithm
+    config: TrainConfig
+    loss_fn: Callable[[Tensor, Tensor], Tensor] = _cross_entropy
+    reply_timeout_s: float = 600.0
+    answer_inspect: bool = False
+    out: str | None = None
+
+    def __post_init__(self) -> None:
+        alg, cfg = self.algorithm, self.config
+        if cfg.checkpoint_dir is not None:
+            raise ValueError("checkpoints are not supported over Flower (the clients' state lives in the nodes' "
+                             "Contexts); set checkpoint_dir=None and give FlowerSetup(out=...) for the history")
+        if alg.centralized or not alg.communicates:
+            raise ValueError(f"{alg.name} does not run over Flower: it trains {'one pooled model' if alg.centralized else 'without communication'}; "
+                             "use the simulation engine")
+        coupled = [r for r in range(1, cfg.rounds + 1) if alg.first_step(r) is not None]
+        if coupled:
+            raise ValueError(f"{alg.name} couples the first local step of round {coupled[0]} across clients "
+                             "(3L+1 exchanges inside one step, FedTAN); Flower's messages do not carry it. Use the "
+                             "torch.distributed engine (torchrun ... bnfl train --engine distributed, docs/distributed.md)")
+        if getattr(alg, "alpha_sharing", "local") != "local":
+            raise ValueError("HBN alpha_sharing='averaged' gives first-time clients the server's average alpha "
+                             "outside the messages; over Flower use alpha_sharing='local' (the paper's)")
+
+
+def stops_on_failure(algorithm: Algorithm) -> bool:
+    """Whether a failed client stops the round: the server sets BN statistics pooled exactly over
+    the round's clients (``bn_stats`` in ``server_state``: HBN eqs. 8 and 11, FBN)."""
+    return "bn_stats" in algorithm.server_state
+
+
+def setup_from_config(cfg: Any, *, data_root: str | Path | None = None, **options: Any) -> FlowerSetup:
+    """The :class:`FlowerSetup` of a run config (a :class:`~bnfl.fl.config.RunConfig`, dict or TOML
+    path), built by the same builder as ``bnfl train``: data, seeded partition, model, algorithm.
+    ``options`` are further :class:`FlowerSetup` fields; ``out`` defaults to the config's."""
+    from bnfl.fl.config import as_config, build
+
+    cfg = as_config(cfg)
+    sim = build(cfg, data_root=data_root, engine="simulation")
+    options.setdefault("out", cfg.out)
+    return FlowerSetup(model=sim.model, data=sim.data, algorithm=sim.algorithm,
+                       config=dataclasses.replace(sim.config, checkpoint_dir=None), **options)
+
+
+# -- the client side -------------------------------------------------------------------------------
+class _ClientSide(Simulation):
+    """The simulator restricted to one client: only its training rows, its state from the Context."""
+
+    def __init__(self, setup: FlowerSetup, c: int) -> None:
+        self.client = c
+        super().__init__(setup.model, setup.data, copy.deepcopy(setup.algorithm), setup.config,
+                         loss_fn=setup.loss_fn)
+        self.client_indices = [np.array(i) for i in self.client_indices]  # Ray hands over read-only arrays
+
+    def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        ids = np.unique(np.asarray(data.clients[self.client]))
+        rows = torch.full((data.x_train.shape[0],), -1, dtype=torch.long)
+        rows[torch.as_tensor(ids)] = torch.arange(len(ids))
+        self._rows = rows.to(self.device)
+        keep = torch.as_tensor(ids)
+        return data.x_train[keep].to(self.device, dtype), data.y_train[keep].to(self.device)
+
+
+def _node_client(context: Context, setup: FlowerSetup) -> int:
+    """This node's client id: its ``partition-id`` (checked against the partition)."""
+    if "partition-id" not in context.node_config:
+        raise ValueError("the node has no 'partition-id' in its node config; start it with "
+                         "--node-config 'partition-id=<client id>' (the simulation runtime sets it)")
+    c = int(context.node_config["partition-id"])
+    if not 0 <= c < len(setup.data.clients):
+        raise ValueError(f"node partition-id {c} but the run has {len(setup.data.clients)} clients")
+    return c
+
+
+def _open(setup: FlowerSetup, msg: Message, context: Context) -> tuple[_ClientSide, int, ConfigRecord]:
+    cfg = msg.content["config"]
+    c = _node_client(context, setup)
+    if int(cfg["client"]) != c:
+        raise ValueError(f"message for client {int(cfg['client'])} reached the node of client {c}")
+    sim = _ClientSide(setup, c)
+    load_client_state(sim, c, context.state)
+    r = int(cfg["round"])
+    sim.round, sim.server.round = r - 1, r
+    sim.frozen = sim.server.frozen = bool(cfg.get("frozen", False))
+    return sim, c, cfg
+
+
+def _reply(msg: Message, **records: Any) -> Message:
+    return Message(RecordDict(records), reply_to=msg)
+
+
+def client_app(setup: FlowerSetup | Callable[[Context], FlowerSetup]) -> ClientApp:
+    """The ClientApp of ``setup`` (or of ``setup(context)``, for apps that read it from the run
+    config). Every handler runs the simulator's code for this node's client on its Context state."""
+    app = ClientApp()
+
+    def get(context: Context) -> FlowerSetup:
+        return setup if isinstance(setup, FlowerSetup) else setup(context)
+
+    @app.query("hello")
+    def hello(msg: Message, context: Context) -> Message:
+        s = get(context)
+        c = _node_client(context, s)
+        return _reply(msg, metrics=MetricRecord({"client": c, "num-examples": len(s.data.clients[c])}))
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        s = get(context)
+        sim, c, cfg = _open(s, msg, context)
+        received = from_arrays(msg.content["arrays"], sim.device)
+        up, loss = sim.client_round(int(cfg["round"]), c, received, lr=float(cfg["lr"]), frozen=sim.frozen)
+        save_client_state(sim, c, context.state)
+        # num-examples in samples (the weights' N_i), never in batches
+        return _reply(msg, arrays=to_arrays(up), metrics=MetricRecord({"train_loss": loss,
+                                                                      "num-examples": len(sim.client_indices[c])}))
+
+    @app.query("statistics")
+    def statistics(msg: Message, context: Context) -> Message:
+        s = get(context)
+        sim, c, cfg = _open(s, msg, context)
+        state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
+        up = sim._request(str(cfg["kind"]), [c], state, tag=None)[0]
+        save_client_state(sim, c, context.state)
+        return _reply(msg, arrays=to_arrays(up))
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        s = get(context)
+        sim, c, _ = _open(s, msg, context)
+        sim.global_state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
+        per, own = sim._client_accuracies([c])[0]
+        return _reply(msg, metrics=MetricRecord({"test_acc": per, "own_acc": own}))
+
+    @app.query("inspect")
+    def inspect(msg: Message, context: Context) -> Message:
+        s = get(context)
+        if not s.answer_inspect:
+            raise PermissionError("this ClientApp does not reveal its local state (FlowerSetup.answer_inspect=False)")
+        sim, c, _ = _open(s, msg, context)
+        return _reply(msg, local=to_arrays(sim.client_local.get(c, {})),
+                      momentum=to_arrays(sim.client_momentum.get(c, {})))
+
+    return app
+
+
+# -- the server side -------------------------------------------------------------------------------
+class _ServerSide(Simulation):
+    """The simulator's rounds with every client on a Flower node, reached through the ``grid``."""
+
+    def __init__(self, setup: FlowerSetup, grid: Grid) -> None:
+        self.grid = grid
+        self.timeout = float(setup.reply_timeout_s)
+        super().__init__(setup.model, setup.data, copy.deepcopy(setup.algorithm), setup.config, loss_fn=setup.loss_fn)
+        self.history.meta.update({"engine": "flower", "flwr": flwr.__version__})
+        self.failures: list[dict[str, Any]] = []
+        self.nodes = self._hello()
+
+    def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """The server holds no training sample (they stay on the nodes)."""
+        return data.x_train[:0].to(self.device, dtype), data.y_train[:0].to(self.device)
+
+    # -- messages ------------------------------------------------------------------------------------
+    def _hello(self) -> dict[int, int]:
+        """Client id -> node id, from every node's ``query.hello``; checks sizes against the partition."""
+        k = self.num_clients
+        deadline = time.monotonic() + self.timeout
+        while len(list(self.grid.get_node_ids())) < k and time.monotonic() < deadline:
+            time.sleep(0.05)
+        nodes = list(self.grid.get_node_ids())
+        if len(nodes) != k:
+            raise RuntimeError(f"the federation has {len(nodes)} nodes but the run has {k} clients; start "
+                               f"{k} nodes (run_flower(num_supernodes={k}), options.num-supernodes = {k})")
+        msgs = [Message(RecordDict({}), dst_node_id=n, message_type="query.hello") for n in nodes]
+        got: dict[int, int] = {}
+        for m in self.grid.send_and_receive(msgs, timeout=self.timeout):
+            if m.has_error():
+                raise FlowerClientError(f"node {m.metadata.src_node_id} failed to start: {m.error.reason}",
+                                        {-1: m.error.reason})
+            c, n = int(m.content["metrics"]["client"]), int(m.content["metrics"]["num-examples"])
+            if c in got:
+                raise RuntimeError(f"two nodes hold client {c}; every node needs its own partition-id")
+            if n != self.server.client_sizes[c]:
+                raise RuntimeError(f"client {c} reports {n} samples but the partition gives it "
+                                   f"{self.server.client_sizes[c]}; nodes and server must use the same seeded partition")
+            got[c] = m.metadata.src_node_id
+        missing = sorted(set(range(k)) - set(got))
+        if missing:
+            raise FlowerClientError(f"clients {missing} did not answer within {self.timeout:.0f} s", {c: "no reply" for c in missing})
+        return got
+
+    def _exchange(self, kind: str, clients: Sequence[int], arrays: Sequence[Mapping[str, Tensor]] | None,
+                  config: Mapping[str, Any]) -> tuple[dict[int, RecordDict], dict[int, str]]:
+        """One message of type ``kind`` to each of ``clients``: their reply contents and the failures."""
+        msgs = []
+        for j, c in enumerate(clients):
+            content = RecordDict({"config": ConfigRecord({**config, "client": int(c)})})
+            if arrays is not None:
+                content["arrays"] = to_arrays(arrays[j])
+            msgs.append(Message(content, dst_node_id=self.nodes[c], message_type=kind, group_id=str(config["round"])))
+        by_node = {m.metadata.src_node_id: m for m in self.grid.send_and_receive(msgs, timeout=self.timeout)}
+        ok, failed = {}, {}
+        for c in clients:
+            m = by_node.get(self.nodes[c])
+            if m is None:
+                failed[c] = f"no reply within {self.timeout:.0f} s"
+            elif m.has_error():
+                failed[c] = m.error.reason
+            else:
+                ok[c] = m.content
+        return ok, failed
+
+    def _fail(self, r: int, what: str, failed: Mapping[int, str], *, stop: bool) -> None:
+        """Report failed clients; raise unless the round may go on without them."""
+        for c, reason in failed.items():
+            self.failures.append({"round": r, "client": c, "node": self.nodes[c], "what": what, "reason": reason})
+        if any("non-finite loss" in reason for reason in failed.values()):
+            self._write_history()
+            raise DivergenceError(f"round {r}: a client diverged (non-finite loss): {_short(failed)}", self.history)
+        if stop:
+            raise FlowerClientError(f"round {r}: {what} failed on clients {sorted(failed)} ({_short(failed)}); "
+                                    f"{self.algorithm.name} cannot go on without them", failed)
+
+    # -- where the clients run -----------------------------------------------------------------------
+    def _run_clients(self, r, clients, received, *, lr, frozen, first):
+        config = {"round": r, "lr": float(lr), "frozen": bool(frozen)}
+        ok, failed = self._exchange("train", clients, received, config)
+        if failed:
+            self._fail(r, "training", failed, stop=stops_on_failure(self.algorithm) or not ok)
+        answered = [c for c in clients if c in ok]
+        uploads = [from_arrays(ok[c]["arrays"], self.device) for c in answered]
+        losses = [float(ok[c]["metrics"]["train_loss"]) for c in answered]
+        return answered, uploads, losses
+
+    def _request(self, kind, clients, state, *, tag="statistics"):
+        clients = list(clients)
+        payload = {k: state[k] for k in self.download_keys}
+        ok, failed = self._exchange("query.statistics", clients, [payload] * len(clients),
+                                    {"round": self.server.round, "kind": kind})
+        if failed:
+            self._fail(self.server.round, f"statistics {kind!r}", failed, stop=True)
+        uploads = [from_arrays(ok[c]["arrays"], self.device) for c in clients]
+        return self.channel.gather(uploads, tag=tag) if tag is not None else uploads
+
+    def _client_accuracies(self, clients):
+        clients = list(clients)
+        payload = {k: self.global_state[k] for k in self.download_keys}
+        ok, failed = self._exchange("evaluate", clients, [payload] * len(clients), {"round": self.round})
+        if failed:
+            self._fail(self.round, "evaluation", failed, stop=True)
+        return [(float(ok[c]["metrics"]["test_acc"]), float(ok[c]["metrics"]["own_acc"])) for c in clients]
+
+    def _train_round(self, r):
+        before = len(self.failures)
+        row = super()._train_round(r)
+        if len(self.failures) > before:
+            row["failed_clients"] = [f["client"] for f in self.failures[before:]]
+        return row
+
+    def client_state_of_nodes(self) -> dict[int, dict[str, dict[str, Tensor]]]:
+        """Every client's local state and momentum buffers, asked from the nodes (``query.inspect``;
+        answered only when the setup allows it: equality tests)."""
+        clients = list(range(self.num_clients))
+        ok, failed = self._exchange("query.inspect", clients, None, {"round": self.round})
+        if failed:
+            self._fail(self.round, "inspection", failed, stop=True)
+        return {c: {"local": from_arrays(ok[c]["local"], self.device),
+                    "momentum": from_arrays(ok[c]["momentum"], self.device)} for c in clients}
+
+
+def _short(failed: Mapping[int, str], width: int = 300) -> str:
+    """Failure reasons, one line each, cut to ``width`` characters (Ray's contain whole tracebacks)."""
+    out = []
+    for c, reason in failed.items():
+        lines = [ln.strip() for ln in str(reason).splitlines() if ln.strip()]
+        last = next((ln for ln in reversed(lines) if "Error" in ln or "Exception" in ln), lines[-1] if lines else "")
+        out.append(f"client {c}: {last[:width]}")
+    return "; ".join(out)
+
+
+@dataclass
+class FlowerResult:
+    """What :func:`run_flower` returns: the server's history and final state (plus the clients'
+    local state when ``collect_client_state``), and Flower's start-up time."""
+
+    history: History | None = None
+    global_state: dict[str, Tensor] = field(default_factory=dict)
+    client_state: dict[int, dict[str, dict[str, Tensor]]] = field(default_factory=dict)
+    algorithm_state: dict[str, Any] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    startup_s: float = 0.0
+    total_s: float = 0.0
+
+
+def server_app(setup: FlowerSetup | Callable[[Context], FlowerSetup], result: FlowerResult | None = None, *,
+               collect_client_state: bool = False) -> ServerApp:
+    """The ServerApp of ``setup`` (or of ``setup(context)``): the simulator's rounds with the
+    clients on the grid's nodes; writes ``history.json``/``.csv`` into ``setup.out``; fills
+    ``result`` (when given) with the history and final state."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        s = setup if isinstance(setup, FlowerSetup) else setup(context)
+        sim = _ServerSide(s, grid)
+        if result is not None:
+            result.startup_s = time.perf_counter() - result.startup_s  # set to the launch time by run_flower
+        hist = sim.run()
+        if s.out:
+            out = Path(s.out)
+            out.mkdir(parents=True, exist_ok=True)
+            hist.to_json(out / "history.json")
+            hist.to_csv(out / "history.csv")
+        if result is not None:
+            result.history = hist
+            result.global_state = dict(sim.global_state)
+            result.algorithm_state = sim.algorithm.state_dict()
+            result.failures = list(sim.failures)
+            if collect_client_state:
+                result.client_state = sim.client_state_of_nodes()
+
+    return app
+
+
+def flower_apps(setup: FlowerSetup, result: FlowerResult | None = None, *,
+                collect_client_state: bool = False) -> tuple[ServerApp, ClientApp]:
+    """The ServerApp and ClientApp of ``setup`` (see :func:`server_app`, :func:`client_app`)."""
+    return server_app(setup, result, collect_client_state=collect_client_state), client_app(setup)
+
+
+def run_flower(setup: FlowerSetup, *, num_cpus: int | None = None, collect_client_state: bool = False,
+               verbose: bool = False) -> FlowerResult:
+    """Run ``setup`` on Flower's simulation runtime (:func:`flwr.simulation.run_simulation`, one
+    node per client, Ray actors of one CPU each; ``num_cpus`` caps Ray's CPUs, default all).
+    Returns the :class:`FlowerResult`; Ray is shut down before returning, also on errors."""
+    import logging
+    import warnings
+
+    from flwr.simulation import run_simulation
+
+    result = FlowerResult()
+    server, client = flower_apps(setup, result, collect_client_state=collect_client_state)
+    init_args: dict[str, Any] = {"include_dashboard": False, "_node_ip_address": "127.0.0.1",
+                                 "logging_level": "ERROR" if not verbose else "INFO"}
+    if num_cpus is not None:
+        init_args["num_cpus"] = int(num_cpus)
+    logger = logging.getLogger("flwr")
+    level = logger.level
+    if not verbose:
+        logger.setLevel(logging.ERROR)
+    t0 = result.startup_s = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            run_simulation(server, client, num_supernodes=len(setup.data.clients),
+                           backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": init_args})
+    finally:
+        logger.setLevel(level)
+        _shutdown_ray()
+    result.total_s = time.perf_counter() - t0
+    return result
+
+
+def _shutdown_ray() -> None:
+    """Flower shuts its Ray down at the end; make sure of it after an error too."""
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - flwr[simulation] brings ray
+        return
+    if ray.is_initialized():
+        ray.shutdown()
