@@ -23,12 +23,15 @@ import math
 import os
 import signal
 
+import numpy as np
 import pytest
 import torch
+from torch import nn
 
 pytest.importorskip("flwr")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from bnfl.fl._flower_records import from_arrays, to_arrays  # noqa: E402
 from bnfl.fl.config import build  # noqa: E402
 from bnfl.fl.engine import TIME_FIELDS, Simulation  # noqa: E402
 from bnfl.fl.flower import (  # noqa: E402
@@ -51,7 +54,7 @@ METHODS = {
     # eq. 7 on the clients, eqs. 8 and 11 on the server, the statistics-only round T+1
     "hbn": {},
 }
-TIME_LIMIT_S = 120
+TIME_LIMIT_S = 240
 
 
 def config(method: str, **over) -> dict:
@@ -71,26 +74,27 @@ def _alarm():
     signal.signal(signal.SIGALRM, old)
 
 
-def _flower(cfg: dict, **setup_options):
-    setup = setup_from_config(cfg, out=None, reply_timeout_s=60.0, **setup_options)
-    return run_flower(setup, num_cpus=2, collect_client_state=setup.answer_inspect)
+CASES = {**{m: config(m) for m in METHODS},
+         "fedbn-float32": config("fedbn", train={**BASE["train"], "dtype": "float32"}),
+         "fedavg+bn-fault": config("fedavg+bn")}
 
 
 @pytest.fixture(scope="module")
 def runs():
-    """method -> (the simulator after its run, the Flower result), computed on first use."""
-    cache: dict = {}
-
-    def get(method: str, **over):
-        key = (method, tuple(sorted(over.items())))
-        if key not in cache:
-            cfg = config(method, **over)
-            ref = build(cfg)
-            ref.run()
-            cache[key] = (ref, _flower(cfg, answer_inspect=True))
-        return cache[key]
-
-    return get
+    """case -> (bnfl's simulator after its run, the Flower result). Flower's start-up (Ray,
+    actors) costs most of a launch, so all cases run in one launch, one after the other on the
+    same 3 nodes (each client's state kept apart per run); the fault case's client 1 fails in round 2."""
+    setups, refs = [], {}
+    for name, cfg in CASES.items():
+        ref = build(cfg)
+        ref.run()
+        refs[name] = ref
+        setup = setup_from_config(cfg, out=None, reply_timeout_s=60.0, answer_inspect=True)
+        if name == "fedavg+bn-fault":
+            setup.algorithm = _failing(setup.algorithm, 1, 2)
+        setups.append(setup)
+    results = run_flower(setups, num_cpus=2, collect_client_state=True)
+    return {name: (refs[name], res) for name, res in zip(CASES, results, strict=True)}
 
 
 def _max_diff(a: dict, b: dict) -> float:
@@ -115,7 +119,7 @@ def _assert_rows_close(got: list[dict], want: list[dict], tol: float) -> None:
 
 @pytest.mark.parametrize("method", list(METHODS))
 def test_flower_run_equals_the_simulator(runs, method):
-    ref, res = runs(method)
+    ref, res = runs[method]
     assert res.history.meta["engine"] == "flower"
     assert res.failures == []
     # global state, float64, dtypes kept (num_batches_tracked stays a 0-d int64)
@@ -131,23 +135,20 @@ def test_flower_run_equals_the_simulator(runs, method):
 
 def test_the_methods_keep_what_they_say(runs):
     """The runs above cover what is special per method (so equality is not vacuous)."""
-    _, fixbn = runs("fixbn")
+    _, fixbn = runs["fixbn"]
     assert [r["frozen_stats"] for r in fixbn.history.rows] == [False, True, True]
     assert all(fixbn.client_state[c]["momentum"] for c in range(3))
-    _, hbn = runs("hbn")
+    _, hbn = runs["hbn"]
     assert hbn.history.rows[-1].get("statistics_only") is True and len(hbn.history) == ROUNDS + 1
-    _, fedbn = runs("fedbn")
+    _, fedbn = runs["fedbn"]
     locals_ = [fedbn.client_state[c]["local"] for c in range(3)]
     key = next(k for k in locals_[0] if k.endswith("running_mean"))
     assert not torch.equal(locals_[0][key], locals_[1][key])  # BN statistics differ per client
     assert "client_test_acc" in fedbn.history.rows[-1]
 
 
-def test_float32_run_equals_the_simulator():
-    cfg = config("fedbn", train={**BASE["train"], "dtype": "float32"})
-    ref = build(cfg)
-    ref.run()
-    res = _flower(cfg, answer_inspect=True)
+def test_float32_run_equals_the_simulator(runs):
+    ref, res = runs["fedbn-float32"]
     assert res.global_state[next(iter(res.global_state))].dtype == torch.float32
     assert _max_diff(res.global_state, ref.global_state) <= 1e-6
     for c in range(3):
@@ -181,11 +182,9 @@ class _Dropping(Simulation):
         return super()._run_clients(r, kept, received[:len(kept)], lr=lr, frozen=frozen, first=first)
 
 
-def test_a_failed_client_is_left_out_with_weights_renormalised():
-    cfg = config("fedavg+bn")
-    setup = setup_from_config(cfg, out=None, reply_timeout_s=60.0, answer_inspect=True)
-    setup.algorithm = _failing(setup.algorithm, 1, 2)
-    res = run_flower(setup, num_cpus=2, collect_client_state=True)
+def test_a_failed_client_is_left_out_with_weights_renormalised(runs):
+    cfg = CASES["fedavg+bn-fault"]
+    _, res = runs["fedavg+bn-fault"]
     rows = res.history.rows
     assert rows[1]["failed_clients"] == [1] and rows[1]["clients"] == [0, 2]
     assert "failed_clients" not in rows[0] and rows[0]["clients"] == [0, 1, 2]
@@ -216,3 +215,153 @@ def test_hbn_stops_with_the_failed_client_named():
     assert list(err.value.failures) == [2]
     assert "injected failure of client 2" in err.value.failures[2]
 
+
+
+# -- the Flower users' failure modes ---------------------------------------------------------------
+class UserNet(nn.Module):
+    """A model as Flower users write it: a BN layer named ``bn1``, one inside a Sequential
+    (``block.1``), and a bottleneck layer named ``bneck`` (not a normalisation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.bn1 = nn.Linear(6, 8), nn.BatchNorm1d(8)
+        self.block = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU())
+        self.bneck, self.head = nn.Linear(8, 4), nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.bneck(self.block(torch.relu(self.bn1(self.fc1(x)))))))
+
+
+SIZES, BATCH = (10, 25, 29), 8  # sample counts that are not multiples of the batch size
+
+
+@pytest.fixture(scope="module")
+def user_sim():
+    """SiloBN (BN statistics local, sample-count weights) on UserNet in bnfl's engine, the
+    simulator the Flower nodes run (float64)."""
+    from bnfl.fl.algorithms import SiloBN
+    from bnfl.fl.engine import FederatedData, TrainConfig
+
+    g = torch.Generator().manual_seed(0)
+    n = sum(SIZES)
+    x, y = torch.randn(n, 6, generator=g), torch.randint(0, 3, (n,), generator=g)
+    clients = np.split(np.arange(n), np.cumsum(SIZES)[:-1])
+    data = FederatedData(x, y, x[:12], y[:12], clients)
+    torch.manual_seed(0)
+    return Simulation(UserNet(), data, SiloBN(), TrainConfig(rounds=2, local_steps=2, batch_size=BATCH, lr=0.05,
+                                                            dtype="float64", progress=False))
+
+
+def _wire(state: dict) -> dict:
+    """Through a Flower message and back (bnfl's wire format)."""
+    return from_arrays(to_arrays(state))
+
+
+class Users:
+    """The approach Flower users report trouble with: BN state is every key with "bn" in its name
+    (Flower's FedBN baseline), the client loads what it received with strict=True, each client
+    instantiation re-partitions without a seed, num_examples is the DataLoader's length (batches)."""
+
+    @staticmethod
+    def shared_keys(sim):
+        return [k for k in sim.model.state_dict() if "bn" not in k]
+
+    upload_keys = shared_keys
+
+    @staticmethod
+    def client_update(sim, c, received):
+        model = copy.deepcopy(sim.model)
+        model.load_state_dict(received, strict=True)  # the users' set_parameters
+        return {k: v for k, v in model.state_dict().items() if k in received}
+
+    @staticmethod
+    def client_samples(c):
+        n = len(build(CASES["fedbn"]).data.y_train)
+        perm = np.random.default_rng().permutation(n)  # an unseeded split, anew in each instantiation
+        return perm[c * (n // 3):(c + 1) * (n // 3)]
+
+    @staticmethod
+    def weights(sim, clients):
+        batches = [math.ceil(len(sim.client_indices[c]) / BATCH) for c in clients]  # len(DataLoader)
+        return [b / sum(batches) for b in batches]
+
+
+class Bnfl:
+    """bnfl over Flower: the engine's key lists from the layer types (state groups), the
+    ClientApp's client_round (merges what it received over the client's own state), the seeded
+    partition of the setup, the server's sample-count weights."""
+
+    @staticmethod
+    def shared_keys(sim):
+        return sim.download_keys
+
+    @staticmethod
+    def upload_keys(sim):
+        return sim.upload_keys
+
+    @staticmethod
+    def client_update(sim, c, received):
+        work = copy.deepcopy(sim)
+        up, _ = work.client_round(1, c, received, lr=0.05, frozen=False)
+        return up
+
+    @staticmethod
+    def client_samples(c):
+        from bnfl.fl.flower import _ClientSide
+
+        setup = setup_from_config(CASES["fedbn"], out=None)  # what each ClientApp instantiation builds
+        return _ClientSide(setup, c).client_indices[c]
+
+    @staticmethod
+    def weights(sim, clients):
+        return sim.weights(clients)
+
+
+APPROACHES = [pytest.param(Bnfl, id="bnfl"),
+              pytest.param(Users, id="bn-substring", marks=pytest.mark.xfail(strict=True, raises=(AssertionError, RuntimeError)))]
+
+
+@pytest.mark.parametrize("approach", APPROACHES)
+def test_num_batches_tracked_never_reaches_the_aggregation(user_sim, approach):
+    """Averaging the uploads in place, as a strategy does, must not meet a 0-d integer counter
+    (Sequential's ``block.1.num_batches_tracked`` has no "bn" in its name)."""
+    sim = copy.deepcopy(user_sim)
+    received = {k: sim.global_state[k] for k in sim.download_keys}
+    uploads = []
+    for c in range(3):  # each client's local training (bnfl's ClientApp: client_round), then the upload
+        sent, _ = sim.client_round(1, c, received, lr=0.05, frozen=False)
+        trained = sim._work.state_dict()
+        uploads.append(_wire({k: trained[k] for k in approach.upload_keys(sim)}))
+        assert approach is Users or list(sent) == list(uploads[-1])
+    assert all(v.is_floating_point() for up in uploads for v in up.values())
+    avg = {k: torch.zeros_like(v) for k, v in uploads[0].items()}
+    for up, p in zip(uploads, sim.weights([0, 1, 2]), strict=True):
+        for k in avg:
+            avg[k] += p * up[k]  # an integer counter: "result type Float can't be cast to ... Long"
+
+
+@pytest.mark.parametrize("approach", APPROACHES)
+def test_client_loads_what_it_received_strictly(user_sim, approach):
+    """A client gets only the shared state; its model must still load completely (strict), with
+    its own BN statistics (SiloBN) and nothing that is not BN kept back."""
+    sim = user_sim
+    received = _wire({k: sim.global_state[k] for k in approach.shared_keys(sim)})
+    approach.client_update(sim, 0, received)  # Users: strict load raises "Missing key(s) ... bn1..."
+    assert "bneck.weight" in received and "block.1.running_mean" not in received
+
+
+@pytest.mark.parametrize("approach", APPROACHES)
+def test_partition_is_seeded_once(approach):
+    """Flower instantiates the ClientApp anew for each message: the client's samples must not change."""
+    from bnfl.fl.flower import samples_crc
+
+    first, again = approach.client_samples(1), approach.client_samples(1)
+    assert samples_crc(first) == samples_crc(again)
+    assert np.array_equal(np.sort(first), np.sort(again))
+
+
+@pytest.mark.parametrize("approach", APPROACHES)
+def test_weights_are_sample_counts(user_sim, approach):
+    """FedAvg's p_i = N_i / N in samples, not batches (10, 25, 29 samples are 2, 4, 4 batches of 8)."""
+    sizes = np.array(SIZES, dtype=float)
+    assert approach.weights(user_sim, [0, 1, 2]) == pytest.approx(sizes / sizes.sum(), abs=1e-15)

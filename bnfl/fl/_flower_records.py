@@ -6,13 +6,14 @@ Tensors travel as :class:`flwr.app.ArrayRecord` entries, one per state key, conv
 (:attr:`ServerContext.upload_keys <bnfl.fl.context.ServerContext>` and friends), never here.
 
 A client's persistent state lives in its node's :class:`flwr.app.Context` ``state``
-(a :class:`flwr.app.RecordDict` that Flower keeps per node across rounds):
+(a :class:`flwr.app.RecordDict` that Flower keeps per node across rounds), under names that
+carry the run's index ``i`` in the launch (several runs may share one federation):
 
-``bnfl.local`` (ArrayRecord)
+``bnfl.i.local`` (ArrayRecord)
     the client-local state groups (FedBN's BN layers, SiloBN's statistics, HBN's alpha);
-``bnfl.momentum`` (ArrayRecord)
+``bnfl.i.momentum`` (ArrayRecord)
     SGD momentum buffers kept across rounds (FixBN's maintained momenta, ``momentum_mode="local"``);
-``bnfl.client`` (ConfigRecord)
+``bnfl.i.client`` (ConfigRecord)
     the batch cursor (``epoch``, ``position``) and the client's algorithm state
     (``algorithm``: :meth:`Algorithm.state_dict <bnfl.fl.Algorithm.state_dict>` as
     ``torch.save`` bytes, e.g. SCAFFOLD's control variate :math:`c_i`).
@@ -34,7 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["from_arrays", "load_client_state", "save_client_state", "to_arrays"]
 
-LOCAL, MOMENTUM, CLIENT = "bnfl.local", "bnfl.momentum", "bnfl.client"
+
+
+def _names(run: int) -> tuple[str, str, str]:
+    return f"bnfl.{run}.local", f"bnfl.{run}.momentum", f"bnfl.{run}.client"
 
 
 def to_arrays(tensors: Mapping[str, Tensor]) -> ArrayRecord:
@@ -53,9 +57,11 @@ def _to_bytes(obj: object) -> bytes:
     return buf.getvalue()
 
 
-def save_client_state(sim: Simulation, c: int, state: RecordDict) -> None:
-    """Write client ``c``'s persistent state from the client-side ``sim`` into ``state`` (its
-    node's ``Context.state``): local groups, momentum buffers, batch cursor, algorithm state."""
+def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
+    """Write client ``c``'s persistent state in run ``run`` from the client-side ``sim`` into
+    ``state`` (its node's ``Context.state``): local groups, momentum buffers, batch cursor,
+    algorithm state."""
+    LOCAL, MOMENTUM, CLIENT = _names(run)
     if c in sim.client_local:
         state[LOCAL] = to_arrays(sim.client_local[c])
     if c in sim.client_momentum:
@@ -65,9 +71,10 @@ def save_client_state(sim: Simulation, c: int, state: RecordDict) -> None:
                                   "algorithm": _to_bytes(sim.algorithm.state_dict())})
 
 
-def load_client_state(sim: Simulation, c: int, state: RecordDict) -> None:
-    """Restore what :func:`save_client_state` wrote into the client-side ``sim`` (nothing on a
-    client's first message). Refuses a Context that holds another client's state."""
+def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
+    """Restore what :func:`save_client_state` wrote for run ``run`` into the client-side ``sim``
+    (nothing on a client's first message). Refuses a Context that holds another client's state."""
+    LOCAL, MOMENTUM, CLIENT = _names(run)
     if CLIENT not in state:
         return
     rec = state[CLIENT]

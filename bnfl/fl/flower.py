@@ -16,13 +16,14 @@ training. What is sent and what stays local comes from the engine's key lists (b
 :func:`bnfl.fl.state_groups`), never from key names; ``num_batches_tracked`` (group ``bn_count``)
 is never sent.
 
-Messages (all content in records; client ids are the nodes' ``partition-id``):
+Messages (all content in records; client ids are the nodes' ``partition-id``; every message's
+config names the ``run``, its index when several runs share one launch):
 
 =================== ============================================= ==========================================
 message type        server -> node                                node -> server
 =================== ============================================= ==========================================
-``query.hello``     --                                            ``client``, ``num-examples`` (samples)
-``train``           download keys + extras; round, lr, frozen     upload keys + extras; loss, ``num-examples``
+``query.hello``     --                                            ``client``, ``num-examples`` (samples), ``samples-crc``
+``train``           download keys + extras; round, lr, frozen     upload keys + extras; loss, ``num-examples``, ``samples-crc``
 ``query.statistics`` the state to compute on; ``kind``           :meth:`Algorithm.client_statistics` tensors
 ``evaluate``        the global state (personalised methods)       accuracy on the test set and own data
 ``query.inspect``   -- (only if :attr:`FlowerSetup.answer_inspect`) the client's local state (tests)
@@ -45,6 +46,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +136,21 @@ def stops_on_failure(algorithm: Algorithm) -> bool:
     return "bn_stats" in algorithm.server_state
 
 
+def samples_crc(ids: Any) -> int:
+    """CRC-32 of a client's sorted training sample ids: the server checks every node's against the
+    seeded partition (at ``query.hello`` and in every ``train`` reply), so a node that re-partitions
+    (unseeded, or per instantiation) is caught even when the sizes agree."""
+    return zlib.crc32(np.sort(np.asarray(ids, dtype=np.int64)).tobytes())
+
+
+Setups = FlowerSetup | Sequence[FlowerSetup]
+
+
+def _as_list(setup: Setups | Callable[[Context], Setups], context: Context) -> list[FlowerSetup]:
+    s = setup if isinstance(setup, FlowerSetup | Sequence) else setup(context)
+    return [s] if isinstance(s, FlowerSetup) else list(s)
+
+
 def setup_from_config(cfg: Any, *, data_root: str | Path | None = None, **options: Any) -> FlowerSetup:
     """The :class:`FlowerSetup` of a run config (a :class:`~bnfl.fl.config.RunConfig`, dict or TOML
     path), built by the same builder as ``bnfl train``: data, seeded partition, model, algorithm.
@@ -183,7 +200,7 @@ def _open(setup: FlowerSetup, msg: Message, context: Context) -> tuple[_ClientSi
     if int(cfg["client"]) != c:
         raise ValueError(f"message for client {int(cfg['client'])} reached the node of client {c}")
     sim = _ClientSide(setup, c)
-    load_client_state(sim, c, context.state)
+    load_client_state(sim, c, context.state, int(cfg["run"]))
     r = int(cfg["round"])
     sim.round, sim.server.round = r - 1, r
     sim.frozen = sim.server.frozen = bool(cfg.get("frozen", False))
@@ -194,43 +211,50 @@ def _reply(msg: Message, **records: Any) -> Message:
     return Message(RecordDict(records), reply_to=msg)
 
 
-def client_app(setup: FlowerSetup | Callable[[Context], FlowerSetup]) -> ClientApp:
-    """The ClientApp of ``setup`` (or of ``setup(context)``, for apps that read it from the run
-    config). Every handler runs the simulator's code for this node's client on its Context state."""
+def client_app(setup: Setups | Callable[[Context], Setups]) -> ClientApp:
+    """The ClientApp of ``setup`` (one or several runs; or of ``setup(context)``, for apps that
+    read it from the run config). Every handler runs the simulator's code for this node's client
+    on its Context state, for the run its message names."""
     app = ClientApp()
 
-    def get(context: Context) -> FlowerSetup:
-        return setup if isinstance(setup, FlowerSetup) else setup(context)
+    def get(context: Context, msg: Message) -> FlowerSetup:
+        setups = _as_list(setup, context)
+        run = int(msg.content["config"]["run"])
+        if not 0 <= run < len(setups):
+            raise ValueError(f"message for run {run} but this ClientApp has {len(setups)} run(s)")
+        return setups[run]
 
     @app.query("hello")
     def hello(msg: Message, context: Context) -> Message:
-        s = get(context)
+        s = get(context, msg)
         c = _node_client(context, s)
-        return _reply(msg, metrics=MetricRecord({"client": c, "num-examples": len(s.data.clients[c])}))
+        ids = s.data.clients[c]
+        return _reply(msg, metrics=MetricRecord({"client": c, "num-examples": len(ids), "samples-crc": samples_crc(ids)}))
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        s = get(context)
+        s = get(context, msg)
         sim, c, cfg = _open(s, msg, context)
         received = from_arrays(msg.content["arrays"], sim.device)
         up, loss = sim.client_round(int(cfg["round"]), c, received, lr=float(cfg["lr"]), frozen=sim.frozen)
-        save_client_state(sim, c, context.state)
+        save_client_state(sim, c, context.state, int(cfg["run"]))
         # num-examples in samples (the weights' N_i), never in batches
-        return _reply(msg, arrays=to_arrays(up), metrics=MetricRecord({"train_loss": loss,
-                                                                      "num-examples": len(sim.client_indices[c])}))
+        ids = sim.client_indices[c]
+        return _reply(msg, arrays=to_arrays(up), metrics=MetricRecord({"train_loss": loss, "num-examples": len(ids),
+                                                                      "samples-crc": samples_crc(ids)}))
 
     @app.query("statistics")
     def statistics(msg: Message, context: Context) -> Message:
-        s = get(context)
+        s = get(context, msg)
         sim, c, cfg = _open(s, msg, context)
         state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
         up = sim._request(str(cfg["kind"]), [c], state, tag=None)[0]
-        save_client_state(sim, c, context.state)
+        save_client_state(sim, c, context.state, int(cfg["run"]))
         return _reply(msg, arrays=to_arrays(up))
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
-        s = get(context)
+        s = get(context, msg)
         sim, c, _ = _open(s, msg, context)
         sim.global_state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
         per, own = sim._client_accuracies([c])[0]
@@ -238,7 +262,7 @@ def client_app(setup: FlowerSetup | Callable[[Context], FlowerSetup]) -> ClientA
 
     @app.query("inspect")
     def inspect(msg: Message, context: Context) -> Message:
-        s = get(context)
+        s = get(context, msg)
         if not s.answer_inspect:
             raise PermissionError("this ClientApp does not reveal its local state (FlowerSetup.answer_inspect=False)")
         sim, c, _ = _open(s, msg, context)
@@ -252,8 +276,9 @@ def client_app(setup: FlowerSetup | Callable[[Context], FlowerSetup]) -> ClientA
 class _ServerSide(Simulation):
     """The simulator's rounds with every client on a Flower node, reached through the ``grid``."""
 
-    def __init__(self, setup: FlowerSetup, grid: Grid) -> None:
+    def __init__(self, setup: FlowerSetup, grid: Grid, run: int = 0) -> None:
         self.grid = grid
+        self.run_index = run
         self.timeout = float(setup.reply_timeout_s)
         super().__init__(setup.model, setup.data, copy.deepcopy(setup.algorithm), setup.config, loss_fn=setup.loss_fn)
         self.history.meta.update({"engine": "flower", "flwr": flwr.__version__})
@@ -275,7 +300,8 @@ class _ServerSide(Simulation):
         if len(nodes) != k:
             raise RuntimeError(f"the federation has {len(nodes)} nodes but the run has {k} clients; start "
                                f"{k} nodes (run_flower(num_supernodes={k}), options.num-supernodes = {k})")
-        msgs = [Message(RecordDict({}), dst_node_id=n, message_type="query.hello") for n in nodes]
+        hello = RecordDict({"config": ConfigRecord({"run": self.run_index})})
+        msgs = [Message(copy.deepcopy(hello), dst_node_id=n, message_type="query.hello") for n in nodes]
         got: dict[int, int] = {}
         for m in self.grid.send_and_receive(msgs, timeout=self.timeout):
             if m.has_error():
@@ -287,18 +313,26 @@ class _ServerSide(Simulation):
             if n != self.server.client_sizes[c]:
                 raise RuntimeError(f"client {c} reports {n} samples but the partition gives it "
                                    f"{self.server.client_sizes[c]}; nodes and server must use the same seeded partition")
+            self._check_samples(c, m.content["metrics"])
             got[c] = m.metadata.src_node_id
         missing = sorted(set(range(k)) - set(got))
         if missing:
             raise FlowerClientError(f"clients {missing} did not answer within {self.timeout:.0f} s", {c: "no reply" for c in missing})
         return got
 
+    def _check_samples(self, c: int, metrics: MetricRecord) -> None:
+        """A node's reply must come from the seeded partition's client ``c``."""
+        if int(metrics["samples-crc"]) != samples_crc(self.data.clients[c]):
+            raise RuntimeError(f"client {c}'s node holds other training samples than the server's partition "
+                               "(a node that re-partitions, or another seed); partition once, seeded, and give every "
+                               "node the same FlowerSetup.data")
+
     def _exchange(self, kind: str, clients: Sequence[int], arrays: Sequence[Mapping[str, Tensor]] | None,
                   config: Mapping[str, Any]) -> tuple[dict[int, RecordDict], dict[int, str]]:
         """One message of type ``kind`` to each of ``clients``: their reply contents and the failures."""
         msgs = []
         for j, c in enumerate(clients):
-            content = RecordDict({"config": ConfigRecord({**config, "client": int(c)})})
+            content = RecordDict({"config": ConfigRecord({**config, "client": int(c), "run": self.run_index})})
             if arrays is not None:
                 content["arrays"] = to_arrays(arrays[j])
             msgs.append(Message(content, dst_node_id=self.nodes[c], message_type=kind, group_id=str(config["round"])))
@@ -332,6 +366,8 @@ class _ServerSide(Simulation):
         if failed:
             self._fail(r, "training", failed, stop=stops_on_failure(self.algorithm) or not ok)
         answered = [c for c in clients if c in ok]
+        for c in answered:
+            self._check_samples(c, ok[c]["metrics"])
         uploads = [from_arrays(ok[c]["arrays"], self.device) for c in answered]
         losses = [float(ok[c]["metrics"]["train_loss"]) for c in answered]
         return answered, uploads, losses
@@ -384,8 +420,9 @@ def _short(failed: Mapping[int, str], width: int = 300) -> str:
 
 @dataclass
 class FlowerResult:
-    """What :func:`run_flower` returns: the server's history and final state (plus the clients'
-    local state when ``collect_client_state``), and Flower's start-up time."""
+    """What :func:`run_flower` returns per run: the server's history and final state (plus the
+    clients' local state when ``collect_client_state``), Flower's start-up time (launch to the
+    first run's nodes answering) and the whole launch's time."""
 
     history: History | None = None
     global_state: dict[str, Tensor] = field(default_factory=dict)
@@ -396,54 +433,75 @@ class FlowerResult:
     total_s: float = 0.0
 
 
-def server_app(setup: FlowerSetup | Callable[[Context], FlowerSetup], result: FlowerResult | None = None, *,
+def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[FlowerResult] | None = None, *,
                collect_client_state: bool = False) -> ServerApp:
-    """The ServerApp of ``setup`` (or of ``setup(context)``): the simulator's rounds with the
-    clients on the grid's nodes; writes ``history.json``/``.csv`` into ``setup.out``; fills
-    ``result`` (when given) with the history and final state."""
+    """The ServerApp of ``setup`` (one run, or several one after the other on the same nodes; or
+    of ``setup(context)``): the simulator's rounds with the clients on the grid's nodes; writes
+    ``history.json``/``.csv`` into each ``setup.out``; fills ``results`` (one per run, when
+    given) with the history and final state."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        s = setup if isinstance(setup, FlowerSetup) else setup(context)
-        sim = _ServerSide(s, grid)
-        if result is not None:
-            result.startup_s = time.perf_counter() - result.startup_s  # set to the launch time by run_flower
-        hist = sim.run()
-        if s.out:
-            out = Path(s.out)
-            out.mkdir(parents=True, exist_ok=True)
-            hist.to_json(out / "history.json")
-            hist.to_csv(out / "history.csv")
-        if result is not None:
-            result.history = hist
-            result.global_state = dict(sim.global_state)
-            result.algorithm_state = sim.algorithm.state_dict()
-            result.failures = list(sim.failures)
-            if collect_client_state:
-                result.client_state = sim.client_state_of_nodes()
+        setups = _as_list(setup, context)
+        if results is not None and len(results) != len(setups):
+            raise ValueError(f"{len(results)} results for {len(setups)} runs")
+        for i, s in enumerate(setups):
+            sim = _ServerSide(s, grid, run=i)
+            if results is not None and i == 0:
+                launched = results[0].startup_s  # the launch time, set by run_flower
+                for res in results:
+                    res.startup_s = time.perf_counter() - launched
+            hist = sim.run()
+            if s.out:
+                out = Path(s.out)
+                out.mkdir(parents=True, exist_ok=True)
+                hist.to_json(out / "history.json")
+                hist.to_csv(out / "history.csv")
+            if results is not None:
+                res = results[i]
+                res.history = hist
+                res.global_state = dict(sim.global_state)
+                res.algorithm_state = sim.algorithm.state_dict()
+                res.failures = list(sim.failures)
+                if collect_client_state:
+                    res.client_state = sim.client_state_of_nodes()
 
     return app
 
 
-def flower_apps(setup: FlowerSetup, result: FlowerResult | None = None, *,
+def flower_apps(setup: Setups, results: Sequence[FlowerResult] | None = None, *,
                 collect_client_state: bool = False) -> tuple[ServerApp, ClientApp]:
     """The ServerApp and ClientApp of ``setup`` (see :func:`server_app`, :func:`client_app`)."""
-    return server_app(setup, result, collect_client_state=collect_client_state), client_app(setup)
+    return server_app(setup, results, collect_client_state=collect_client_state), client_app(setup)
 
 
-def run_flower(setup: FlowerSetup, *, num_cpus: int | None = None, collect_client_state: bool = False,
-               verbose: bool = False) -> FlowerResult:
+def run_flower(setup: Setups, *, num_cpus: int | None = None, collect_client_state: bool = False,
+               verbose: bool = False) -> FlowerResult | list[FlowerResult]:
     """Run ``setup`` on Flower's simulation runtime (:func:`flwr.simulation.run_simulation`, one
     node per client, Ray actors of one CPU each; ``num_cpus`` caps Ray's CPUs, default all).
-    Returns the :class:`FlowerResult`; Ray is shut down before returning, also on errors."""
+
+    ``setup`` is one :class:`FlowerSetup` (returns its :class:`FlowerResult`) or several with the
+    same number of clients (returns one result each): they run one after the other on the same
+    nodes, each client's state kept apart per run, so Flower starts once.
+    ``collect_client_state`` asks every node for its client's local state at the end of each run
+    (needs ``answer_inspect``). Ray is shut down before returning, also on errors."""
     import logging
     import warnings
 
     from flwr.simulation import run_simulation
 
-    result = FlowerResult()
-    server, client = flower_apps(setup, result, collect_client_state=collect_client_state)
+    setups = [setup] if isinstance(setup, FlowerSetup) else list(setup)
+    if not setups:
+        raise ValueError("run_flower needs at least one FlowerSetup")
+    sizes = {len(s.data.clients) for s in setups}
+    if len(sizes) != 1:
+        raise ValueError(f"runs sharing one launch need the same number of clients (nodes), got {sorted(sizes)}")
+    if collect_client_state and not all(s.answer_inspect for s in setups):
+        raise ValueError("collect_client_state needs FlowerSetup(answer_inspect=True): the nodes answer "
+                         "query.inspect only when allowed")
+    results = [FlowerResult() for _ in setups]
+    server, client = flower_apps(setups, results, collect_client_state=collect_client_state)
     init_args: dict[str, Any] = {"include_dashboard": False, "_node_ip_address": "127.0.0.1",
                                  "logging_level": "ERROR" if not verbose else "INFO"}
     if num_cpus is not None:
@@ -452,17 +510,18 @@ def run_flower(setup: FlowerSetup, *, num_cpus: int | None = None, collect_clien
     level = logger.level
     if not verbose:
         logger.setLevel(logging.ERROR)
-    t0 = result.startup_s = time.perf_counter()
+    t0 = results[0].startup_s = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
-            run_simulation(server, client, num_supernodes=len(setup.data.clients),
+            run_simulation(server, client, num_supernodes=sizes.pop(),
                            backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": init_args})
     finally:
         logger.setLevel(level)
         _shutdown_ray()
-    result.total_s = time.perf_counter() - t0
-    return result
+    for res in results:
+        res.total_s = time.perf_counter() - t0
+    return results[0] if isinstance(setup, FlowerSetup) else results
 
 
 def _shutdown_ray() -> None:
