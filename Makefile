@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
-EXTRAS ?= dev,docs,notebooks
+EXTRAS ?= dev,docs,notebooks,flower
 STAMP  := $(VENV)/.bnfl-installed
 # entries of `make run` at once (one process per core, one torch thread each)
 JOBS   ?= $(shell nproc 2>/dev/null || echo 1)

@@ -365,3 +365,22 @@ def test_weights_are_sample_counts(user_sim, approach):
     """FedAvg's p_i = N_i / N in samples, not batches (10, 25, 29 samples are 2, 4, 4 batches of 8)."""
     sizes = np.array(SIZES, dtype=float)
     assert approach.weights(user_sim, [0, 1, 2]) == pytest.approx(sizes / sizes.sum(), abs=1e-15)
+
+
+# -- the command line ------------------------------------------------------------------------------
+def test_bnfl_train_engine_flower_writes_the_default_engines_history(tmp_path):
+    from bnfl.cli import main
+    from bnfl.fl.engine import History
+
+    toml = tmp_path / "run.toml"
+    toml.write_text('method = "fedbn"\nseed = 3\nrounds = 2\n[partition]\nkind = "dirichlet"\nnum_clients = 3\nphi = 1.0\n'
+                    '[train]\nlocal_steps = 2\nbatch_size = 16\nlr = 0.05\ndtype = "float64"\n')
+    for engine in ("simulation", "flower"):
+        assert main(["train", "--config", str(toml), "--engine", engine, "--quiet", "--out", str(tmp_path / engine)]) == 0
+        assert (tmp_path / engine / "history.csv").exists()
+    sim, fl = (History.from_json(tmp_path / e / "history.json") for e in ("simulation", "flower"))
+    assert fl.meta["engine"] == "flower" and "engine" not in sim.meta
+    _assert_rows_close(_rows(fl), _rows(sim), 1e-12)
+    assert (tmp_path / "flower" / "history.csv").read_text().splitlines()[0] == \
+        (tmp_path / "simulation" / "history.csv").read_text().splitlines()[0]
+    assert main(["train", "--config", str(toml), "--engine", "flower", "--resume"]) == 2  # no checkpoints over Flower

@@ -268,11 +268,12 @@ def partition(cfg: RunConfig, split: Any) -> tuple[list, list | None]:
     return clients, tests
 
 
-ENGINES = ("auto", "simulation", "distributed")
+ENGINES = ("auto", "simulation", "distributed", "flower")
 
 
 def resolve_engine(engine: str | None) -> str:
-    """``"simulation"`` or ``"distributed"``; ``None``/``"auto"``: distributed when started by torchrun."""
+    """``"simulation"``, ``"distributed"`` or ``"flower"``; ``None``/``"auto"``: distributed when
+    started by torchrun, else simulation."""
     from bnfl.fl.distributed import in_torchrun
 
     if engine not in (None, *ENGINES):
@@ -311,6 +312,9 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     except TypeError as err:
         raise TypeError(f"model: bad option for {name}: {err}") from None
     tc = cfg.train_config()
+    if resolve_engine(engine) == "flower":
+        raise ValueError("build() makes a Simulation in this process; for the Flower engine use "
+                         "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.flower.setup_from_config + run_flower")
     if resolve_engine(engine) == "simulation":
         return Simulation(model, data, method.algorithm(**cfg.method_options), tc)
     from bnfl.fl.distributed import DistributedSimulation, init_from_env
@@ -324,8 +328,11 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
 def run(cfg: RunConfig | Mapping[str, Any] | str | Path, *, resume: bool = False,
         engine: str | None = "simulation") -> History:
     """Build and run ``cfg``; write ``history.json`` and ``history.csv`` into ``cfg.out`` (on
-    a distributed run, rank 0 writes)."""
+    a distributed run, rank 0 writes; on ``engine="flower"`` the ServerApp, after running the
+    config through Flower's simulation runtime, one node per client: :mod:`bnfl.fl.flower`)."""
     cfg = as_config(cfg)
+    if resolve_engine(engine) == "flower":
+        return _run_flower(cfg, resume=resume)
     sim = build(cfg, engine=engine)
     hist = sim.run(resume=resume)
     if cfg.out and getattr(sim, "rank", 0) == 0:
@@ -334,6 +341,17 @@ def run(cfg: RunConfig | Mapping[str, Any] | str | Path, *, resume: bool = False
         hist.to_json(out / "history.json")
         hist.to_csv(out / "history.csv")
     return hist
+
+
+def _run_flower(cfg: RunConfig, *, resume: bool) -> History:
+    if resume:
+        raise ValueError("--resume does not work with --engine flower: the clients' state lives in the Flower "
+                         "nodes and ends with the run (no checkpoints); rerun, or use the simulation engine")
+    try:
+        from bnfl.fl.flower import run_flower, setup_from_config
+    except ImportError as err:
+        raise ValueError(f"--engine flower needs Flower ({err}); install the extra: pip install -e '.[flower]'") from None
+    return run_flower(setup_from_config(cfg)).history
 
 
 def _cli(args: argparse.Namespace) -> int:
@@ -394,7 +412,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--engine", choices=ENGINES, default="auto",
-                   help="simulation (one process), distributed (one rank of a torchrun job; docs/distributed.md) "
+                   help="simulation (one process), distributed (one rank of a torchrun job; docs/distributed.md), "
+                        "flower (Flower's simulation runtime, one node per client; docs/flower.md) "
                         "or auto (default: distributed when started by torchrun)")
     p.set_defaults(func=_cli)
 

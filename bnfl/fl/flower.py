@@ -448,6 +448,7 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
             raise ValueError(f"{len(results)} results for {len(setups)} runs")
         for i, s in enumerate(setups):
             sim = _ServerSide(s, grid, run=i)
+            sim.round_hooks.append(_log_round)
             if results is not None and i == 0:
                 launched = results[0].startup_s  # the launch time, set by run_flower
                 for res in results:
@@ -458,6 +459,9 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
                 out.mkdir(parents=True, exist_ok=True)
                 hist.to_json(out / "history.json")
                 hist.to_csv(out / "history.csv")
+            last = hist.rows[-1] if hist.rows else {}
+            _log(f"bnfl {s.algorithm.name}: {len(hist)} rounds on {len(sim.nodes)} nodes, test_acc={last.get('test_acc')}"
+                 + (f"; wrote {Path(s.out) / 'history.json'}" if s.out else ""))
             if results is not None:
                 res = results[i]
                 res.history = hist
@@ -468,6 +472,20 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
                     res.client_state = sim.client_state_of_nodes()
 
     return app
+
+
+def _log(text: str) -> None:
+    from logging import INFO
+
+    from flwr.common.logger import log
+
+    log(INFO, text)
+
+
+def _log_round(sim: Simulation, r: int) -> None:
+    """A round hook: the round's clients (and failed ones) in Flower's log; adds nothing to the row."""
+    failed = [f["client"] for f in getattr(sim, "failures", []) if f["round"] == r]
+    _log(f"bnfl round {r}: trained clients {sim._round_clients}" + (f", failed {failed}" if failed else ""))
 
 
 def flower_apps(setup: Setups, results: Sequence[FlowerResult] | None = None, *,
