@@ -19,15 +19,15 @@ is never sent.
 Messages (all content in records; client ids are the nodes' ``partition-id``; every message's
 config names the ``run``, its index when several runs share one launch):
 
-=================== ============================================= ==========================================
-message type        server -> node                                node -> server
-=================== ============================================= ==========================================
-``query.hello``     --                                            ``client``, ``num-examples`` (samples), ``samples-crc``
-``train``           download keys + extras; round, lr, frozen     upload keys + extras; loss, ``num-examples``, ``samples-crc``
-``query.statistics`` the state to compute on; ``kind``           :meth:`Algorithm.client_statistics` tensors
-``evaluate``        the global state (personalised methods)       accuracy on the test set and own data
-``query.inspect``   -- (only if :attr:`FlowerSetup.answer_inspect`) the client's local state (tests)
-=================== ============================================= ==========================================
+==================== ========================================== =============================================================
+message type         server -> node                             node -> server
+==================== ========================================== =============================================================
+``query.hello``      --                                         ``client``, ``num-examples`` (samples), ``samples-crc``
+``train``            download keys + extras; round, lr, frozen  upload keys + extras; loss, ``num-examples``, ``samples-crc``
+``query.statistics`` the state to compute on; ``kind``          :meth:`Algorithm.client_statistics` tensors
+``evaluate``         the global state (personalised methods)    accuracy on the test set and own data
+``query.inspect``    -- (if :attr:`FlowerSetup.answer_inspect`) the client's local state (tests)
+==================== ========================================== =============================================================
 
 Faults: a reply that carries an error, or none within ``reply_timeout_s``, is reported. Methods
 whose server pools exact statistics over the round's clients (``bn_stats`` in
