@@ -384,3 +384,18 @@ def test_bnfl_train_engine_flower_writes_the_default_engines_history(tmp_path):
     assert (tmp_path / "flower" / "history.csv").read_text().splitlines()[0] == \
         (tmp_path / "simulation" / "history.csv").read_text().splitlines()[0]
     assert main(["train", "--config", str(toml), "--engine", "flower", "--resume"]) == 2  # no checkpoints over Flower
+
+
+@pytest.mark.parametrize("method", ["fedtan", "fedtan2", "centralized"])
+def test_methods_flower_cannot_carry_are_refused_with_the_way_out(method, capsys):
+    from bnfl.cli import main
+
+    cfg = config(method, partition={"kind": "classes_per_client", "num_clients": 5, "k": 2})
+    want = "torch.distributed engine" if method.startswith("fedtan") else "simulation engine"
+    with pytest.raises(ValueError, match=want):
+        setup_from_config(cfg)
+    if method == "fedtan":  # q_mlp_bn has L = 2 BN layers: 7 exchanges in the coupled step
+        with pytest.raises(ValueError, match=r"3L\+1 = 7 exchanges .* L = 2 BN layers.*bnfl\.fl\.distributed"):
+            setup_from_config(cfg)
+        assert main(["train", "--method", "fedtan", "--rounds", "1", "--engine", "flower", "--quiet"]) == 2
+        assert "bnfl.fl.distributed" in capsys.readouterr().err

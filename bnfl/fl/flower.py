@@ -122,9 +122,14 @@ class FlowerSetup:
                              "use the simulation engine")
         coupled = [r for r in range(1, cfg.rounds + 1) if alg.first_step(r) is not None]
         if coupled:
-            raise ValueError(f"{alg.name} couples the first local step of round {coupled[0]} across clients "
-                             "(3L+1 exchanges inside one step, FedTAN); Flower's messages do not carry it. Use the "
-                             "torch.distributed engine (torchrun ... bnfl train --engine distributed, docs/distributed.md)")
+            from bnfl.fl.state import state_groups
+
+            n_bn = len(state_groups(self.model)["bn_count"])
+            raise ValueError(
+                f"{alg.name} does not run over Flower: it couples the first local step of round {coupled[0]} across "
+                f"clients, 3L+1 = {3 * n_bn + 1} exchanges inside one step for this model's L = {n_bn} BN layers, and "
+                "a Flower node keeps no autograd graph between messages. Run it on the torch.distributed engine "
+                "(bnfl.fl.distributed): torchrun --nproc-per-node R -m bnfl train --config FILE (docs/distributed.md)")
         if getattr(alg, "alpha_sharing", "local") != "local":
             raise ValueError("HBN alpha_sharing='averaged' gives first-time clients the server's average alpha "
                              "outside the messages; over Flower use alpha_sharing='local' (the paper's)")
