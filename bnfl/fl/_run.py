@@ -69,6 +69,11 @@ class TrainConfig:
         Write a checkpoint there after every round; ``Simulation.run(resume=True)`` continues.
     progress : bool, default True
         Show a tqdm progress bar.
+    batched : {"off", "auto", "on"}, default "off"
+        Train a round's clients as one batched computation (:mod:`bnfl.fl.batched`): never,
+        where the algorithm and model allow it (else sequentially), or always (an error naming
+        what cannot be batched). Equal to the sequential engine up to rounding, not bitwise,
+        hence off by default; the choice is recorded in ``History.meta["batched"]``.
     """
 
     rounds: int = 10
@@ -87,6 +92,7 @@ class TrainConfig:
     eval_every: int = 1
     checkpoint_dir: str | None = None
     progress: bool = True
+    batched: str = "off"
 
     def __post_init__(self) -> None:
         def pos_int(name: str) -> None:
@@ -111,6 +117,8 @@ class TrainConfig:
             raise ValueError(f"momentum_mode must be 'reset', 'local' or 'global', got {self.momentum_mode!r}")
         if self.dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        if self.batched not in ("off", "auto", "on"):
+            raise ValueError(f"batched must be 'off', 'auto' or 'on', got {self.batched!r}")
         if self.schedule is None:
             self.schedule = Schedule(lr=self.lr)
 

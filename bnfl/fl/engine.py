@@ -124,6 +124,11 @@ class Simulation(CheckpointMixin):
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
         self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []
+        from bnfl.fl.batched import select_batched
+
+        #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None
+        self._batched, why = select_batched(self)
+        self.history.meta["batched"] = {"mode": self.config.batched, "used": self._batched is not None, "why": why}
 
     # -- weights and batches ---------------------------------------------------------------
     def weights(self, clients: Sequence[int]) -> list[float]:
@@ -178,13 +183,17 @@ class Simulation(CheckpointMixin):
 
     def next_batch(self, c: int) -> tuple[Tensor, Tensor]:
         """Client ``c``'s next mini-batch of its endless, epoch-shuffled stream."""
+        return self._samples(self.next_batch_ids(c))
+
+    def next_batch_ids(self, c: int) -> Tensor:
+        """The sample ids of client ``c``'s next mini-batch (:meth:`next_batch` without the samples)."""
         epoch, pos = self.cursors[c]
         batches = self._epoch_batches(c, epoch)
         if pos >= len(batches):
             epoch, pos = epoch + 1, 0
             batches = self._epoch_batches(c, epoch)
         self.cursors[c] = [epoch, pos + 1]
-        return self._samples(batches[pos].to(self.device))
+        return batches[pos].to(self.device)
 
     def _steps_this_round(self, c: int) -> int:
         if self.config.local_unit == "steps":
@@ -289,11 +298,15 @@ class Simulation(CheckpointMixin):
         (here: all of ``clients``), their uploads and mean losses, in the order of ``clients``. A
         backend whose clients run elsewhere (Flower) overrides this; one that drops a failed
         client returns the others, and the round re-normalises the weights over them."""
-        uploads, losses = [], []
-        for j, c in enumerate(self._local_clients(clients)):
-            up, loss = self.client_round(r, c, received[j], lr=lr, frozen=frozen, first=first, index=j)
-            uploads.append(up)
-            losses.append(loss)
+        mine = self._local_clients(clients)
+        if self._batched is not None:  # this process's clients at once (bnfl.fl.batched)
+            uploads, losses = self._batched.run(r, mine, received, lr=lr, frozen=frozen, first=first)
+        else:
+            uploads, losses = [], []
+            for j, c in enumerate(mine):
+                up, loss = self.client_round(r, c, received[j], lr=lr, frozen=frozen, first=first, index=j)
+                uploads.append(up)
+                losses.append(loss)
         uploads, losses = self._collect(clients, uploads, losses)
         return list(clients), uploads, losses
 

@@ -1,0 +1,289 @@
+r"""The batched simulation engine: a round's clients train their local steps as one computation.
+
+:meth:`Simulation.client_round <bnfl.fl.Simulation.client_round>` runs one client at a time,
+which for small models costs mostly per-operation overhead. Here the round's clients (same
+architecture) are stacked into one :class:`~bnfl.nn.batched.BatchedNet`: every local step is
+one forward and one backward over the clients' concatenated mini-batches and one SGD step over
+the stacked parameters and momentum buffers. Everything a client owns stays per client:
+
+* mini-batches: each client's batch ids come from its own stream
+  (:meth:`Simulation.next_batch_ids <bnfl.fl.Simulation.next_batch_ids>`), so both engines see
+  the same batches; clients with smaller batches are padded to the largest and masked (BN
+  statistics and losses over real rows only, :func:`~bnfl.nn.batched.masked_batch_norm`);
+  clients with different step counts (``local_unit="epochs"``) run in separate groups;
+* BN: each client's channels are normalised with its own batch statistics and its running
+  statistics updated as ``nn.BatchNorm`` does; FixBN's frozen phase normalises with them;
+* SGD: one ``torch.optim.SGD`` over the stacked tensors is the per-client update (SGD with
+  momentum and weight decay is elementwise); momentum buffers are stacked from, and returned
+  to, the clients' (or the broadcast global) buffers;
+* algorithm hooks: ``client_start``, ``adjust_grads``, ``after_step`` and ``extra_upload`` are
+  the algorithm's own, called once per client on a per-client view of the stacked tensors
+  (:meth:`BatchedNet.client_view <bnfl.nn.batched.BatchedNet.client_view>`), with the
+  algorithm's per-client scratch attributes (FedProx's anchor, SCAFFOLD's start point) kept
+  apart per client (:class:`_HookScope`); FedTAN's coupled first step supplies step 1's
+  gradients and running-statistics update (FedTAN eq. 6) as in the sequential engine.
+
+What cannot be batched (an algorithm with its own ``local_loss``: MOON, FedSAM; a model with
+layers :func:`~bnfl.nn.batched.batching_obstacle` refuses: HBN, FBN, GroupNorm, dropout) runs
+sequentially under ``batched="auto"`` and raises under ``batched="on"``. The results equal the
+sequential engine's up to rounding (float64: 1e-12; float32: see ``tests/test_fl_batched.py``),
+not bitwise, so ``TrainConfig.batched`` defaults to ``"off"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from bnfl.fl._evaluate import _cross_entropy, ema_global_stats
+from bnfl.fl.algorithms import Algorithm
+from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
+from bnfl.nn.batched import BatchedNet, batching_obstacle
+
+if TYPE_CHECKING:
+    from bnfl.fedtan import CoupledStep
+    from bnfl.fl.engine import Simulation
+
+__all__ = ["BATCHED_MODES", "BatchedClients", "batched_obstacle", "select_batched"]
+
+#: ``TrainConfig.batched``: never, where possible, or always (an error naming the obstacle).
+BATCHED_MODES = ("off", "auto", "on")
+
+_CLIENT_HOOKS = ("client_start", "adjust_grads", "after_step", "extra_upload")
+_MISSING = object()
+
+
+def _overrides(alg: Algorithm, hook: str) -> bool:
+    return getattr(type(alg), hook) is not getattr(Algorithm, hook)
+
+
+def batched_obstacle(sim: Simulation) -> str | None:
+    """Why the clients of ``sim`` cannot train as one batched computation, or ``None``.
+
+    An algorithm that defines its own ``local_loss`` needs each client's own forward pass
+    (MOON's representations, FedSAM's perturbed weights); a model needs layers that
+    :func:`~bnfl.nn.batched.batching_obstacle` accepts.
+    """
+    alg = sim.algorithm
+    if _overrides(alg, "local_loss"):
+        return (f"{type(alg).__name__} defines its own local_loss, which runs one client's model "
+                "(e.g. MOON's representations, FedSAM's perturbed weights)")
+    return batching_obstacle(sim.model)
+
+
+def select_batched(sim: Simulation) -> tuple[BatchedClients | None, str]:
+    """The batched engine for ``sim`` per ``sim.config.batched`` and why (or why not).
+
+    ``"off"``: ``None``; ``"auto"``: batched unless :func:`batched_obstacle`; ``"on"``: batched
+    or a ``ValueError`` naming the obstacle.
+    """
+    mode = sim.config.batched
+    if mode == "off":
+        return None, "batched='off'"
+    why = batched_obstacle(sim)
+    if why is None:
+        return BatchedClients(sim), "batched"
+    if mode == "on":
+        raise ValueError(f"batched='on' but this run cannot be batched: {why}. Use batched='auto' (falls back to "
+                         "the sequential engine) or 'off'")
+    return None, why
+
+
+class _HookScope:
+    """Per-client scratch of an algorithm whose hooks keep state between a client's calls in
+    instance attributes (FedProx's ``_anchor``): attributes a client's hook call rebinds are
+    saved for that client and restored before its next call, as if the clients ran one by one."""
+
+    def __init__(self, alg: Algorithm, k: int) -> None:
+        self.alg = alg
+        self.saved: list[dict[str, Any]] = [{} for _ in range(k)]
+
+    def call(self, j: int, hook: str, *args: Any) -> Any:
+        d = vars(self.alg)
+        d.update(self.saved[j])
+        before = dict(d)
+        out = getattr(self.alg, hook)(*args)
+        self.saved[j].update({n: v for n, v in d.items() if before.get(n, _MISSING) is not v})
+        return out
+
+
+class _RowState(dict):
+    """``optimizer.state`` of one client's view: ``clear()`` restarts its momentum buffers (zero
+    rows, so the next SGD step's buffer is that step's direction, as a fresh optimizer's)."""
+
+    def __init__(self, rows: list[Tensor]) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def clear(self) -> None:
+        with torch.no_grad():
+            for r in self.rows:
+                r.zero_()
+        super().clear()
+
+
+class _ClientOptimizer:
+    """What a hook sees of the optimizer of one client: its ``param_groups`` and ``state``."""
+
+    def __init__(self, opt: torch.optim.Optimizer, view: torch.nn.Module, bufs: list[Tensor]) -> None:
+        self.param_groups = [{**g, "params": list(view.parameters())} for g in opt.param_groups]
+        self.state = _RowState(bufs)
+
+
+class BatchedClients:
+    """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`select_batched`)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        alg = sim.algorithm
+        self.hooks = {h: _overrides(alg, h) for h in _CLIENT_HOOKS}
+
+    def run(self, r: int, clients: Sequence[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
+            first: CoupledStep | None) -> tuple[list[dict[str, Tensor]], list[float]]:
+        """The uploads and mean losses of ``clients`` (this process's participants, in order) after
+        their local steps of round ``r``; the batched counterpart of one
+        :meth:`~bnfl.fl.Simulation.client_round` per client (same state updates)."""
+        sim = self.sim
+        steps = {c: sim._steps_this_round(c) for c in clients}
+        groups: dict[int, list[int]] = {}
+        for j, c in enumerate(clients):
+            groups.setdefault(steps[c], []).append(j)
+        uploads: list[dict[str, Tensor]] = [{} for _ in clients]
+        losses = [0.0] * len(clients)
+        for n_steps, members in groups.items():
+            ups, ls = self._group(r, [clients[j] for j in members], [received[j] for j in members], members,
+                                  n_steps, lr=lr, frozen=frozen, first=first)
+            for j, up, loss in zip(members, ups, ls, strict=True):
+                uploads[j], losses[j] = up, loss
+        return uploads, losses
+
+    def _group(self, r: int, clients: list[int], received: list[dict[str, Tensor]], index: list[int], steps: int, *,
+               lr: float, frozen: bool, first: CoupledStep | None) -> tuple[list[dict[str, Tensor]], list[float]]:
+        sim, alg = self.sim, self.sim.algorithm
+        k = len(clients)
+        states = []
+        for c, got in zip(clients, received, strict=True):
+            st = sim.client_state(c)
+            st.update({key: v for key, v in got.items() if key in st})
+            states.append(st)
+        if sim.momentum_mode == "global" and received[0]:
+            got = {key[len("momentum."):]: v for key, v in received[0].items() if key.startswith("momentum.")}
+            if got:
+                sim.global_momentum = got
+        contexts = [sim.client_context(c, got) for c, got in zip(clients, received, strict=True)]
+        net = BatchedNet(sim.model, states)
+        net.frozen = frozen
+        need_views = any(self.hooks.values()) or first is not None
+        views = [net.client_view(j) for j in range(k)] if need_views else []
+        for v in views:
+            (freeze_bn_stats if frozen else unfreeze_bn_stats)(v)
+        scope = _HookScope(alg, k)
+        if self.hooks["client_start"]:
+            for j in range(k):
+                scope.call(j, "client_start", contexts[j], r, views[j])
+        names = list(net.params)
+        opt = self._optimizer(net, clients, lr)
+        sizes = [ctx.batch_size for ctx in contexts]
+        n = max(sizes)
+        net.set_mask(sizes, n)
+        totals = [0.0] * k
+        for t in range(1, steps + 1):
+            opt.zero_grad(set_to_none=True)
+            if t == 1 and first is not None:
+                loss = torch.stack([first.losses[i].detach() for i in index])  # (K,)
+                self._check(loss, clients, r)
+                for name in names:
+                    if name in first.grads[index[0]]:
+                        net.params[name].grad = torch.stack([first.grads[i][name] for i in index])  # (K, *shape)
+                for v in views:
+                    ema_global_stats(v, first, union_count=sim._union_count)
+            else:
+                ids = [sim.next_batch_ids(c) for c in clients]
+                if net.mask is not None:  # pad each client to n rows with copies of its first sample
+                    ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
+                x, y = sim._samples(torch.cat(ids))  # (K*n, ...)
+                loss = self._losses(net(x), y, k, n, net.mask, sizes)  # (K,)
+                self._check(loss.detach(), clients, r)
+                loss.sum().backward()
+            if self.hooks["adjust_grads"]:
+                for j in range(k):
+                    net.sync_grads(j)
+                    scope.call(j, "adjust_grads", contexts[j], views[j])
+            opt.step()
+            if self.hooks["after_step"]:
+                for j in range(k):
+                    scope.call(j, "after_step", contexts[j], t, views[j], self._client_opt(opt, net, views[j], j), first)
+            for j, v in enumerate(loss.detach().tolist()):
+                totals[j] += v
+        return self._finish(net, opt, clients, contexts, views, scope, steps, lr), [s / steps for s in totals]
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def _optimizer(self, net: BatchedNet, clients: list[int], lr: float) -> torch.optim.Optimizer:
+        """One SGD over the stacked parameters; momentum buffers stacked from the clients' own
+        (``momentum_mode="local"``) or the broadcast global ones, zero rows for clients without."""
+        sim, cfg = self.sim, self.sim.config
+        opt = torch.optim.SGD(list(net.params.values()), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        mode = sim.momentum_mode
+        if cfg.momentum <= 0 or mode == "reset":
+            return opt
+        bufs = [sim.client_momentum.get(c) if mode == "local" else sim.global_momentum for c in clients]
+        if not any(bufs):
+            return opt
+        with torch.no_grad():
+            for name, p in net.params.items():
+                rows = [b[name] if b and name in b else torch.zeros_like(p[0]) for b in bufs]
+                opt.state[p]["momentum_buffer"] = torch.stack(rows)  # (K, *shape)
+        return opt
+
+    def _client_opt(self, opt: torch.optim.Optimizer, net: BatchedNet, view: torch.nn.Module, j: int) -> _ClientOptimizer:
+        bufs = [opt.state[p]["momentum_buffer"][j] for p in net.params.values() if "momentum_buffer" in opt.state.get(p, {})]
+        return _ClientOptimizer(opt, view, bufs)
+
+    def _losses(self, out: Tensor, y: Tensor, k: int, n: int, mask: Tensor | None, sizes: list[int]) -> Tensor:
+        """(K,) each client's batch-mean loss over its real rows (``sim.loss_fn`` per client unless
+        it is the default cross-entropy on class labels, then one per-sample call)."""
+        sim = self.sim
+        if sim.loss_fn is _cross_entropy and y.dim() == 1 and not y.is_floating_point():
+            per = F.cross_entropy(out, y, reduction="none").reshape(k, n)  # (K*n,) -> (K, n)
+            if mask is None:
+                return per.mean(1)
+            return (per * mask.to(per.dtype)).sum(1) / torch.tensor(sizes, dtype=per.dtype, device=per.device)
+        outs, ys = out.reshape(k, n, *out.shape[1:]), y.reshape(k, n, *y.shape[1:])  # (K*n, ...) -> (K, n, ...)
+        return torch.stack([sim.loss_fn(outs[j, :sizes[j]], ys[j, :sizes[j]]).reshape(()) for j in range(k)])
+
+    def _check(self, loss: Tensor, clients: list[int], r: int) -> None:
+        if not bool(torch.isfinite(loss).all()):
+            j = int((~torch.isfinite(loss)).nonzero()[0, 0])
+            self.sim._check_loss(loss[j], clients[j], r)
+
+    def _finish(self, net: BatchedNet, opt: torch.optim.Optimizer, clients: list[int], contexts: list, views: list,
+                scope: _HookScope, steps: int, lr: float) -> list[dict[str, Tensor]]:
+        """Keep each client's local state and momentum, return its upload (client_round's end)."""
+        sim, alg, cfg = self.sim, self.sim.algorithm, self.sim.config
+        final = {name: t.detach().clone() for name, t in (*net.params.items(), *net.buffers.items())}  # (K, *shape)
+        keep_momentum = cfg.momentum > 0 and sim.momentum_mode in ("local", "global")
+        mom = {}
+        if keep_momentum:
+            for name, p in net.params.items():
+                buf = opt.state.get(p, {}).get("momentum_buffer")
+                mom[name] = buf.detach().clone() if buf is not None else torch.zeros_like(p.detach())
+        uploads = []
+        for j, c in enumerate(clients):
+            if sim.local_keys:
+                sim.client_local[c] = {key: final[key][j].clone() for key in sim.local_keys}
+            up = {key: final[key][j] for key in sim.upload_keys} if alg.communicates else {}
+            if self.hooks["extra_upload"]:
+                up.update(scope.call(j, "extra_upload", contexts[j], views[j], steps, lr))
+            if keep_momentum:
+                if sim.momentum_mode == "local":
+                    sim.client_momentum[c] = {name: b[j].clone() for name, b in mom.items()}
+                else:
+                    up.update({f"momentum.{name}": b[j] for name, b in mom.items()})
+            if alg.centralized:
+                sim.global_state = {key: final[key][j].clone() for key in sim.global_state}
+            uploads.append(up)
+        return uploads

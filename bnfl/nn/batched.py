@@ -1,0 +1,262 @@
+r"""K copies of one architecture trained as one computation: stacked parameters, batched layers.
+
+:class:`BatchedNet` holds every parameter and buffer of ``K`` clients' models stacked on a
+leading client dimension, ``(K, *shape)``, and runs the architecture's own ``forward`` on the
+concatenated batch ``x`` of shape ``(K*B, ...)`` (client ``k`` owns rows ``k*B .. (k+1)*B-1``)
+with its parameterised layers replaced by batched ones:
+
+* ``nn.Linear``: :math:`y_k = x_k W_k^\top + b_k`, one ``baddbmm`` over the clients;
+* ``nn.Conv1d/2d/3d``: one grouped convolution, client ``k``'s input channels convolved with
+  client ``k``'s filters (groups :math:`K g`);
+* ``nn.BatchNorm1d/2d/3d``: the clients' channels side by side, ``(B, K C, ...)``, through one
+  ``F.batch_norm`` call, so each client's channel is normalised with its own batch statistics
+  and its running statistics are updated exactly as ``nn.BatchNorm`` does (momentum, unbiased
+  variance :math:`\frac{m}{m-1}\sigma^2` in ``running_var``, ``num_batches_tracked + 1``);
+  FixBN's frozen layers (:mod:`bnfl.nn.frozen`) normalise with the running statistics instead;
+* every module without parameters or buffers (activations, pooling, reshapes, the model's own
+  glue code) is a per-sample function and runs unchanged on the concatenated batch.
+
+Clients whose mini-batches differ in size are padded to the largest (``mask``): the padding
+rows repeat the client's first sample, BN layers then compute each client's statistics over its
+real rows only (:func:`masked_batch_norm`) and the losses average over real rows only.
+
+Models with other layers (HBN's hybrid BN, FBN, GroupNorm, dropout, ...) are refused by
+:func:`batching_obstacle` with the layer's name; the engine then runs the clients one by one.
+Per-client views (:meth:`BatchedNet.client_view`) are ordinary ``nn.Module`` copies whose
+parameters, gradients and buffers are views of row ``k``: algorithm hooks written for one
+client's model act on the stacked tensors through them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from bnfl.nn.frozen import (
+    FrozenStatsBatchNorm1d,
+    FrozenStatsBatchNorm2d,
+    FrozenStatsBatchNorm3d,
+    is_frozen,
+)
+
+__all__ = ["BatchedNet", "batching_obstacle", "masked_batch_norm"]
+
+_LINEAR = (nn.Linear,)
+_CONV = {nn.Conv1d: F.conv1d, nn.Conv2d: F.conv2d, nn.Conv3d: F.conv3d}
+_BN = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d,
+       FrozenStatsBatchNorm1d, FrozenStatsBatchNorm2d, FrozenStatsBatchNorm3d)
+_RANDOM = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
+
+
+def batching_obstacle(model: nn.Module) -> str | None:
+    """Why ``model`` cannot run as a :class:`BatchedNet`, or ``None`` if it can.
+
+    Batched: ``nn.Linear``, zero-padded ``nn.Conv1d/2d/3d``, ``nn.BatchNorm1d/2d/3d`` (and their
+    FixBN-frozen forms) with a fixed ``momentum``, and modules that own no parameter or buffer
+    (assumed per-sample functions; dropout is refused, its random masks would be drawn in a
+    different order than one client at a time).
+    """
+    for name, m in model.named_modules():
+        label = f"layer {name!r} ({type(m).__name__})" if name else f"the model ({type(m).__name__})"
+        own = list(m.parameters(recurse=False)) + [b for b in m.buffers(recurse=False)]
+        if type(m) in _BN:
+            if m.momentum is None:
+                return f"{label} has momentum=None (cumulative average): its update depends on each client's num_batches_tracked"
+            continue
+        if type(m) in _LINEAR:
+            continue
+        if type(m) in _CONV:
+            if m.padding_mode != "zeros" or isinstance(m.padding, str):
+                return f"{label} pads with {m.padding_mode!r}/{m.padding!r}; only numeric zero padding is batched"
+            continue
+        if isinstance(m, _RANDOM) and m.p > 0:
+            return f"{label} draws random masks; batched clients would draw them in another order"
+        if isinstance(m, _BatchNorm):
+            return f"{label} is a BatchNorm variant with its own forward; only nn.BatchNorm1d/2d/3d are batched"
+        if own:
+            return f"{label} owns parameters or buffers and has no batched implementation"
+    return None
+
+
+def masked_batch_norm(x: Tensor, mask: Tensor, counts: Tensor, gamma: Tensor, beta: Tensor, eps: float,
+                      running: tuple[Tensor, Tensor] | None, momentum: float) -> Tensor:
+    r"""Training-mode BN of ``K`` clients padded to ``n`` rows each, statistics over real rows only.
+
+    .. math:: \mu_k = \tfrac1{m_k}\sum_{j\in k} x_j,\quad \sigma_k^2 = \tfrac1{m_k}\sum_{j\in k}(x_j-\mu_k)^2,
+              \quad y_j = \gamma_k\frac{x_j-\mu_k}{\sqrt{\sigma_k^2+\epsilon}} + \beta_k
+
+    with :math:`m_k` = real rows times positions; the running statistics (if given) get
+    :math:`(1-\rho) S + \rho(\mu_k, \tfrac{m_k}{m_k-1}\sigma_k^2)` as ``nn.BatchNorm``.
+
+    Parameters
+    ----------
+    x : Tensor of shape (K*n, C, ...)
+    mask : Tensor of shape (K, n)
+        1 for real rows, 0 for padding.
+    counts : Tensor of shape (K,)
+        Real rows per client.
+    gamma, beta : Tensor of shape (K, C)
+    running : (running_mean, running_var) of shape (K, C), updated in place, or None
+    """
+    k, n = mask.shape
+    c = x.shape[1]
+    xr = x.reshape(k, n, c, -1)  # (K*n, C, *) -> (K, n, C, r)
+    r = xr.shape[-1]
+    w = mask.to(x.dtype)[:, :, None, None]  # (K, n, 1, 1)
+    m = (counts.to(x.dtype) * r)[:, None]  # (K, 1): elements per channel
+    mean = (xr * w).sum(dim=(1, 3)) / m  # (K, C)
+    d = xr - mean[:, None, :, None]  # (K, n, C, r)
+    var = (d.square() * w).sum(dim=(1, 3)) / m  # (K, C), biased
+    if running is not None:
+        with torch.no_grad():
+            rm, rv = running
+            rm.mul_(1 - momentum).add_(mean.detach(), alpha=momentum)
+            rv.mul_(1 - momentum).add_(var.detach() * (m / (m - 1)), alpha=momentum)
+    y = d * torch.rsqrt(var + eps)[:, None, :, None]
+    y = y * gamma[:, None, :, None] + beta[:, None, :, None]
+    return y.reshape(x.shape)
+
+
+class BatchedNet:
+    """``K`` clients' copies of ``model``, stacked; :meth:`__call__` runs all of them at once.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The architecture (copied, never modified); :func:`batching_obstacle` must be ``None``.
+    states : sequence of K state dicts
+        Each client's full ``state_dict`` (stacked into :attr:`params` and :attr:`buffers`).
+
+    Attributes
+    ----------
+    params : dict of str to Tensor of shape (K, *shape)
+        Leaf tensors (``requires_grad`` as in ``model``); an optimizer steps them directly.
+    buffers : dict of str to Tensor of shape (K, *shape)
+    frozen : bool
+        BN layers normalise with their running statistics and leave them unchanged (FixBN).
+    mask : Tensor of shape (K, n) or None
+        Real (1) and padding (0) rows when the clients' batches were padded to ``n``.
+    """
+
+    def __init__(self, model: nn.Module, states: Sequence[Mapping[str, Tensor]]) -> None:
+        why = batching_obstacle(model)
+        if why is not None:
+            raise ValueError(f"cannot batch this model: {why}")
+        self.k = len(states)
+        self.net = copy.deepcopy(model).train()
+        names = {n for n, _ in self.net.named_parameters()}
+        grads = {n: p.requires_grad for n, p in self.net.named_parameters()}
+        with torch.no_grad():
+            self.params = {n: torch.stack([s[n] for s in states]).requires_grad_(grads[n]) for n in grads}
+            self.buffers = {n: torch.stack([s[n] for s in states]) for n, _ in self.net.named_buffers() if n not in names}
+        self.frozen = False
+        self.mask: Tensor | None = None
+        self._counts: Tensor | None = None
+        self._views: list[nn.Module] = []
+        for name, m in self.net.named_modules():
+            pre = f"{name}." if name else ""
+            if type(m) in _LINEAR:
+                m.forward = self._linear(pre)  # type: ignore[method-assign]
+            elif type(m) in _CONV:
+                m.forward = self._conv(pre, m)  # type: ignore[method-assign]
+            elif type(m) in _BN:
+                m.forward = self._bn(pre, m)  # type: ignore[method-assign]
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """The K clients' outputs on their rows of ``x`` (shape (K*n, ...) -> (K*n, ...))."""
+        return self.net(x)
+
+    def set_mask(self, sizes: Sequence[int], n: int) -> None:
+        """Each client has ``sizes[k]`` real rows of ``n`` (``None`` mask when all are ``n``)."""
+        if all(s == n for s in sizes):
+            self.mask = self._counts = None
+            return
+        dev = next(iter(self.params.values())).device
+        counts = torch.tensor(list(sizes), device=dev)
+        self._counts = counts
+        self.mask = torch.arange(n, device=dev)[None, :] < counts[:, None]  # (K, n)
+
+    def state(self, k: int) -> dict[str, Tensor]:
+        """Client ``k``'s ``state_dict`` entries as (detached) views of row ``k``."""
+        out = {n: p.detach()[k] for n, p in self.params.items()}
+        out.update({n: b[k] for n, b in self.buffers.items()})
+        return out
+
+    def client_view(self, k: int) -> nn.Module:
+        """An ordinary copy of the model whose parameters, their ``.grad`` (see :meth:`sync_grads`)
+        and buffers are views of row ``k``: in-place changes through it change the stacked tensors."""
+        while len(self._views) <= k:
+            view = copy.deepcopy(self.net)
+            for m in view.modules():
+                m.__dict__.pop("forward", None)  # the module's own forward (one client)
+            self._views.append(view)
+        view = self._views[k]
+        for name, m in view.named_modules():
+            pre = f"{name}." if name else ""
+            for n in list(m._parameters):
+                if m._parameters[n] is not None:
+                    m._parameters[n] = nn.Parameter(self.params[pre + n].detach()[k], requires_grad=False)
+            for n in list(m._buffers):
+                if m._buffers[n] is not None:
+                    m._buffers[n] = self.buffers[pre + n][k]
+        return view
+
+    def sync_grads(self, k: int) -> None:
+        """Point client ``k``'s view parameters' ``.grad`` at row ``k`` of the stacked gradients."""
+        view = self._views[k]
+        for n, p in view.named_parameters():
+            g = self.params[n].grad
+            p.grad = None if g is None else g[k]
+
+    # -- batched layers -------------------------------------------------------------------------
+    def _linear(self, pre: str):
+        def forward(x: Tensor) -> Tensor:
+            w = self.params[pre + "weight"]  # (K, out, in)
+            b = self.params.get(pre + "bias")  # (K, out) or None
+            xk = x.reshape(self.k, -1, x.shape[-1])  # (K*n, *, in) -> (K, n*prod(*), in)
+            y = torch.bmm(xk, w.transpose(1, 2)) if b is None else torch.baddbmm(b.unsqueeze(1), xk, w.transpose(1, 2))
+            return y.reshape(*x.shape[:-1], w.shape[1])  # (K, n*prod(*), out) -> (K*n, *, out)
+        return forward
+
+    def _conv(self, pre: str, m: nn.Module):
+        conv = _CONV[type(m)]
+
+        def forward(x: Tensor) -> Tensor:
+            w = self.params[pre + "weight"]  # (K, C_out, C_in/g, *kernel)
+            b = self.params.get(pre + "bias")  # (K, C_out) or None
+            n = x.shape[0] // self.k
+            xg = x.reshape(self.k, n, *x.shape[1:]).transpose(0, 1).reshape(n, -1, *x.shape[2:])  # (n, K*C_in, *sp)
+            y = conv(xg, w.reshape(-1, *w.shape[2:]), None if b is None else b.reshape(-1),
+                     m.stride, m.padding, m.dilation, m.groups * self.k)  # (n, K*C_out, *sp')
+            return y.reshape(n, self.k, -1, *y.shape[2:]).transpose(0, 1).reshape(self.k * n, -1, *y.shape[2:])
+        return forward
+
+    def _bn(self, pre: str, m: _BatchNorm):
+        def forward(x: Tensor) -> Tensor:
+            k, c = self.k, x.shape[1]
+            n = x.shape[0] // k
+            gamma = self.params[pre + "weight"] if m.affine else x.new_ones(k, c)  # (K, C)
+            beta = self.params[pre + "bias"] if m.affine else x.new_zeros(k, c)  # (K, C)
+            rm, rv = self.buffers.get(pre + "running_mean"), self.buffers.get(pre + "running_var")
+            frozen = self.frozen or is_frozen(m)
+            if frozen and rm is None:
+                raise ValueError(f"BN layer {pre[:-1]!r} has no running statistics to freeze (track_running_stats=False)")
+            # nn.BatchNorm: batch statistics in training mode or without running statistics;
+            # running statistics (and the counter) updated in training mode only
+            training = not frozen and (m.training or rm is None)
+            if training and m.training and rm is not None:
+                self.buffers[pre + "num_batches_tracked"].add_(1)
+            if training and self.mask is not None:
+                assert self._counts is not None
+                return masked_batch_norm(x, self.mask, self._counts, gamma, beta, m.eps,
+                                         None if rm is None else (rm, rv), m.momentum)
+            xs = x.reshape(k, n, c, -1).transpose(0, 1).reshape(n, k * c, -1)  # (K*n, C, *) -> (n, K*C, r)
+            y = F.batch_norm(xs, None if rm is None else rm.view(-1), None if rv is None else rv.view(-1),
+                             gamma.reshape(-1), beta.reshape(-1), training, 0.0 if frozen else m.momentum, m.eps)
+            return y.reshape(n, k, c, -1).transpose(0, 1).reshape(x.shape)  # (n, K*C, r) -> (K*n, C, *)
+        return forward
