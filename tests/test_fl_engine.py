@@ -188,3 +188,17 @@ def test_accuracy_is_per_label_element_for_segmentation():
     assert loss == pytest.approx(float(nn.functional.cross_entropy(Const()(x), y)))
     xc, yc = torch.zeros(5, 1, 1, 1), torch.tensor([1, 1, 0, 1, 0])
     assert accuracy(nn.Sequential(Const(), nn.Flatten()), xc, yc)[0] == pytest.approx(3 / 5)
+
+
+def test_decoupled_statistics_are_recomputed_every_round():
+    """FixBN Sec. 3.3 (decoupled-bn): each round's global BN statistics are the clients' data
+    statistics; a statistics request must not run on the previous round's frozen BN layers
+    (which would leave the reset statistics, mean 0 and variance 1, in place from round 2 on)."""
+    sim = fl.build({"method": "decoupled-bn", "rounds": 2, "train": {"local_steps": 1, "progress": False}})
+    for r in (1, 2):
+        sim.run(stop_after=r)
+        for name, v in sim.global_state.items():
+            if name.endswith("running_mean"):
+                assert float(v.abs().sum()) > 0.1, (r, name)
+            if name.endswith("running_var"):
+                assert not torch.allclose(v, torch.ones_like(v)), (r, name)

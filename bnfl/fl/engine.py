@@ -159,7 +159,10 @@ class Simulation(CheckpointMixin):
                  tag: str | None = "statistics") -> list[dict[str, Tensor]]:
         """The backend side of :attr:`ServerContext.request <bnfl.fl.context.ServerContext.request>`:
         each of this process's ``clients`` answers on ``state`` over its local state; the answers of all
-        ``clients`` in their order, gathered through the channel with ``tag`` (``None``: not counted)."""
+        ``clients`` in their order, gathered through the channel with ``tag`` (``None``: not counted).
+        The statistics are the model's own: BN layers left frozen by a previous round's local steps
+        (FixBN-type phases) are thawed first."""
+        unfreeze_bn_stats(self._work)
         uploads = []
         for c in self._local_clients(clients):
             full = dict(state)
