@@ -20,9 +20,16 @@ PARTIAL = "fedtan@participation=0.4"
 #: also in the float64 equality: per-client algorithm state on the ranks (SCAFFOLD's c_i) and a
 #: statistics request served by each rank for its own clients (DecoupledBN's recalibration)
 MORE = ["scaffold", "decoupled-bn"]
+#: the batched engine on each rank over the rank's own participants (none in some rounds), with
+#: FedTAN's coupled first step and SCAFFOLD's per-client state: equal to the simulator too
+BATCHED = ["fedtan@participation=0.4@batched", "scaffold@batched"]
 
 
 def _cfg(method: str) -> dict:
+    if method.endswith("@batched"):
+        cfg = _cfg(method[:-len("@batched")])
+        cfg["train"]["batched"] = "on"
+        return cfg
     if method.endswith("@float32"):
         cfg = _cfg(method.split("@")[0])
         cfg["train"]["dtype"] = "float32"
@@ -94,9 +101,10 @@ def test_client_blocks_and_too_many_ranks():
 
 
 def test_three_ranks_equal_the_simulator(tmp_path):
-    got = _spawn(3, {m: _cfg(m) for m in [*METHODS, PARTIAL, *MORE]}, tmp_path)
-    for m in [*METHODS, PARTIAL, *MORE]:
-        sim = build(_cfg(m))
+    got = _spawn(3, {m: _cfg(m) for m in [*METHODS, PARTIAL, *MORE, *BATCHED]}, tmp_path)
+    for m in [*METHODS, PARTIAL, *MORE, *BATCHED]:
+        sim = build(_cfg(m.replace("@batched", "")))  # the sequential simulator
+        assert got[m]["meta"]["batched"]["used"] is m.endswith("@batched"), m
         hist = sim.run()
         d = got[m]
         assert d["meta"]["engine"] == "torch.distributed" and d["meta"]["world_size"] == 3

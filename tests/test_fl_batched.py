@@ -1,0 +1,211 @@
+"""The batched engine (:mod:`bnfl.fl.batched`) equals the sequential one (``train.batched`` "on" vs
+"off"): every method it supports, over 3 rounds with uneven clients (Dirichlet), partial
+participation and momentum; float64 to 1e-12, float32 to a measured tolerance. Methods and models
+it cannot batch fall back under "auto" (the reason in ``History.meta["batched"]``) and raise under
+"on"; resume and determinism hold on the batched path."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from bnfl import fl
+from bnfl.methods import METHODS
+
+SPEC = {"data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"}, "rounds": 3, "seed": 0,
+        "partition": {"kind": "dirichlet", "phi": 0.1, "num_clients": 5},
+        "train": {"local_steps": 3, "lr": 0.05, "batch_size": 48, "momentum": 0.9, "participation": 0.6,
+                  "dtype": "float64", "progress": False}}
+CONV = {"data": {"name": "digits", "form": "image"}, "model": {"name": "q_scnn"}}
+
+#: what cannot be batched, and the words of the reason ``batched="on"`` gives (digits MLP)
+FALLBACK = {
+    "fedavg+gn": "GroupNorm", "centralized+gn": "GroupNorm", "fedadam+gn": "GroupNorm", "fedacg+gn": "GroupNorm",
+    "fedavg+gn-ws": "GroupNorm", "fedavg+ln": "LayerNorm", "fbn": "FederatedBatchNorm1d",
+    "hbn": "HBN defines its own local_loss", "moon": "MOON defines its own local_loss",
+    "fedsam": "FedSAM defines its own local_loss",
+}
+#: every method the digits MLP can train (instance norm needs spatial positions)
+MLP_METHODS = [m for m in METHODS if m != "fedavg+in"]
+BATCHED = [m for m in MLP_METHODS if m not in FALLBACK]
+CONV_METHODS = ["fedavg+bn", "fedbn", "fedtan", "fixbn", "scaffold"]
+
+#: float32: the batched layers sum in another order (one bmm / grouped convolution over the
+#: clients, masked BN moments for uneven batches), so results agree to rounding. Measured over
+#: the 3 rounds of SPEC for every batched method (MLP) and CONV_METHODS (Q-SCNN): the largest
+#: |difference| of a state entry is 1.2e-7, except SCAFFOLD's control variates (a weight
+#: difference divided by steps * lr) at 8.0e-7; of a history float 2.0e-7. The bound leaves >= 12x.
+F32_ATOL = 1e-5
+
+
+def _spec(method: str, batched: str, *, conv: bool = False, **train) -> dict:
+    spec = copy.deepcopy(SPEC)
+    if conv:
+        spec.update(copy.deepcopy(CONV))
+    spec["method"] = method
+    spec["train"].update(batched=batched, **train)
+    return spec
+
+
+def _run(spec: dict) -> fl.Simulation:
+    sim = fl.build(spec)
+    sim.run()
+    return sim
+
+
+def _tensors(sim: fl.Simulation) -> dict[str, torch.Tensor]:
+    """Every tensor a run leaves behind, flattened to names: global state, client-local state,
+    momentum buffers and the algorithm's own state (SCAFFOLD's variates, FedAdam's moments)."""
+    out: dict[str, torch.Tensor] = {}
+
+    def walk(prefix: str, v) -> None:
+        if isinstance(v, torch.Tensor):
+            out[prefix] = v
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(f"{prefix}/{k}", x)
+        elif isinstance(v, (list, tuple)):
+            for i, x in enumerate(v):
+                walk(f"{prefix}/{i}", x)
+
+    walk("global", sim.global_state)
+    walk("local", sim.client_local)
+    walk("momentum", sim.client_momentum)
+    walk("global_momentum", sim.global_momentum)
+    walk("algorithm", sim.algorithm.state_dict())
+    return out
+
+
+def _max_state_diff(a: fl.Simulation, b: fl.Simulation) -> float:
+    ta, tb = _tensors(a), _tensors(b)
+    assert ta.keys() == tb.keys(), sorted(set(ta) ^ set(tb))
+    worst = 0.0
+    for k in ta:
+        x, y = ta[k], tb[k]
+        assert x.shape == y.shape and x.dtype == y.dtype, k
+        if not x.is_floating_point():
+            assert torch.equal(x, y), k  # counters, num_batches_tracked
+        elif x.numel():
+            worst = max(worst, float((x - y).abs().max()))
+    return worst
+
+
+def _max_history_diff(a: fl.History, b: fl.History) -> float:
+    """Largest difference of a float in the rows (time fields excluded); everything else equal."""
+    ra, rb = a.without_time(), b.without_time()
+    assert len(ra) == len(rb)
+    worst = 0.0
+    for x, y in zip(ra, rb, strict=True):
+        assert x.keys() == y.keys()
+        for key in x:
+            u, v = x[key], y[key]
+            if isinstance(u, float):
+                worst = max(worst, abs(u - v))
+            elif isinstance(u, list) and u and isinstance(u[0], float):
+                worst = max(worst, max(abs(p - q) for p, q in zip(u, v, strict=True)))
+            else:
+                assert u == v, key
+    return worst
+
+
+def _compare(method: str, atol: float, *, conv: bool = False, **train) -> tuple[float, float]:
+    seq = _run(_spec(method, "off", conv=conv, **train))
+    bat = _run(_spec(method, "on", conv=conv, **train))
+    assert bat.history.meta["batched"] == {"mode": "on", "used": True, "why": "batched"}
+    assert seq.history.meta["batched"]["used"] is False
+    ds, dh = _max_state_diff(seq, bat), _max_history_diff(seq.history, bat.history)
+    assert ds <= atol and dh <= atol, (method, ds, dh)
+    return ds, dh
+
+
+def test_the_uneven_setting_is_what_it_says():
+    """The equality below is tested where it can fail: clients of different sizes, some smaller
+    than a batch (padded and masked), partial participation, momentum carried across steps."""
+    sim = fl.build(_spec("fedavg+bn", "on"))
+    sizes = [len(c) for c in sim.client_indices]
+    assert len(set(sizes)) == len(sizes) and min(sizes) < SPEC["train"]["batch_size"] <= max(sizes), sizes
+    small = [c for c, n in enumerate(sizes) if n < SPEC["train"]["batch_size"]]
+    rounds = [set(map(int, p)) for p in sim._participants[:3]]
+    assert all(len(p) == 3 for p in rounds) and any(small[0] in p and len(p - set(small)) for p in rounds)
+
+
+@pytest.mark.parametrize("method", BATCHED)
+def test_batched_equals_sequential_float64(method):
+    _compare(method, 1e-12)
+
+
+@pytest.mark.parametrize("method", CONV_METHODS)
+def test_batched_equals_sequential_float64_conv(method):
+    _compare(method, 1e-12, conv=True)
+
+
+@pytest.mark.parametrize("method", ["fedavg+bn", "fedtan", "scaffold", "fixbn-global"])
+def test_batched_equals_sequential_float32_to_rounding(method):
+    ds, dh = _compare(method, F32_ATOL, dtype="float32")
+    assert ds > 0 or dh > 0  # float32 rounding does differ: the tolerance is needed
+
+
+@pytest.mark.parametrize("method", ["fedavg+bn", "fedtan"])
+def test_batched_equals_sequential_float32_conv(method):
+    _compare(method, F32_ATOL, conv=True, dtype="float32")
+
+
+def test_epochs_unit_and_weight_decay():
+    """Clients with different step counts (local epochs over uneven data) run as separate groups."""
+    _compare("fedprox", 1e-12, local_unit="epochs", local_steps=1, weight_decay=1e-3)
+
+
+@pytest.mark.parametrize("method", sorted(FALLBACK))
+def test_unbatchable_falls_back_under_auto_and_raises_under_on(method):
+    sim = fl.build(_spec(method, "auto"))
+    meta = sim.history.meta["batched"]
+    assert meta["mode"] == "auto" and meta["used"] is False and FALLBACK[method] in meta["why"]
+    with pytest.raises(ValueError, match=FALLBACK[method]):
+        fl.build(_spec(method, "on"))
+
+
+def test_auto_batches_what_it_can():
+    meta = fl.build(_spec("fedtan", "auto")).history.meta["batched"]
+    assert meta == {"mode": "auto", "used": True, "why": "batched"}
+
+
+def test_models_that_cannot_be_batched_are_named():
+    with pytest.raises(ValueError, match="ScaledWSConv2d"):
+        fl.build(_spec("fedwon", "on", conv=True))
+    from torch import nn
+
+    from bnfl.nn.batched import batching_obstacle
+
+    assert "Dropout" in batching_obstacle(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5)))
+    assert "momentum=None" in batching_obstacle(nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2, momentum=None)))
+    assert "reflect" in batching_obstacle(nn.Conv2d(1, 1, 3, padding=1, padding_mode="reflect"))
+    assert batching_obstacle(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.0), nn.BatchNorm1d(2))) is None
+
+
+@pytest.mark.parametrize("method", ["scaffold", "fixbn-local"])
+def test_resume_equals_uninterrupted_on_the_batched_path(tmp_path, method):
+    full = _run(_spec(method, "on"))
+    spec = _spec(method, "on")
+    spec["out"] = str(tmp_path / "run")
+    first = fl.build(spec)
+    first.run(stop_after=1)
+    assert first.round == 1
+    resumed = fl.build(spec)  # a new simulation: everything comes from the checkpoint
+    resumed.run(resume=True)
+    assert resumed.history.without_time() == full.history.without_time()
+    assert _max_state_diff(full, resumed) == 0.0
+
+
+def test_two_batched_runs_are_bitwise_equal():
+    a, b = _run(_spec("fedtan", "on")), _run(_spec("fedtan", "on"))
+    assert a.history.without_time() == b.history.without_time()
+    assert _max_state_diff(a, b) == 0.0
+
+
+def test_batched_history_is_finite_and_training_moves():
+    sim = _run(_spec("fedavg+bn", "on"))
+    losses = sim.history.column("train_loss")
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
