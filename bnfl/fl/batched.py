@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep
     from bnfl.fl.engine import Simulation
 
-__all__ = ["BATCHED_MODES", "BatchedClients", "batched_obstacle", "select_batched"]
+__all__ = ["BATCHED_MODES", "BatchedClients", "StackedSGD", "batched_obstacle", "select_batched"]
 
 #: ``TrainConfig.batched``: never, where possible, or always (an error naming the obstacle).
 BATCHED_MODES = ("off", "auto", "on")
@@ -134,6 +134,57 @@ class _ClientOptimizer:
         self.state = _RowState(bufs)
 
 
+class StackedSGD:
+    r"""``torch.optim.SGD`` (momentum :math:`\beta`, no dampening, weight decay :math:`\lambda`, no
+    Nesterov) over the stacked ``(K, *shape)`` tensors, each update one ``torch._foreach`` op:
+
+    .. math:: d = g + \lambda w,\qquad b \leftarrow \beta b + d \;(b = d \text{ at the first step}),
+              \qquad w \leftarrow w - \eta\, b
+
+    the same elementwise operations, in the same order, as ``SGD``'s single-tensor step, so each
+    client's rows are updated as its own optimizer would. Parameters without a gradient are
+    skipped (as ``SGD`` does). ``param_groups`` and ``state`` look like an optimizer's for the
+    algorithms' hooks."""
+
+    def __init__(self, params: list[Tensor], *, lr: float, momentum: float, weight_decay: float) -> None:
+        self.params = params
+        self.param_groups = [{"params": params, "lr": lr, "momentum": momentum, "weight_decay": weight_decay,
+                              "dampening": 0.0, "nesterov": False}]
+        self.state: dict[Tensor, dict[str, Tensor]] = {}
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        g = self.param_groups[0]
+        lr, beta, wd = g["lr"], g["momentum"], g["weight_decay"]
+        ps = [p for p in self.params if p.grad is not None]
+        if not ps:
+            return
+        d = [p.grad for p in ps]
+        if wd != 0:
+            d = torch._foreach_add(d, ps, alpha=wd)
+        if beta != 0:
+            have = [p for p in ps if "momentum_buffer" in self.state.get(p, {})]
+            if len(have) == len(ps):
+                bufs = [self.state[p]["momentum_buffer"] for p in ps]
+                torch._foreach_mul_(bufs, beta)
+                torch._foreach_add_(bufs, d)
+            else:  # first step: the buffer is the direction itself
+                bufs = []
+                for p, dp in zip(ps, d, strict=True):
+                    st = self.state.setdefault(p, {})
+                    if "momentum_buffer" in st:
+                        st["momentum_buffer"].mul_(beta).add_(dp)
+                    else:
+                        st["momentum_buffer"] = dp.clone()
+                    bufs.append(st["momentum_buffer"])
+            d = bufs
+        torch._foreach_add_(ps, d, alpha=-lr)
+
+
 class BatchedClients:
     """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`select_batched`)."""
 
@@ -141,6 +192,8 @@ class BatchedClients:
         self.sim = sim
         alg = sim.algorithm
         self.hooks = {h: _overrides(alg, h) for h in _CLIENT_HOOKS}
+        #: one BatchedNet per number of clients trained together (built once, loaded every round)
+        self._nets: dict[int, BatchedNet] = {}
 
     def run(self, r: int, clients: Sequence[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
             first: CoupledStep | None) -> tuple[list[dict[str, Tensor]], list[float]]:
@@ -175,7 +228,11 @@ class BatchedClients:
             if got:
                 sim.global_momentum = got
         contexts = [sim.client_context(c, got) for c, got in zip(clients, received, strict=True)]
-        net = BatchedNet(sim.model, states)
+        net = self._nets.get(k)
+        if net is None:
+            net = self._nets[k] = BatchedNet(sim.model, states)
+        else:
+            net.load(states)
         net.frozen = frozen
         need_views = any(self.hooks.values()) or first is not None
         views = [net.client_view(j) for j in range(k)] if need_views else []
@@ -190,12 +247,11 @@ class BatchedClients:
         sizes = [ctx.batch_size for ctx in contexts]
         n = max(sizes)
         net.set_mask(sizes, n)
-        totals = [0.0] * k
+        step_losses = []  # (K,) per step; checked and read once, after the steps (no sync per step)
         for t in range(1, steps + 1):
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             if t == 1 and first is not None:
                 loss = torch.stack([first.losses[i].detach() for i in index])  # (K,)
-                self._check(loss, clients, r)
                 for name in names:
                     if name in first.grads[index[0]]:
                         net.params[name].grad = torch.stack([first.grads[i][name] for i in index])  # (K, *shape)
@@ -207,7 +263,6 @@ class BatchedClients:
                     ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
                 x, y = sim._samples(torch.cat(ids))  # (K*n, ...)
                 loss = self._losses(net(x), y, k, n, net.mask, sizes)  # (K,)
-                self._check(loss.detach(), clients, r)
                 loss.sum().backward()
             if self.hooks["adjust_grads"]:
                 for j in range(k):
@@ -217,16 +272,20 @@ class BatchedClients:
             if self.hooks["after_step"]:
                 for j in range(k):
                     scope.call(j, "after_step", contexts[j], t, views[j], self._client_opt(opt, net, views[j], j), first)
-            for j, v in enumerate(loss.detach().tolist()):
-                totals[j] += v
-        return self._finish(net, opt, clients, contexts, views, scope, steps, lr), [s / steps for s in totals]
+            step_losses.append(loss.detach())
+        per_step = torch.stack(step_losses)  # (steps, K)
+        self._check(per_step, clients, r)
+        totals = per_step.tolist()  # summed in Python in step order, as client_round does
+        means = [sum(row[j] for row in totals) / steps for j in range(k)]
+        return self._finish(net, opt, clients, contexts, views, scope, steps, lr), means
 
     # -- pieces ---------------------------------------------------------------------------------
-    def _optimizer(self, net: BatchedNet, clients: list[int], lr: float) -> torch.optim.Optimizer:
+    def _optimizer(self, net: BatchedNet, clients: list[int], lr: float) -> StackedSGD:
         """One SGD over the stacked parameters; momentum buffers stacked from the clients' own
         (``momentum_mode="local"``) or the broadcast global ones, zero rows for clients without."""
         sim, cfg = self.sim, self.sim.config
-        opt = torch.optim.SGD(list(net.params.values()), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        opt = StackedSGD([p for p in net.params.values() if p.requires_grad], lr=lr, momentum=cfg.momentum,
+                         weight_decay=cfg.weight_decay)
         mode = sim.momentum_mode
         if cfg.momentum <= 0 or mode == "reset":
             return opt
@@ -236,10 +295,10 @@ class BatchedClients:
         with torch.no_grad():
             for name, p in net.params.items():
                 rows = [b[name] if b and name in b else torch.zeros_like(p[0]) for b in bufs]
-                opt.state[p]["momentum_buffer"] = torch.stack(rows)  # (K, *shape)
+                opt.state.setdefault(p, {})["momentum_buffer"] = torch.stack(rows)  # (K, *shape)
         return opt
 
-    def _client_opt(self, opt: torch.optim.Optimizer, net: BatchedNet, view: torch.nn.Module, j: int) -> _ClientOptimizer:
+    def _client_opt(self, opt: StackedSGD, net: BatchedNet, view: torch.nn.Module, j: int) -> _ClientOptimizer:
         bufs = [opt.state[p]["momentum_buffer"][j] for p in net.params.values() if "momentum_buffer" in opt.state.get(p, {})]
         return _ClientOptimizer(opt, view, bufs)
 
@@ -255,27 +314,34 @@ class BatchedClients:
         outs, ys = out.reshape(k, n, *out.shape[1:]), y.reshape(k, n, *y.shape[1:])  # (K*n, ...) -> (K, n, ...)
         return torch.stack([sim.loss_fn(outs[j, :sizes[j]], ys[j, :sizes[j]]).reshape(()) for j in range(k)])
 
-    def _check(self, loss: Tensor, clients: list[int], r: int) -> None:
-        if not bool(torch.isfinite(loss).all()):
-            j = int((~torch.isfinite(loss)).nonzero()[0, 0])
-            self.sim._check_loss(loss[j], clients[j], r)
+    def _check(self, losses: Tensor, clients: list[int], r: int) -> None:
+        """``losses`` of shape (steps, K): the first client (in round order) with a non-finite loss
+        diverged, as the sequential engine reports it (no client's state has been kept yet)."""
+        if not bool(torch.isfinite(losses).all()):
+            bad = ~torch.isfinite(losses)  # (steps, K)
+            j = int(bad.any(0).nonzero()[0, 0])
+            t = int(bad[:, j].nonzero()[0, 0])
+            self.sim._check_loss(losses[t, j], clients[j], r)
 
-    def _finish(self, net: BatchedNet, opt: torch.optim.Optimizer, clients: list[int], contexts: list, views: list,
+    def _finish(self, net: BatchedNet, opt: StackedSGD, clients: list[int], contexts: list, views: list,
                 scope: _HookScope, steps: int, lr: float) -> list[dict[str, Tensor]]:
         """Keep each client's local state and momentum, return its upload (client_round's end)."""
         sim, alg, cfg = self.sim, self.sim.algorithm, self.sim.config
-        final = {name: t.detach().clone() for name, t in (*net.params.items(), *net.buffers.items())}  # (K, *shape)
+        # every client's row of every tensor: (K, *shape) -> K views (*shape). The stacked tensors
+        # are this round's own (the next round stacks new ones), so uploads may be views; what a
+        # client keeps is cloned row by row (a kept view would hold all K rows' memory)
+        rows = {name: t.detach().unbind(0) for name, t in (*net.params.items(), *net.buffers.items())}
         keep_momentum = cfg.momentum > 0 and sim.momentum_mode in ("local", "global")
         mom = {}
         if keep_momentum:
             for name, p in net.params.items():
                 buf = opt.state.get(p, {}).get("momentum_buffer")
-                mom[name] = buf.detach().clone() if buf is not None else torch.zeros_like(p.detach())
+                mom[name] = (buf if buf is not None else torch.zeros_like(p.detach())).unbind(0)
         uploads = []
         for j, c in enumerate(clients):
             if sim.local_keys:
-                sim.client_local[c] = {key: final[key][j].clone() for key in sim.local_keys}
-            up = {key: final[key][j] for key in sim.upload_keys} if alg.communicates else {}
+                sim.client_local[c] = {key: rows[key][j].clone() for key in sim.local_keys}
+            up = {key: rows[key][j] for key in sim.upload_keys} if alg.communicates else {}
             if self.hooks["extra_upload"]:
                 up.update(scope.call(j, "extra_upload", contexts[j], views[j], steps, lr))
             if keep_momentum:
@@ -284,6 +350,6 @@ class BatchedClients:
                 else:
                     up.update({f"momentum.{name}": b[j] for name, b in mom.items()})
             if alg.centralized:
-                sim.global_state = {key: final[key][j].clone() for key in sim.global_state}
+                sim.global_state = {key: rows[key][j].clone() for key in sim.global_state}
             uploads.append(up)
         return uploads

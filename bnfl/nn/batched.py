@@ -150,10 +150,11 @@ class BatchedNet:
         self.k = len(states)
         self.net = copy.deepcopy(model).train()
         names = {n for n, _ in self.net.named_parameters()}
-        grads = {n: p.requires_grad for n, p in self.net.named_parameters()}
-        with torch.no_grad():
-            self.params = {n: torch.stack([s[n] for s in states]).requires_grad_(grads[n]) for n in grads}
-            self.buffers = {n: torch.stack([s[n] for s in states]) for n, _ in self.net.named_buffers() if n not in names}
+        self._grads = {n: p.requires_grad for n, p in self.net.named_parameters()}
+        self._buffer_names = [n for n, _ in self.net.named_buffers() if n not in names]
+        self.params: dict[str, Tensor] = {}
+        self.buffers: dict[str, Tensor] = {}
+        self.load(states)
         self.frozen = False
         self.mask: Tensor | None = None
         self._counts: Tensor | None = None
@@ -166,6 +167,16 @@ class BatchedNet:
                 m.forward = self._conv(pre, m)  # type: ignore[method-assign]
             elif type(m) in _BN:
                 m.forward = self._bn(pre, m)  # type: ignore[method-assign]
+
+    def load(self, states: Sequence[Mapping[str, Tensor]]) -> None:
+        """Stack ``K`` clients' state dicts into fresh :attr:`params` (leaves) and :attr:`buffers`,
+        so one net serves round after round (views from :meth:`client_view` must be re-taken)."""
+        if len(states) != self.k:
+            raise ValueError(f"this BatchedNet holds {self.k} clients, got {len(states)} states")
+        with torch.no_grad():
+            self.params = {n: torch.stack([s[n] for s in states]).requires_grad_(g)  # (K, *shape)
+                           for n, g in self._grads.items()}
+            self.buffers = {n: torch.stack([s[n] for s in states]) for n in self._buffer_names}
 
     def __call__(self, x: Tensor) -> Tensor:
         """The K clients' outputs on their rows of ``x`` (shape (K*n, ...) -> (K*n, ...))."""
