@@ -249,8 +249,22 @@ def iterate_batches(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     arr = as_index_array(indices)
     if shuffle:
-        rng = np.random.default_rng([int(seed), int(epoch)])
-        arr = arr[rng.permutation(arr.size)]
+        arr = _epoch_order(arr, seed, epoch)
     stop = arr.size - (arr.size % batch_size if drop_last else 0)
     for start in range(0, stop, batch_size):
         yield torch.from_numpy(arr[start : start + batch_size].copy())
+
+
+def _epoch_order(arr: np.ndarray, seed: int, epoch: int) -> np.ndarray:
+    """``arr`` in epoch ``epoch``'s order: a permutation drawn from ``default_rng([seed, epoch])``."""
+    return arr[np.random.default_rng([int(seed), int(epoch)]).permutation(arr.size)]
+
+
+def epoch_batches(arr: np.ndarray, batch_size: int, *, seed: int, epoch: int, drop_last: bool) -> list[Tensor]:
+    """``list(iterate_batches(arr, batch_size, seed=seed, epoch=epoch, drop_last=drop_last))`` for an
+    already validated 1-D int64 ``arr`` (:func:`as_index_array`), without re-validating it and as
+    views of one tensor: the engine's per-client, per-epoch call (clients smaller than a batch
+    start an epoch every step)."""
+    order = torch.from_numpy(_epoch_order(arr, seed, epoch))
+    stop = arr.size - (arr.size % batch_size if drop_last else 0)
+    return list(order[:stop].split(batch_size)) if stop else []

@@ -115,23 +115,30 @@ class _RowState(dict):
     """``optimizer.state`` of one client's view: ``clear()`` restarts its momentum buffers (zero
     rows, so the next SGD step's buffer is that step's direction, as a fresh optimizer's)."""
 
-    def __init__(self, rows: list[Tensor]) -> None:
+    def __init__(self, opt: StackedSGD, j: int) -> None:
         super().__init__()
-        self.rows = rows
+        self.opt, self.j = opt, j
 
     def clear(self) -> None:
         with torch.no_grad():
-            for r in self.rows:
-                r.zero_()
+            for st in self.opt.state.values():
+                if "momentum_buffer" in st:
+                    st["momentum_buffer"][self.j].zero_()
         super().clear()
 
 
 class _ClientOptimizer:
-    """What a hook sees of the optimizer of one client: its ``param_groups`` and ``state``."""
+    """What a hook sees of the optimizer of client ``j``: its ``param_groups`` (the view's
+    parameters) and ``state`` (whose ``clear()`` restarts the client's momentum); one per client
+    and round, built on first use."""
 
-    def __init__(self, opt: torch.optim.Optimizer, view: torch.nn.Module, bufs: list[Tensor]) -> None:
-        self.param_groups = [{**g, "params": list(view.parameters())} for g in opt.param_groups]
-        self.state = _RowState(bufs)
+    def __init__(self, opt: StackedSGD, view: torch.nn.Module, j: int) -> None:
+        self._opt, self._view = opt, view
+        self.state = _RowState(opt, j)
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return [{**g, "params": list(self._view.parameters())} for g in self._opt.param_groups]
 
 
 class StackedSGD:
@@ -244,6 +251,7 @@ class BatchedClients:
                 scope.call(j, "client_start", contexts[j], r, views[j])
         names = list(net.params)
         opt = self._optimizer(net, clients, lr)
+        client_opts = [_ClientOptimizer(opt, v, j) for j, v in enumerate(views)]
         sizes = [ctx.batch_size for ctx in contexts]
         n = max(sizes)
         net.set_mask(sizes, n)
@@ -271,7 +279,7 @@ class BatchedClients:
             opt.step()
             if self.hooks["after_step"]:
                 for j in range(k):
-                    scope.call(j, "after_step", contexts[j], t, views[j], self._client_opt(opt, net, views[j], j), first)
+                    scope.call(j, "after_step", contexts[j], t, views[j], client_opts[j], first)
             step_losses.append(loss.detach())
         per_step = torch.stack(step_losses)  # (steps, K)
         self._check(per_step, clients, r)
@@ -298,9 +306,6 @@ class BatchedClients:
                 opt.state.setdefault(p, {})["momentum_buffer"] = torch.stack(rows)  # (K, *shape)
         return opt
 
-    def _client_opt(self, opt: StackedSGD, net: BatchedNet, view: torch.nn.Module, j: int) -> _ClientOptimizer:
-        bufs = [opt.state[p]["momentum_buffer"][j] for p in net.params.values() if "momentum_buffer" in opt.state.get(p, {})]
-        return _ClientOptimizer(opt, view, bufs)
 
     def _losses(self, out: Tensor, y: Tensor, k: int, n: int, mask: Tensor | None, sizes: list[int]) -> Tensor:
         """(K,) each client's batch-mean loss over its real rows (``sim.loss_fn`` per client unless

@@ -59,17 +59,18 @@ def weighted_sum(states: Sequence[Mapping[str, Tensor]], weights: Sequence[float
         if list(s.keys()) != keys:
             raise ValueError(f"client state {i} has different keys from client state 0")
     out: dict[str, Tensor] = {}
+    floats = [k for k in keys if states[0][k].is_floating_point()]
+    if floats:  # acc <- acc + w_i * s_i, client after client: one _foreach op over the keys per step
+        acc = [torch.zeros_like(states[0][k]) for k in floats]
+        for s, w in zip(states, weights, strict=False):
+            torch._foreach_add_(acc, torch._foreach_mul([s[k] for k in floats], float(w)))
+        out.update(zip(floats, acc, strict=True))
     for k in keys:
         ref = states[0][k]
-        if ref.is_floating_point():
-            acc = torch.zeros_like(ref)
-            for s, w in zip(states, weights, strict=False):
-                acc = acc + float(w) * s[k]
-            out[k] = acc
-        else:
+        if not ref.is_floating_point():
             acc64 = sum(float(w) * s[k].double() for s, w in zip(states, weights, strict=False))
             out[k] = torch.as_tensor(acc64).round().to(ref.dtype)
-    return out
+    return {k: out[k] for k in keys}
 
 
 @dataclass

@@ -114,6 +114,7 @@ class Simulation(CheckpointMixin):
         self._work = copy.deepcopy(self.model)
         self._eval_model = copy.deepcopy(self.model)
         self._epoch_cache: dict[int, tuple[int, list[Tensor]]] = {}
+        self._index_arrays: list[np.ndarray] | None = None  # client_indices as int64 arrays, on first use
         from bnfl.data.partition import participation
 
         rate = 1.0 if algorithm.centralized else self.config.participation
@@ -176,11 +177,14 @@ class Simulation(CheckpointMixin):
         cached = self._epoch_cache.get(c)
         if cached is not None and cached[0] == epoch:
             return cached[1]
-        from bnfl.data.datasets import iterate_batches
+        from bnfl.data.datasets import as_index_array, epoch_batches
 
-        idx = self.client_indices[c]
+        if self._index_arrays is None:
+            self._index_arrays = [as_index_array(i) for i in self.client_indices]
+        idx = self._index_arrays[c]
         b = min(self.batch_size, len(idx))
-        batches = list(iterate_batches(idx, b, seed=self.config.seed * 1_000_003 + c, epoch=epoch, drop_last=True))
+        # = list(iterate_batches(idx, b, seed=..., epoch=epoch, drop_last=True))
+        batches = epoch_batches(idx, b, seed=self.config.seed * 1_000_003 + c, epoch=epoch, drop_last=True)
         self._epoch_cache[c] = (epoch, batches)
         return batches
 
