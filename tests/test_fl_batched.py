@@ -153,6 +153,19 @@ def test_batched_equals_sequential_float32_conv(method):
     _compare(method, F32_ATOL, conv=True, dtype="float32")
 
 
+@pytest.mark.parametrize("options", [{"first_step_momentum": "discard"}, {"running_var_count": "client-batch"}])
+def test_fedtan_reference_variants(options):
+    """FedTAN's reference-code variants: step 1's momentum dropped (the hook clears the client's
+    optimizer state) and step 1's running variance re-corrected with the client's batch size."""
+    seq = fl.build({**_spec("fedtan", "off"), "method_options": options})
+    bat = fl.build({**_spec("fedtan", "on"), "method_options": options})
+    seq.run()
+    bat.run()
+    assert _max_state_diff(seq, bat) <= 1e-12 and _max_history_diff(seq.history, bat.history) <= 1e-12
+    plain = _run(_spec("fedtan", "on"))
+    assert _max_state_diff(plain, bat) > 1e-6  # the option changed the run
+
+
 def test_epochs_unit_and_weight_decay():
     """Clients with different step counts (local epochs over uneven data) run as separate groups."""
     _compare("fedprox", 1e-12, local_unit="epochs", local_steps=1, weight_decay=1e-3)

@@ -32,17 +32,20 @@ not bitwise, so ``TrainConfig.batched`` defaults to ``"off"``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.modules.batchnorm import _BatchNorm
 
-from bnfl.fl._evaluate import _cross_entropy, ema_global_stats
+from bnfl.fl._evaluate import _cross_entropy
 from bnfl.fl.algorithms import Algorithm
+from bnfl.functional import ema
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
 from bnfl.nn.batched import BatchedNet, batching_obstacle
+from bnfl.stats import Moments
 
 if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep
@@ -91,6 +94,24 @@ def select_batched(sim: Simulation) -> tuple[BatchedClients | None, str]:
         raise ValueError(f"batched='on' but this run cannot be batched: {why}. Use batched='auto' (falls back to "
                          "the sequential engine) or 'off'")
     return None, why
+
+
+@torch.no_grad()
+def _ema_global_stats(net: BatchedNet, step: CoupledStep, union_count: Mapping[str, int] | None) -> None:
+    r"""FedTAN eq. 6 for every client at once: each client's running statistics
+    :math:`\bar S_k \leftarrow (1-\rho)\bar S_k + \rho(\bar\mu, \tfrac{m}{m-1}\bar\sigma^2)` with the
+    global statistics of the coupled step, rows ``(K, C)`` against ``(C,)``:
+    :func:`bnfl.fl.engine.ema_global_stats` applied to each client's model (same operations)."""
+    for name, m in net.net.named_modules():
+        if name not in step.layer_stats or not isinstance(m, _BatchNorm) or not m.track_running_stats:
+            continue
+        mean, var = step.layer_stats[name]
+        count = union_count[name] if union_count is not None else sum(mom.count for mom in step.local_stats[name])
+        rm, rv = net.buffers[f"{name}.running_mean"], net.buffers[f"{name}.running_var"]  # (K, C)
+        net.buffers[f"{name}.num_batches_tracked"].add_(1)
+        unbiased = Moments(count=count, mean=mean, var=var).unbiased_var()  # raises for count < 2
+        rm.copy_(ema(rm, mean.to(rm.dtype), m.momentum))  # batching_obstacle: momentum is a number
+        rv.copy_(ema(rv, unbiased.to(rv.dtype), m.momentum))
 
 
 class _HookScope:
@@ -241,7 +262,7 @@ class BatchedClients:
         else:
             net.load(states)
         net.frozen = frozen
-        need_views = any(self.hooks.values()) or first is not None
+        need_views = any(self.hooks.values())
         views = [net.client_view(j) for j in range(k)] if need_views else []
         for v in views:
             (freeze_bn_stats if frozen else unfreeze_bn_stats)(v)
@@ -263,8 +284,7 @@ class BatchedClients:
                 for name in names:
                     if name in first.grads[index[0]]:
                         net.params[name].grad = torch.stack([first.grads[i][name] for i in index])  # (K, *shape)
-                for v in views:
-                    ema_global_stats(v, first, union_count=sim._union_count)
+                _ema_global_stats(net, first, sim._union_count)
             else:
                 ids = [sim.next_batch_ids(c) for c in clients]
                 if net.mask is not None:  # pad each client to n rows with copies of its first sample

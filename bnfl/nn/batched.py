@@ -159,6 +159,7 @@ class BatchedNet:
         self.mask: Tensor | None = None
         self._counts: Tensor | None = None
         self._views: list[nn.Module] = []
+        self._slots: list[list[tuple[dict, str, str, bool]]] = []
         for name, m in self.net.named_modules():
             pre = f"{name}." if name else ""
             if type(m) in _LINEAR:
@@ -203,19 +204,20 @@ class BatchedNet:
         and buffers are views of row ``k``: in-place changes through it change the stacked tensors."""
         while len(self._views) <= k:
             view = copy.deepcopy(self.net)
-            for m in view.modules():
+            slots = []  # (the module's _parameters or _buffers, attribute, stacked name, is a parameter)
+            for name, m in view.named_modules():
                 m.__dict__.pop("forward", None)  # the module's own forward (one client)
+                pre = f"{name}." if name else ""
+                slots += [(m._parameters, n, pre + n, True) for n, v in m._parameters.items() if v is not None]
+                slots += [(m._buffers, n, pre + n, False) for n, v in m._buffers.items() if v is not None]
             self._views.append(view)
-        view = self._views[k]
-        for name, m in view.named_modules():
-            pre = f"{name}." if name else ""
-            for n in list(m._parameters):
-                if m._parameters[n] is not None:
-                    m._parameters[n] = nn.Parameter(self.params[pre + n].detach()[k], requires_grad=False)
-            for n in list(m._buffers):
-                if m._buffers[n] is not None:
-                    m._buffers[n] = self.buffers[pre + n][k]
-        return view
+            self._slots.append(slots)
+        for where, attr, key, is_param in self._slots[k]:
+            if is_param:
+                where[attr] = nn.Parameter(self.params[key].detach()[k], requires_grad=False)
+            else:
+                where[attr] = self.buffers[key][k]
+        return self._views[k]
 
     def sync_grads(self, k: int) -> None:
         """Point client ``k``'s view parameters' ``.grad`` at row ``k`` of the stacked gradients."""
