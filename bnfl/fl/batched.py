@@ -24,7 +24,8 @@ the stacked parameters and momentum buffers. Everything a client owns stays per 
   gradients and running-statistics update (FedTAN eq. 6) as in the sequential engine.
 
 What cannot be batched (an algorithm with its own ``local_loss``: MOON, FedSAM; a model with
-layers :func:`~bnfl.nn.batched.batching_obstacle` refuses: HBN, FBN, GroupNorm, dropout) runs
+layers :func:`~bnfl.nn.batched.batching_obstacle` refuses: HBN, FBN, weight-standardised convolutions,
+dropout) runs
 sequentially under ``batched="auto"`` and raises under ``batched="on"``. The results equal the
 sequential engine's up to rounding (float64: 1e-12; float32: see ``tests/test_fl_batched.py``),
 not bitwise, so ``TrainConfig.batched`` defaults to ``"off"``.
