@@ -15,7 +15,8 @@ Usage::
     python benchmarks/bench_batched.py [--rounds 300] [--repeats 3] [--resnet-rounds 2] [--skip-resnet]
 
 Per-round times are medians over rounds after a warm-up round (first-call costs are not the
-run's). One torch thread, as in ``bench_numpy_baseline.py``.
+run's), the two settings of a ratio timed round by round alternately. One torch thread, as in
+``bench_numpy_baseline.py``.
 """
 
 from __future__ import annotations
@@ -54,25 +55,38 @@ MODELS = {"digits MLP": ({"name": "q_mlp_bn"}, "flat"), "Q-SCNN": ({"name": "q_s
           "ResNet-20": ({"name": "resnet20"}, "cifar")}
 
 
-def round_seconds(method: str, model: dict, form: str, *, rounds: int, clients: int = 5, batched: str = "on",
-                  participation: float = 1.0) -> float:
-    """Median seconds of one training round (no evaluation) after a warm-up round."""
+def round_timer(method: str, model: dict, form: str, *, rounds: int, clients: int = 5, batched: str = "on"):
+    """A built simulation after a warm-up round, as a function that times its next training
+    round (training and aggregation; ``run()`` adds evaluation and bookkeeping)."""
     cfg = {**CONFIG, "method": method, "model": model, "data": {"name": "digits", "form": form},
            "rounds": rounds + 1, "partition": {**CONFIG["partition"], "num_clients": clients},
-           "train": {**CONFIG["train"], "eval_every": rounds + 1, "batched": batched,
-                     "participation": participation}}
-    if clients > 10:  # 10 classes: classes_per_client k=2 still works; keep the same partition kind
+           "train": {**CONFIG["train"], "eval_every": rounds + 1, "batched": batched}}
+    if clients > 10:  # more clients than classes: an iid partition (digits: ~14 samples each for 100)
         cfg["partition"] = {"kind": "iid", "num_clients": clients}
     sim = fl.build(cfg)
     assert sim.history.meta["batched"]["used"] is (batched == "on"), sim.history.meta["batched"]
     sim.run(stop_after=1)
-    times = []
-    for r in range(2, rounds + 2):
+
+    def next_round() -> float:
+        r = sim.round + 1
         t0 = time.perf_counter()
-        sim._train_round(r)  # the round's training and aggregation (run() adds evaluation/bookkeeping)
+        sim._train_round(r)
         sim.round = r
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        return time.perf_counter() - t0
+
+    return next_round
+
+
+def paired_round_seconds(a: tuple, b: tuple, rounds: int) -> tuple[float, float]:
+    """Median seconds per round of two settings ``(method, model, form, kwargs)``, their rounds
+    alternated (load on a shared machine hits both)."""
+    ta = round_timer(a[0], a[1], a[2], rounds=rounds, **a[3])
+    tb = round_timer(b[0], b[1], b[2], rounds=rounds, **b[3])
+    sa, sb = [], []
+    for _ in range(rounds):
+        sa.append(ta())
+        sb.append(tb())
+    return statistics.median(sa), statistics.median(sb)
 
 
 def profile_rounds(batched: str, rounds: int = 40, top: int = 12) -> str:
@@ -107,7 +121,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--round-samples", type=int, default=8, help="rounds timed per (b)/(c) setting (MLP, Q-SCNN)")
+    ap.add_argument("--round-samples", type=int, default=40, help="rounds timed per (b)/(c) setting (MLP, Q-SCNN)")
     ap.add_argument("--resnet-rounds", type=int, default=2, help="rounds timed per ResNet-20 setting")
     ap.add_argument("--skip-resnet", action="store_true")
     args = ap.parse_args()
@@ -134,17 +148,18 @@ def main() -> None:
         if label == "ResNet-20" and args.skip_resnet:
             continue
         n = args.resnet_rounds if label == "ResNet-20" else args.round_samples
-        avg = round_seconds("fedavg+bn", model, form, rounds=n)
-        tan = round_seconds("fedtan", model, form, rounds=n)
+        tan, avg = paired_round_seconds(("fedtan", model, form, {}), ("fedavg+bn", model, form, {}), n)
         ratios_b[label] = (tan, avg)
         print(f"  (b) {label}: FedTAN {tan * 1e3:.1f} ms, FedAvg+BN {avg * 1e3:.1f} ms per round", flush=True)
 
     # (c) ------------------------------------------------------------------------------------
     mlp, flat = MODELS["digits MLP"]
-    five = round_seconds("fedavg+bn", mlp, flat, rounds=args.round_samples, clients=5)
-    hundred = round_seconds("fedavg+bn", mlp, flat, rounds=args.round_samples, clients=100)
-    five_seq = round_seconds("fedavg+bn", mlp, flat, rounds=args.round_samples, clients=5, batched="off")
-    hundred_seq = round_seconds("fedavg+bn", mlp, flat, rounds=args.round_samples, clients=100, batched="off")
+    hundred, five = paired_round_seconds(("fedavg+bn", mlp, flat, {"clients": 100}),
+                                         ("fedavg+bn", mlp, flat, {"clients": 5}), args.round_samples)
+    hundred_seq, five_seq = paired_round_seconds(("fedavg+bn", mlp, flat, {"clients": 100, "batched": "off"}),
+                                                 ("fedavg+bn", mlp, flat, {"clients": 5, "batched": "off"}),
+                                                 max(3, args.round_samples // 4))
+    print(f"  (c) 100 clients {hundred * 1e3:.1f} ms, 5 clients {five * 1e3:.1f} ms per round (batched)", flush=True)
 
     # (d) ------------------------------------------------------------------------------------
     prof_b, prof_s = profile_rounds("on"), profile_rounds("off")

@@ -13,22 +13,28 @@ the stacked parameters and momentum buffers. Everything a client owns stays per 
   clients with different step counts (``local_unit="epochs"``) run in separate groups;
 * BN: each client's channels are normalised with its own batch statistics and its running
   statistics updated as ``nn.BatchNorm`` does; FixBN's frozen phase normalises with them;
-* SGD: one ``torch.optim.SGD`` over the stacked tensors is the per-client update (SGD with
-  momentum and weight decay is elementwise); momentum buffers are stacked from, and returned
-  to, the clients' (or the broadcast global) buffers;
+  GroupNorm/LN/IN use per-sample statistics and each client's affine parameters;
+* SGD: :class:`StackedSGD` over the stacked tensors is the per-client update (SGD with momentum
+  and weight decay is elementwise), ``torch.optim.SGD``'s arithmetic as ``_foreach`` ops;
+  momentum buffers are stacked from, and returned to, the clients' (or the broadcast global)
+  buffers;
 * algorithm hooks: ``client_start``, ``adjust_grads``, ``after_step`` and ``extra_upload`` are
   the algorithm's own, called once per client on a per-client view of the stacked tensors
   (:meth:`BatchedNet.client_view <bnfl.nn.batched.BatchedNet.client_view>`), with the
   algorithm's per-client scratch attributes (FedProx's anchor, SCAFFOLD's start point) kept
-  apart per client (:class:`_HookScope`); FedTAN's coupled first step supplies step 1's
-  gradients and running-statistics update (FedTAN eq. 6) as in the sequential engine.
+  apart per client (:class:`_HookScope`); FedTAN's coupled first step
+  (:func:`bnfl.fedtan.coupled_step`, unchanged) supplies step 1's gradients, and its
+  running-statistics update (FedTAN eq. 6) is applied to all clients' stacked buffers at once.
 
-What cannot be batched (an algorithm with its own ``local_loss``: MOON, FedSAM; a model with
-layers :func:`~bnfl.nn.batched.batching_obstacle` refuses: HBN, FBN, weight-standardised convolutions,
-dropout) runs
-sequentially under ``batched="auto"`` and raises under ``batched="on"``. The results equal the
-sequential engine's up to rounding (float64: 1e-12; float32: see ``tests/test_fl_batched.py``),
-not bitwise, so ``TrainConfig.batched`` defaults to ``"off"``.
+The losses are checked for divergence and read once per round (no device sync per step). On a
+``torch.distributed`` rank the engine batches the rank's own participants (none in some rounds).
+
+What cannot be batched (an algorithm with its own ``local_loss``: HBN, MOON, FedSAM; a model
+with layers :func:`~bnfl.nn.batched.batching_obstacle` refuses: FBN, weight-standardised
+convolutions, dropout) runs sequentially under ``batched="auto"`` and raises under
+``batched="on"``. The results equal the sequential engine's up to rounding (float64: 1e-12;
+float32: 1e-5, see ``tests/test_fl_batched.py``), not bitwise, so ``TrainConfig.batched``
+defaults to ``"off"``.
 """
 
 from __future__ import annotations
