@@ -229,3 +229,23 @@ def test_batched_history_is_finite_and_training_moves():
     sim = _run(_spec("fedavg+bn", "on"))
     losses = sim.history.column("train_loss")
     assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+
+
+class _RebindingGrads(fl.FedAvg):
+    """A hook that replaces ``p.grad`` instead of changing it in place."""
+
+    def adjust_grads(self, client, model):
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad = 0.5 * p.grad + 0.01 * p.detach()
+
+
+def test_a_hook_that_rebinds_grads_is_honoured():
+    sims = {}
+    for mode in ("off", "on"):
+        ref = fl.build(_spec("fedavg+bn", mode))
+        sims[mode] = fl.Simulation(ref.model, ref.data, _RebindingGrads(), ref.config)
+        sims[mode].run()
+    assert _max_state_diff(sims["off"], sims["on"]) <= 1e-12
+    plain = _run(_spec("fedavg+bn", "on"))
+    assert _max_state_diff(plain, sims["on"]) > 1e-6

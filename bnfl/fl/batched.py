@@ -303,6 +303,7 @@ class BatchedClients:
                 for j in range(k):
                     net.sync_grads(j)
                     scope.call(j, "adjust_grads", contexts[j], views[j])
+                    net.collect_grads(j)
             opt.step()
             if self.hooks["after_step"]:
                 for j in range(k):

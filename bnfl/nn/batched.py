@@ -235,6 +235,20 @@ class BatchedNet:
             g = self.params[n].grad
             p.grad = None if g is None else g[k]
 
+    def collect_grads(self, k: int) -> None:
+        """Write back a ``.grad`` that a hook rebound on client ``k``'s view (``p.grad = ...``
+        instead of changing it in place) into row ``k`` of the stacked gradients."""
+        for n, p in self._views[k].named_parameters():
+            g = self.params[n].grad
+            if p.grad is None or (g is not None and p.grad is not None and p.grad._base is g
+                                  and p.grad.data_ptr() == g[k].data_ptr()):
+                continue
+            with torch.no_grad():
+                if g is None:
+                    self.params[n].grad = g = torch.zeros_like(self.params[n])
+                g[k].copy_(p.grad)
+            p.grad = g[k]
+
     # -- batched layers -------------------------------------------------------------------------
     def _linear(self, pre: str):
         def forward(x: Tensor) -> Tensor:
