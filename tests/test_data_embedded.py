@@ -251,3 +251,17 @@ def test_iterate_batches_epochs_differ_and_order_kept_without_shuffle():
     assert torch.equal(plain, torch.arange(100))
     with pytest.raises(ValueError, match="batch_size"):
         next(iterate_batches(idx, 0))
+
+
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_epoch_batches_equal_iterate_batches(drop_last):
+    """The engine's per-epoch call returns exactly ``list(iterate_batches(...))``."""
+    from bnfl.data.datasets import as_index_array, epoch_batches
+
+    rng = np.random.default_rng(1)
+    for n, b in [(1, 1), (5, 3), (14, 14), (33, 8), (100, 32), (419, 500)]:
+        idx = rng.choice(2000, n, replace=False)
+        for epoch in range(3):
+            want = list(iterate_batches(idx, min(b, n), seed=7, epoch=epoch, drop_last=drop_last))
+            got = epoch_batches(as_index_array(idx), min(b, n), seed=7, epoch=epoch, drop_last=drop_last)
+            assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want, strict=True))

@@ -266,5 +266,5 @@ def epoch_batches(arr: np.ndarray, batch_size: int, *, seed: int, epoch: int, dr
     views of one tensor: the engine's per-client, per-epoch call (clients smaller than a batch
     start an epoch every step)."""
     order = torch.from_numpy(_epoch_order(arr, seed, epoch))
-    stop = arr.size - (arr.size % batch_size if drop_last else 0)
-    return list(order[:stop].split(batch_size)) if stop else []
+    n = arr.size // batch_size if drop_last else -(-arr.size // batch_size)
+    return [order[i * batch_size:(i + 1) * batch_size] for i in range(n)]
