@@ -40,6 +40,7 @@ defaults to ``"off"``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -47,6 +48,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from bnfl.fedtan import CoupledStep
 from bnfl.fl._evaluate import _cross_entropy
 from bnfl.fl.algorithms import Algorithm
 from bnfl.functional import ema
@@ -55,10 +57,9 @@ from bnfl.nn.batched import BatchedNet, batching_obstacle
 from bnfl.stats import Moments
 
 if TYPE_CHECKING:
-    from bnfl.fedtan import CoupledStep
     from bnfl.fl.engine import Simulation
 
-__all__ = ["BATCHED_MODES", "BatchedClients", "StackedSGD", "batched_obstacle", "select_batched"]
+__all__ = ["BATCHED_MODES", "BatchedClients", "DeferredCoupledStep", "StackedSGD", "batched_obstacle", "select_batched"]
 
 #: ``TrainConfig.batched``: never, where possible, or always (an error naming the obstacle).
 BATCHED_MODES = ("off", "auto", "on")
@@ -220,6 +221,16 @@ class StackedSGD:
         torch._foreach_add_(ps, d, alpha=-lr)
 
 
+@dataclass(frozen=True)
+class DeferredCoupledStep:
+    """FedTAN's coupled first step left to the batched engine (:meth:`BatchedClients.defer_first_step`):
+    step 1 of the round's local steps runs the BN layers coupled (:func:`~bnfl.nn.batched.coupled_batch_norm`)
+    with the participants' weights ``weights`` (:math:`p_i`, in the order of the participants)."""
+
+    mode: str
+    weights: tuple[float, ...]
+
+
 class BatchedClients:
     """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`select_batched`)."""
 
@@ -229,6 +240,16 @@ class BatchedClients:
         self.hooks = {h: _overrides(alg, h) for h in _CLIENT_HOOKS}
         #: one BatchedNet per number of clients trained together (built once, loaded every round)
         self._nets: dict[int, BatchedNet] = {}
+
+    def defer_first_step(self, mode: str, weights: Sequence[float], frozen: bool) -> DeferredCoupledStep | None:
+        """The round's coupled first step as step 1 of the batched local steps, or None when the
+        sequential :func:`bnfl.fedtan.coupled_step` must run it: only FedTAN's coupling
+        (``"fedtan"``; FedAvg+Algorithm 2's local stat-gradients are not an autograd of the
+        forward), local steps (one group of clients), BN not frozen, no ``client_start`` hook
+        (it would run before the coupled step sequentially)."""
+        if (mode != "fedtan" or frozen or self.sim.config.local_unit != "steps" or self.hooks["client_start"]):
+            return None
+        return DeferredCoupledStep(mode, tuple(float(w) for w in weights))
 
     def run(self, r: int, clients: Sequence[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
             first: CoupledStep | None) -> tuple[list[dict[str, Tensor]], list[float]]:
@@ -284,9 +305,14 @@ class BatchedClients:
         n = max(sizes)
         net.set_mask(sizes, n)
         step_losses = []  # (K,) per step; checked and read once, after the steps (no sync per step)
+        deferred = first if isinstance(first, DeferredCoupledStep) else None
+        if deferred is not None:
+            first = None  # the CoupledStep of step 1, once it has run
         for t in range(1, steps + 1):
             opt.zero_grad()
-            if t == 1 and first is not None:
+            if t == 1 and deferred is not None:
+                loss, first = self._coupled_step(net, clients, k, n, sizes, deferred)
+            elif t == 1 and first is not None:
                 loss = torch.stack([first.losses[i].detach() for i in index])  # (K,)
                 for name in names:
                     if name in first.grads[index[0]]:
@@ -316,6 +342,52 @@ class BatchedClients:
         return self._finish(net, opt, clients, contexts, views, scope, steps, lr), means
 
     # -- pieces ---------------------------------------------------------------------------------
+    def _coupled_step(self, net: BatchedNet, clients: list[int], k: int, n: int, sizes: list[int],
+                      deferred: DeferredCoupledStep) -> tuple[Tensor, CoupledStep]:
+        r"""FedTAN's first local step (Algorithms 1-3) on the stacked clients: the forward with
+        coupled BN (eqs. 39-40 through the channel's all-reduce), the backward of
+        :math:`T=\sum_i p_i F_i` (eq. 41's stat-gradient all-reduce is the autograd of the
+        all-reduce; counted when the backward passes it), per-client gradients
+        :math:`g_i = p_i^{-1}\partial T/\partial w_i` in ``.grad``, and FedTAN eq. 6 on the
+        running statistics. What :func:`bnfl.fl.coupled.coupled_first_step` and the sequential
+        step 1 compute, with the same channel accounting; returns the losses (K,) and the step."""
+        sim = self.sim
+        ch = sim.channel
+        ids = [sim.next_batch_ids(c) for c in clients]
+        if net.mask is not None:
+            ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
+        x, y = sim._samples(torch.cat(ids))  # (K*n, ...)
+        p = torch.tensor(deferred.weights, dtype=x.dtype, device=x.device)  # (K,)
+
+        def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
+            out = ch.allreduce(parts, p, tag=f"{layer}.{kind}")
+            if kind == "mean" and out.requires_grad:  # eq. 41: [dT/dmu | dT/dsigma^2] all-reduced in the backward
+                size = 2 * parts.shape[1] * parts.element_size()
+                out.register_hook(lambda g: ch.count("allreduce", f"{layer}.stat-grads", up=size * k, down=size,
+                                                     clients=k, closes_round=True))
+            return out
+
+        net.couple, net.coupled_stats = reduce, {}
+        try:
+            out = net(x)
+        finally:
+            net.couple = None
+        loss = self._losses(out, y, k, n, net.mask, sizes)  # (K,) F_i
+        (loss * p).sum().backward()
+        grads = {}
+        with torch.no_grad():
+            for name, q in net.params.items():
+                if q.grad is not None:
+                    q.grad.div_(p.reshape(-1, *([1] * (q.grad.dim() - 1))))  # p_i g_i -> g_i
+                    grads[name] = q.grad.unbind(0)
+        stats = net.coupled_stats
+        step = CoupledStep(grads=[{name: g[j] for name, g in grads.items()} for j in range(k)], losses=loss.detach(),
+                           layer_stats={layer: (gm.detach(), gv.detach()) for layer, (_, _, _, gm, gv) in stats.items()},
+                           local_stats={layer: [Moments(count=cnt[j], mean=mk[j], var=vk[j]) for j in range(k)]
+                                        for layer, (mk, vk, cnt, _, _) in stats.items()})
+        _ema_global_stats(net, step, sim._union_count)
+        return loss, step
+
     def _optimizer(self, net: BatchedNet, clients: list[int], lr: float) -> StackedSGD:
         """One SGD over the stacked parameters; momentum buffers stacked from the clients' own
         (``momentum_mode="local"``) or the broadcast global ones, zero rows for clients without."""

@@ -277,7 +277,9 @@ class Simulation(CheckpointMixin):
             received = [{} for _ in clients]
         first = None
         mode = alg.first_step(r)
-        if mode is not None:
+        if mode is not None and self._batched is not None and self._batched_first_step():
+            first = self._batched.defer_first_step(mode, p, frozen)  # step 1 of the batched clients
+        if mode is not None and first is None:
             unfreeze_bn_stats(self._work)
             # received[0] holds clones of global_state's download_keys, so this is what every client starts from
             self._work.load_state_dict(self.global_state)
@@ -298,6 +300,13 @@ class Simulation(CheckpointMixin):
         return {"round": r, "lr": lr, "clients": clients,
                 "train_loss": float(np.dot(p, losses)), "frozen_stats": bool(frozen),
                 "coupled_first_step": mode or ""}
+
+    def _batched_first_step(self) -> bool:
+        """Whether the batched engine may run FedTAN's coupled first step itself: only where this
+        class's own :meth:`_run_clients` and :meth:`_coupled_first_step` run the round (a backend
+        that overrides either exchanges the statistics its own way)."""
+        cls = type(self)
+        return cls._run_clients is Simulation._run_clients and cls._coupled_first_step is Simulation._coupled_first_step
 
     def _run_clients(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
                      frozen: bool, first: CoupledStep | None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:

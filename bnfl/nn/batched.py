@@ -48,7 +48,7 @@ from bnfl.nn.frozen import (
 )
 from bnfl.nn.norms import GroupNorm, InstanceNorm, LayerNorm
 
-__all__ = ["BatchedNet", "batching_obstacle", "masked_batch_norm"]
+__all__ = ["BatchedNet", "batching_obstacle", "coupled_batch_norm", "masked_batch_norm"]
 
 _LINEAR = (nn.Linear,)
 _CONV = {nn.Conv1d: F.conv1d, nn.Conv2d: F.conv2d, nn.Conv3d: F.conv3d}
@@ -129,6 +129,57 @@ def masked_batch_norm(x: Tensor, mask: Tensor, counts: Tensor, gamma: Tensor, be
     return y.reshape(x.shape)
 
 
+def coupled_batch_norm(x: Tensor, k: int, counts: Tensor | None, gamma: Tensor, beta: Tensor, eps: float,
+                       reduce) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    r"""FedTAN's coupled BN forward (Algorithm 2, eqs. 39-40) of ``K`` clients' stacked rows.
+
+    .. math:: \bar\mu = \sum_k p_k \mu_k,\qquad
+              \bar\sigma^2 = \sum_k p_k \tfrac1{m_k}\sum_{j\in k}(x_j-\bar\mu)^2,\qquad
+              y_j = \gamma_k\frac{x_j-\bar\mu}{\sqrt{\bar\sigma^2+\epsilon}} + \beta_k
+
+    with client ``k``'s own mean :math:`\mu_k` over its :math:`m_k` real elements per channel.
+    ``reduce(kind, parts)`` is the weighted all-reduce :math:`\sum_k p_k\,\text{parts}_k`
+    (``kind`` ``"mean"`` or ``"var"``, ``parts`` of shape (K, C)); when it is differentiable (the
+    channel's is), back-propagating :math:`\sum_k p_k F_k` through this function is FedTAN's
+    Algorithm 3 (eq. 41: the stat-gradients summed over clients), as in
+    :func:`bnfl.fedtan.coupled_step`.
+
+    Parameters
+    ----------
+    x : Tensor of shape (K*n, C, ...)
+    counts : Tensor of shape (K,) or None
+        Real rows per client (padded blocks); None: all ``n``.
+    gamma, beta : Tensor of shape (K, C)
+
+    Returns
+    -------
+    y : Tensor of shape (K*n, C, ...)
+    mean_k, var_k : Tensor of shape (K, C)
+        Each client's own batch moments (biased variance around its own mean; detached).
+    global_mean, global_var : Tensor of shape (C,)
+    """
+    n, c = x.shape[0] // k, x.shape[1]
+    xr = x.reshape(k, n, c, -1)  # (K*n, C, *) -> (K, n, C, r)
+    r = xr.shape[-1]
+    if counts is None:
+        w = None
+        m = x.new_full((k, 1), float(n * r))
+    else:
+        w = (torch.arange(n, device=x.device)[None, :] < counts[:, None]).to(x.dtype)[:, :, None, None]  # (K, n, 1, 1)
+        m = (counts.to(x.dtype) * r)[:, None]  # (K, 1)
+    mean_k = (xr if w is None else xr * w).sum(dim=(1, 3)) / m  # (K, C)
+    gmean = reduce("mean", mean_k)  # (C,) eq. 39
+    d = xr - gmean[None, None, :, None]  # (K, n, C, r)
+    dsq = d.square() if w is None else d.square() * w
+    gvar = reduce("var", dsq.sum(dim=(1, 3)) / m)  # (C,) eq. 40: around the global mean
+    y = d * torch.rsqrt(gvar + eps)[None, None, :, None]
+    y = y * gamma[:, None, :, None] + beta[:, None, :, None]
+    with torch.no_grad():
+        own = xr - mean_k.detach()[:, None, :, None]
+        var_k = (own.square() if w is None else own.square() * w).sum(dim=(1, 3)) / m  # (K, C)
+    return y.reshape(x.shape), mean_k.detach(), var_k, gmean, gvar
+
+
 class BatchedNet:
     """``K`` clients' copies of ``model``, stacked; :meth:`__call__` runs all of them at once.
 
@@ -163,6 +214,11 @@ class BatchedNet:
         self.buffers: dict[str, Tensor] = {}
         self.load(states)
         self.frozen = False
+        #: FedTAN's coupled first step: ``reduce(layer, kind, parts)`` of every BN layer's
+        #: statistics (:func:`coupled_batch_norm`; running statistics untouched), and per layer the
+        #: ``(mean_k, var_k, count_k, global_mean, global_var)`` it computed; None: per-client BN
+        self.couple = None
+        self.coupled_stats: dict[str, tuple] = {}
         self.mask: Tensor | None = None
         self._counts: Tensor | None = None
         self._views: list[nn.Module] = []
@@ -278,6 +334,14 @@ class BatchedNet:
             n = x.shape[0] // k
             gamma = self.params[pre + "weight"] if m.affine else x.new_ones(k, c)  # (K, C)
             beta = self.params[pre + "bias"] if m.affine else x.new_zeros(k, c)  # (K, C)
+            if self.couple is not None:
+                layer = pre[:-1]
+                y, mk, vk, gm, gv = coupled_batch_norm(x, k, self._counts, gamma, beta, m.eps,
+                                                       lambda kind, parts: self.couple(layer, kind, parts))
+                counts = [n * (x[0].numel() // c)] * k if self._counts is None else \
+                    [int(v) * (x[0].numel() // c) for v in self._counts.tolist()]
+                self.coupled_stats[layer] = (mk, vk, counts, gm, gv)
+                return y
             rm, rv = self.buffers.get(pre + "running_mean"), self.buffers.get(pre + "running_var")
             frozen = self.frozen or is_frozen(m)
             if frozen and rm is None:
