@@ -22,9 +22,14 @@ the stacked parameters and momentum buffers. Everything a client owns stays per 
   the algorithm's own, called once per client on a per-client view of the stacked tensors
   (:meth:`BatchedNet.client_view <bnfl.nn.batched.BatchedNet.client_view>`), with the
   algorithm's per-client scratch attributes (FedProx's anchor, SCAFFOLD's start point) kept
-  apart per client (:class:`_HookScope`); FedTAN's coupled first step
-  (:func:`bnfl.fedtan.coupled_step`, unchanged) supplies step 1's gradients, and its
-  running-statistics update (FedTAN eq. 6) is applied to all clients' stacked buffers at once.
+  apart per client (:class:`_HookScope`);
+* FedTAN's coupled first step (Algorithms 1-3) is step 1 of the batched clients
+  (:meth:`BatchedClients._coupled_step`): the BN layers pool the clients' moments through the
+  channel's all-reduce (:func:`~bnfl.nn.batched.coupled_batch_norm`, eqs. 39-40), the backward
+  of :math:`\sum_i p_i F_i` is eq. 41, and eq. 6 updates all clients' stacked running
+  statistics at once. FedAvg+Algorithm 2 (local stat-gradients) and backends with their own
+  exchange (torch.distributed, Flower) keep :func:`bnfl.fedtan.coupled_step`, whose gradients
+  then enter step 1.
 
 The losses are checked for divergence and read once per round (no device sync per step). On a
 ``torch.distributed`` rank the engine batches the rank's own participants (none in some rounds).
