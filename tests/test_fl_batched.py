@@ -213,6 +213,20 @@ def test_unbatchable_conv_layers_fall_back_and_are_named(method):
         fl.build(_spec(method, "on", conv=True))
 
 
+def test_a_backend_that_runs_its_own_clients_is_not_batched():
+    """A backend overriding ``_run_clients`` (Flower) runs the round itself: History.meta says so."""
+
+    class OwnClients(fl.Simulation):
+        def _run_clients(self, r, clients, received, *, lr, frozen, first):
+            return super()._run_clients(r, clients, received, lr=lr, frozen=frozen, first=first)
+
+    ref = fl.build(_spec("fedavg+bn", "auto"))
+    meta = OwnClients(ref.model, ref.data, ref.algorithm, ref.config).history.meta["batched"]
+    assert meta["used"] is False and "runs the clients itself" in meta["why"]
+    with pytest.raises(ValueError, match="runs the clients itself"):
+        OwnClients(ref.model, ref.data, ref.algorithm, fl.build(_spec("fedavg+bn", "on")).config)
+
+
 def test_models_that_cannot_be_batched_are_named():
     from torch import nn
 

@@ -84,6 +84,10 @@ def batched_obstacle(sim: Simulation) -> str | None:
     (MOON's representations, FedSAM's perturbed weights); a model needs layers that
     :func:`~bnfl.nn.batched.batching_obstacle` accepts.
     """
+    from bnfl.fl.engine import Simulation
+
+    if type(sim)._run_clients is not Simulation._run_clients:
+        return f"{type(sim).__name__} runs the clients itself (its own _run_clients, e.g. on Flower nodes)"
     alg = sim.algorithm
     if _overrides(alg, "local_loss"):
         return (f"{type(alg).__name__} defines its own local_loss, which runs one client's model "
