@@ -231,8 +231,9 @@ def test_engine_is_chosen_from_the_torchrun_environment(monkeypatch):
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     assert resolve_engine(None) == "distributed"
     assert resolve_engine("simulation") == "simulation"
+    assert resolve_engine("flower") == "flower"  # named engines win over the torchrun environment
     with pytest.raises(ValueError, match="engine must be one of"):
-        resolve_engine("flower")
+        resolve_engine("ray")
 
 
 def test_three_ranks_in_float32_equal_the_simulator_to_rounding(tmp_path):
