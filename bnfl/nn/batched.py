@@ -192,9 +192,10 @@ class BatchedNet:
 
     Attributes
     ----------
-    params : dict of str to Tensor of shape (K, *shape)
-        Leaf tensors (``requires_grad`` as in ``model``); an optimizer steps them directly.
-    buffers : dict of str to Tensor of shape (K, *shape)
+    params : dict of str to Tensor
+        Leaf tensors of shape ``(K, *shape)`` (``requires_grad`` as in ``model``); an optimizer steps them directly.
+    buffers : dict of str to Tensor
+        Buffers of shape ``(K, *shape)``.
     frozen : bool
         BN layers normalise with their running statistics and leave them unchanged (FixBN).
     mask : Tensor of shape (K, n) or None
