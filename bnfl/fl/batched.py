@@ -34,9 +34,15 @@ the stacked parameters and momentum buffers. Everything a client owns stays per 
 The losses are checked for divergence and read once per round (no device sync per step). On a
 ``torch.distributed`` rank the engine batches the rank's own participants (none in some rounds).
 
-What cannot be batched (an algorithm with its own ``local_loss``: HBN, MOON, FedSAM; a model
-with layers :func:`~bnfl.nn.batched.batching_obstacle` refuses: FBN, weight-standardised
-convolutions, dropout) runs sequentially under ``batched="auto"`` and raises under
+HBN's hooks (eq. 7 statistics of the downloaded model, each client's alpha) and FBN's
+(cumulative batch moments) run on the per-client views; the hybrid and FBN layers are batched
+(:mod:`bnfl.nn.batched_norms`).
+
+What cannot be batched (what :meth:`Algorithm.batching_obstacle
+<bnfl.fl.Algorithm.batching_obstacle>` names: an algorithm with its own ``local_loss``, MOON,
+FedSAM, HBN on them, HBN's moving-average and fixed-alpha ablations; a model with layers
+:func:`~bnfl.nn.batched.batching_obstacle` refuses: weight-standardised convolutions, dropout)
+runs sequentially under ``batched="auto"`` and raises under
 ``batched="on"``. The results equal the sequential engine's up to rounding (float64: 1e-12;
 float32: 1e-5, see ``tests/test_fl_batched.py``), not bitwise, so ``TrainConfig.batched``
 defaults to ``"off"``.
@@ -80,19 +86,17 @@ def _overrides(alg: Algorithm, hook: str) -> bool:
 def batched_obstacle(sim: Simulation) -> str | None:
     """Why the clients of ``sim`` cannot train as one batched computation, or ``None``.
 
-    An algorithm that defines its own ``local_loss`` needs each client's own forward pass
-    (MOON's representations, FedSAM's perturbed weights); a model needs layers that
+    The algorithm says what it needs (:meth:`Algorithm.batching_obstacle
+    <bnfl.fl.Algorithm.batching_obstacle>`: e.g. its own ``local_loss``, MOON's representations or
+    FedSAM's perturbed weights); a model needs layers that
     :func:`~bnfl.nn.batched.batching_obstacle` accepts.
     """
     from bnfl.fl.engine import Simulation
 
     if type(sim)._run_clients is not Simulation._run_clients:
         return f"{type(sim).__name__} runs the clients itself (its own _run_clients, e.g. on Flower nodes)"
-    alg = sim.algorithm
-    if _overrides(alg, "local_loss"):
-        return (f"{type(alg).__name__} defines its own local_loss, which runs one client's model "
-                "(e.g. MOON's representations, FedSAM's perturbed weights)")
-    return batching_obstacle(sim.model)
+    why = sim.algorithm.batching_obstacle()
+    return why if why is not None else batching_obstacle(sim.model)
 
 
 def select_batched(sim: Simulation) -> tuple[BatchedClients | None, str]:

@@ -15,6 +15,9 @@ with its parameterised layers replaced by batched ones:
   FixBN's frozen layers (:mod:`bnfl.nn.frozen`) normalise with the running statistics instead;
 * ``nn.GroupNorm`` and bnfl's GN/LN/IN (:mod:`bnfl.nn.norms`): per-sample statistics, each
   client's :math:`\gamma_k, \beta_k` (:func:`bnfl.nn.batched_norms.group_norm`);
+* HBN's hybrid BN (:class:`~bnfl.nn.HybridBatchNorm2d`, eqs. 9-10) and FBN: each client's
+  :math:`\alpha_k`, global statistics, affine parameters (and FBN's cumulative-average buffers),
+  batch moments over the client's real rows (:mod:`bnfl.nn.batched_norms`);
 * every module without parameters or buffers (activations, pooling, reshapes, the model's own
   glue code) is a per-sample function and runs unchanged on the concatenated batch.
 
@@ -22,7 +25,7 @@ Clients whose mini-batches differ in size are padded to the largest (``mask``): 
 rows repeat the client's first sample, BN layers then compute each client's statistics over its
 real rows only (:func:`masked_batch_norm`) and the losses average over real rows only.
 
-Models with other layers (HBN's hybrid BN, FBN, weight-standardised convolutions, dropout, ...) are refused by
+Models with other layers (weight-standardised convolutions, dropout, ...) are refused by
 :func:`batching_obstacle` with the layer's name; the engine then runs the clients one by one.
 Per-client views (:meth:`BatchedNet.client_view`) are ordinary ``nn.Module`` copies whose
 parameters, gradients and buffers are views of row ``k``: algorithm hooks written for one
@@ -39,14 +42,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from bnfl.nn.batched_norms import group_norm
+from bnfl.nn.batched_norms import federated_batch_norm, group_norm, hybrid_batch_norm
 from bnfl.nn.frozen import (
     FrozenStatsBatchNorm1d,
     FrozenStatsBatchNorm2d,
     FrozenStatsBatchNorm3d,
     is_frozen,
 )
-from bnfl.nn.norms import GroupNorm, InstanceNorm, LayerNorm
+from bnfl.nn.hybrid import HybridBatchNorm1d, HybridBatchNorm2d
+from bnfl.nn.norms import FederatedBatchNorm1d, FederatedBatchNorm2d, GroupNorm, InstanceNorm, LayerNorm
 
 __all__ = ["BatchedNet", "batching_obstacle", "coupled_batch_norm", "masked_batch_norm"]
 
@@ -56,6 +60,9 @@ _BN = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d,
        FrozenStatsBatchNorm1d, FrozenStatsBatchNorm2d, FrozenStatsBatchNorm3d)
 #: per-sample normalisations (GN; bnfl's LN and IN are GroupNorms with 1 and C groups)
 _GN = (nn.GroupNorm, GroupNorm, LayerNorm, InstanceNorm)
+#: HBN's hybrid BN and FBN (global statistics as buffers; :mod:`bnfl.nn.batched_norms`)
+_HBN = (HybridBatchNorm1d, HybridBatchNorm2d)
+_FBN = (FederatedBatchNorm1d, FederatedBatchNorm2d)
 _RANDOM = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
 
@@ -63,8 +70,8 @@ def batching_obstacle(model: nn.Module) -> str | None:
     """Why ``model`` cannot run as a :class:`BatchedNet`, or ``None`` if it can.
 
     Batched: ``nn.Linear``, zero-padded ``nn.Conv1d/2d/3d``, ``nn.BatchNorm1d/2d/3d`` (and their
-    FixBN-frozen forms) with a fixed ``momentum``, ``nn.GroupNorm`` (bnfl's GN, LN, IN), and
-    modules that own no parameter or buffer
+    FixBN-frozen forms) with a fixed ``momentum``, ``nn.GroupNorm`` (bnfl's GN, LN, IN), HBN's
+    hybrid BN and FBN (:mod:`bnfl.nn.batched_norms`), and modules that own no parameter or buffer
     (assumed per-sample functions; dropout is refused, its random masks would be drawn in a
     different order than one client at a time).
     """
@@ -75,7 +82,7 @@ def batching_obstacle(model: nn.Module) -> str | None:
             if m.momentum is None:
                 return f"{label} has momentum=None (cumulative average): its update depends on each client's num_batches_tracked"
             continue
-        if type(m) in _LINEAR or type(m) in _GN:
+        if type(m) in _LINEAR or type(m) in _GN or type(m) in _HBN or type(m) in _FBN:
             continue
         if type(m) in _CONV:
             if m.padding_mode != "zeros" or isinstance(m.padding, str):
@@ -234,6 +241,10 @@ class BatchedNet:
                 m.forward = self._bn(pre, m)  # type: ignore[method-assign]
             elif type(m) in _GN:
                 m.forward = self._gn(pre, m)  # type: ignore[method-assign]
+            elif type(m) in _HBN:
+                m.forward = self._hbn(pre, m)  # type: ignore[method-assign]
+            elif type(m) in _FBN:
+                m.forward = self._fbn(pre, m)  # type: ignore[method-assign]
 
     def load(self, states: Sequence[Mapping[str, Tensor]]) -> None:
         """Stack ``K`` clients' state dicts into fresh :attr:`params` (leaves) and :attr:`buffers`,
@@ -360,6 +371,21 @@ class BatchedNet:
             y = F.batch_norm(xs, None if rm is None else rm.view(-1), None if rv is None else rv.view(-1),
                              gamma.reshape(-1), beta.reshape(-1), training, 0.0 if frozen else m.momentum, m.eps)
             return y.reshape(n, k, c, -1).transpose(0, 1).reshape(x.shape)  # (n, K*C, r) -> (K*n, C, *)
+        return forward
+
+    def _hbn(self, pre: str, m: nn.Module):
+        def forward(x: Tensor) -> Tensor:  # HBN eqs. 9-10, each client's alpha and global statistics
+            return hybrid_batch_norm(x, self.k, self.params[pre + "alpha"], self.buffers[pre + "global_mean"],
+                                     self.buffers[pre + "global_var"], self.params.get(pre + "weight"),
+                                     self.params.get(pre + "bias"), eps=m.eps, training=m.training, counts=self._counts)
+        return forward
+
+    def _fbn(self, pre: str, m: nn.Module):
+        def forward(x: Tensor) -> Tensor:  # global statistics; each client's cumulative batch moments
+            running = tuple(self.buffers[pre + b] for b in ("running_mean", "running_var", "num_batches_tracked"))
+            return federated_batch_norm(x, self.k, self.buffers[pre + "global_mean"], self.buffers[pre + "global_var"],
+                                        self.params.get(pre + "weight"), self.params.get(pre + "bias"), eps=m.eps,
+                                        training=m.training, running=running, counts=self._counts)  # type: ignore[arg-type]
         return forward
 
     def _gn(self, pre: str, m: nn.GroupNorm):

@@ -41,6 +41,16 @@ class Algorithm:
         """Whether BN layers normalise with their (frozen) running statistics at round ``r``."""
         return False
 
+    def batching_obstacle(self) -> str | None:
+        """Why this algorithm's clients cannot train as one batched computation
+        (:mod:`bnfl.fl.batched`), or ``None``. Default: an algorithm with its own
+        :meth:`local_loss` needs each client's own forward pass (MOON's representations, FedSAM's
+        perturbed weights); hooks on per-client views are batched."""
+        if type(self).local_loss is not Algorithm.local_loss:
+            return (f"{type(self).__name__} defines its own local_loss, which runs one client's model "
+                    "(e.g. MOON's representations, FedSAM's perturbed weights)")
+        return None
+
     # -- hooks ------------------------------------------------------------------------------
     # Server hooks get the :class:`~bnfl.fl.context.ServerContext`, client hooks a
     # :class:`~bnfl.fl.context.ClientContext`; no hook sees the backend that runs it.

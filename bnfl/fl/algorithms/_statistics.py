@@ -276,7 +276,7 @@ class HBN(_ServerStatistics, Algorithm):
     #: the hooks HBN extends itself; every other public method of Algorithm goes to the solver
     _OWN_HOOKS = frozenset({"begin_round", "client_start", "adjust_grads", "extra_upload", "aggregate",
                             "client_statistics", "statistics_only_round", "aggregate_statistics",
-                            "evaluation_state", "state_dict", "load_state_dict"})
+                            "evaluation_state", "state_dict", "load_state_dict", "batching_obstacle"})
 
     def __init__(self, *, lam: float = 0.01, stat_samples: int | None = None, final_round: bool = True,
                  solver: str = "fedavg", solver_options: dict[str, Any] | None = None, client_stats: str = "eq7",
@@ -433,6 +433,18 @@ class HBN(_ServerStatistics, Algorithm):
                                   for k in keys}
         new.update(self.pooled_statistics(server, state, uploads))
         return new
+
+    def batching_obstacle(self):
+        """HBN's hooks run on per-client views of the batched clients (eq. 7 with the view's
+        forward, alpha as the view's parameter); not batched: ablation (1)'s moving averages
+        (forward hooks on one client's layers), a fixed alpha (it stops alpha's gradient on one
+        client's parameter), and whatever the solver cannot batch."""
+        if self.client_stats == "moving-average":
+            return "HBN client_stats='moving-average' hooks the layers of one client's model"
+        if self.alpha != "learned":
+            return f"HBN alpha={self.alpha!r} switches off the gradient of one client's alpha"
+        why = self.solver.batching_obstacle()
+        return None if why is None else f"HBN's solver {self.solver_name!r}: {why}"
 
     # -- the statistics-only round T+1 and the evaluation statistics ------------------------------
     def statistics_only_round(self):
