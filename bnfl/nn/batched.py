@@ -50,7 +50,13 @@ from bnfl.nn.frozen import (
     is_frozen,
 )
 from bnfl.nn.hybrid import HybridBatchNorm1d, HybridBatchNorm2d
-from bnfl.nn.norms import FederatedBatchNorm1d, FederatedBatchNorm2d, GroupNorm, InstanceNorm, LayerNorm
+from bnfl.nn.norms import (
+    FederatedBatchNorm1d,
+    FederatedBatchNorm2d,
+    GroupNorm,
+    InstanceNorm,
+    LayerNorm,
+)
 
 __all__ = ["BatchedNet", "batching_obstacle", "coupled_batch_norm", "masked_batch_norm"]
 
