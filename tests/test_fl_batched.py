@@ -199,9 +199,27 @@ def test_fedtan_first_step_runs_in_the_batched_layers_with_the_same_exchanges(co
         _run(_spec("fedavg+alg2", "on", conv=conv))
 
 
-def test_epochs_unit_and_weight_decay():
-    """Clients with different step counts (local epochs over uneven data) run as separate groups."""
-    _compare("fedprox", 1e-12, local_unit="epochs", local_steps=1, weight_decay=1e-3)
+def _step_counts(spec: dict) -> list[int]:
+    sim = fl.build(spec)
+    return [sim._steps_this_round(c) for c in range(sim.num_clients)]
+
+
+#: methods whose hooks see the step count or the momentum of a client that stops early
+RAGGED = ["fedprox", "fedavg+bn", "scaffold", "fixbn", "fixbn-local", "fedtan", "hbn", "fbn", "fedadam+gn"]
+
+
+@pytest.mark.parametrize("method", RAGGED)
+def test_uneven_step_counts_run_together(method):
+    """Local epochs over uneven data: clients with fewer steps stop while the others go on
+    (their parameters, momentum, BN statistics and counters untouched from then on)."""
+    counts = _step_counts(_spec(method, "off", local_unit="epochs", local_steps=1))
+    assert len(set(counts)) >= 4, counts  # really uneven: e.g. [1, 8, 12, 3, 11]
+    _compare(method, 1e-12, local_unit="epochs", local_steps=1, weight_decay=1e-3)
+
+
+@pytest.mark.parametrize("method", ["fedavg+bn", "hbn"])
+def test_uneven_step_counts_conv(method):
+    _compare(method, 1e-12, conv=True, local_unit="epochs", local_steps=1, lr=0.01)
 
 
 @pytest.mark.parametrize("method", sorted(FALLBACK))

@@ -10,7 +10,10 @@ the stacked parameters and momentum buffers. Everything a client owns stays per 
   (:meth:`Simulation.next_batch_ids <bnfl.fl.Simulation.next_batch_ids>`), so both engines see
   the same batches; clients with smaller batches are padded to the largest and masked (BN
   statistics and losses over real rows only, :func:`~bnfl.nn.batched.masked_batch_norm`);
-  clients with different step counts (``local_unit="epochs"``) run in separate groups;
+  clients with different step counts (``local_unit="epochs"`` over uneven data) run together,
+  ordered by their counts: at step ``t`` the clients that still train are the first ones, the
+  others' rows are left as they are (:meth:`BatchedNet.first_clients
+  <bnfl.nn.batched.BatchedNet.first_clients>`, ``StackedSGD.step(rows)``);
 * BN: each client's channels are normalised with its own batch statistics and its running
   statistics updated as ``nn.BatchNorm`` does; FixBN's frozen phase normalises with them;
   GroupNorm/LN/IN use per-sample statistics and each client's affine parameters;
@@ -206,30 +209,42 @@ class StackedSGD:
             p.grad = None
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, rows: int | None = None) -> None:
+        """One update; ``rows``: only the first ``rows`` clients' rows (the others have finished
+        their local steps: parameters and momentum buffers stay as they are)."""
         g = self.param_groups[0]
         lr, beta, wd = g["lr"], g["momentum"], g["weight_decay"]
-        ps = [p for p in self.params if p.grad is not None]
-        if not ps:
+        full = [p for p in self.params if p.grad is not None]
+        if not full:
             return
-        d = [p.grad for p in ps]
+
+        def cut(t: Tensor) -> Tensor:
+            return t if rows is None else t[:rows]
+
+        ps = [cut(p) for p in full]
+        d = [cut(p.grad) for p in full]  # type: ignore[arg-type]
         if wd != 0:
             d = torch._foreach_add(d, ps, alpha=wd)
         if beta != 0:
-            have = [p for p in ps if "momentum_buffer" in self.state.get(p, {})]
-            if len(have) == len(ps):
-                bufs = [self.state[p]["momentum_buffer"] for p in ps]
+            have = [p for p in full if "momentum_buffer" in self.state.get(p, {})]
+            if len(have) == len(full):
+                bufs = [cut(self.state[p]["momentum_buffer"]) for p in full]
                 torch._foreach_mul_(bufs, beta)
                 torch._foreach_add_(bufs, d)
             else:  # first step: the buffer is the direction itself
                 bufs = []
-                for p, dp in zip(ps, d, strict=True):
+                for p, dp in zip(full, d, strict=True):
                     st = self.state.setdefault(p, {})
                     if "momentum_buffer" in st:
-                        st["momentum_buffer"].mul_(beta).add_(dp)
-                    else:
-                        st["momentum_buffer"] = dp.clone()
-                    bufs.append(st["momentum_buffer"])
+                        buf = cut(st["momentum_buffer"])
+                        buf.mul_(beta).add_(dp)
+                    elif rows is None:
+                        buf = st["momentum_buffer"] = dp.clone()
+                    else:  # the other clients' rows start at zero (beta * 0 + d = d at their first step)
+                        st["momentum_buffer"] = torch.zeros_like(p)
+                        buf = st["momentum_buffer"][:rows]
+                        buf.copy_(dp)
+                    bufs.append(buf)
             d = bufs
         torch._foreach_add_(ps, d, alpha=-lr)
 
@@ -270,21 +285,29 @@ class BatchedClients:
         their local steps of round ``r``; the batched counterpart of one
         :meth:`~bnfl.fl.Simulation.client_round` per client (same state updates)."""
         sim = self.sim
-        steps = {c: sim._steps_this_round(c) for c in clients}
-        groups: dict[int, list[int]] = {}
-        for j, c in enumerate(clients):
-            groups.setdefault(steps[c], []).append(j)
+        if not clients:  # a torch.distributed rank without participants this round
+            return [], []
+        steps = [sim._steps_this_round(c) for c in clients]
+        if min(steps, default=1) < 1:
+            raise ValueError(f"round {r}: a client has no local step ({steps})")
+        # one computation: the clients in order of decreasing step count (stable), so those still
+        # training at step t are the first ones (BatchedNet.first_clients; local epochs over
+        # uneven data give uneven counts)
+        order = sorted(range(len(clients)), key=lambda j: -steps[j])
+        ups, ls = self._group(r, [clients[j] for j in order], [received[j] for j in order], order,
+                              [steps[j] for j in order], lr=lr, frozen=frozen, first=first)
         uploads: list[dict[str, Tensor]] = [{} for _ in clients]
         losses = [0.0] * len(clients)
-        for n_steps, members in groups.items():
-            ups, ls = self._group(r, [clients[j] for j in members], [received[j] for j in members], members,
-                                  n_steps, lr=lr, frozen=frozen, first=first)
-            for j, up, loss in zip(members, ups, ls, strict=True):
-                uploads[j], losses[j] = up, loss
+        for j, up, loss in zip(order, ups, ls, strict=True):
+            uploads[j], losses[j] = up, loss
         return uploads, losses
 
-    def _group(self, r: int, clients: list[int], received: list[dict[str, Tensor]], index: list[int], steps: int, *,
-               lr: float, frozen: bool, first: CoupledStep | None) -> tuple[list[dict[str, Tensor]], list[float]]:
+    def _group(self, r: int, clients: list[int], received: list[dict[str, Tensor]], index: list[int],
+               steps: list[int], *, lr: float, frozen: bool,
+               first: CoupledStep | None) -> tuple[list[dict[str, Tensor]], list[float]]:
+        """``clients`` (positions ``index`` among the round's participants) train ``steps[j]``
+        local steps each, ``steps`` non-increasing: at step ``t`` the first ``a_t`` clients
+        (``steps[j] >= t``) run, the others keep their state."""
         sim, alg = self.sim, self.sim.algorithm
         k = len(clients)
         states = []
@@ -321,10 +344,11 @@ class BatchedClients:
         deferred = first if isinstance(first, DeferredCoupledStep) else None
         if deferred is not None:
             first = None  # the CoupledStep of step 1, once it has run
-        for t in range(1, steps + 1):
+        for t in range(1, steps[0] + 1):
+            a = sum(1 for s in steps if s >= t)  # clients still training: the first a
             opt.zero_grad()
             if t == 1 and deferred is not None:
-                loss, first = self._coupled_step(net, clients, k, n, sizes, deferred)
+                loss, first = self._coupled_step(net, clients, k, n, sizes, deferred, index)
             elif t == 1 and first is not None:
                 loss = torch.stack([first.losses[i].detach() for i in index])  # (K,)
                 for name in names:
@@ -332,31 +356,33 @@ class BatchedClients:
                         net.params[name].grad = torch.stack([first.grads[i][name] for i in index])  # (K, *shape)
                 _ema_global_stats(net, first, sim._union_count)
             else:
-                ids = [sim.next_batch_ids(c) for c in clients]
+                ids = [sim.next_batch_ids(c) for c in clients[:a]]
                 if net.mask is not None:  # pad each client to n rows with copies of its first sample
                     ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
-                x, y = sim._samples(torch.cat(ids))  # (K*n, ...)
-                loss = self._losses(net(x), y, k, n, net.mask, sizes)  # (K,)
+                x, y = sim._samples(torch.cat(ids))  # (a*n, ...)
+                with net.first_clients(a):
+                    loss = self._losses(net(x), y, a, n, net.mask, sizes[:a])  # (a,)
                 loss.sum().backward()
             if self.hooks["adjust_grads"]:
-                for j in range(k):
+                for j in range(a):
                     net.sync_grads(j)
                     scope.call(j, "adjust_grads", contexts[j], views[j])
                     net.collect_grads(j)
-            opt.step()
+            opt.step(None if a == k else a)
             if self.hooks["after_step"]:
-                for j in range(k):
+                for j in range(a):
                     scope.call(j, "after_step", contexts[j], t, views[j], client_opts[j], first)
-            step_losses.append(loss.detach())
+            loss = loss.detach()
+            step_losses.append(loss if a == k else torch.cat([loss, loss.new_zeros(k - a)]))  # finished: 0
         per_step = torch.stack(step_losses)  # (steps, K)
-        self._check(per_step, clients, r)
+        self._check(per_step, clients, index, r)
         totals = per_step.tolist()  # summed in Python in step order, as client_round does
-        means = [sum(row[j] for row in totals) / steps for j in range(k)]
+        means = [sum(row[j] for row in totals[:steps[j]]) / steps[j] for j in range(k)]
         return self._finish(net, opt, clients, contexts, views, scope, steps, lr), means
 
     # -- pieces ---------------------------------------------------------------------------------
     def _coupled_step(self, net: BatchedNet, clients: list[int], k: int, n: int, sizes: list[int],
-                      deferred: DeferredCoupledStep) -> tuple[Tensor, CoupledStep]:
+                      deferred: DeferredCoupledStep, index: list[int]) -> tuple[Tensor, CoupledStep]:
         r"""FedTAN's first local step (Algorithms 1-3) on the stacked clients: the forward with
         coupled BN (eqs. 39-40 through the channel's all-reduce), the backward of
         :math:`T=\sum_i p_i F_i` (eq. 41's stat-gradient all-reduce is the autograd of the
@@ -370,7 +396,7 @@ class BatchedClients:
         if net.mask is not None:
             ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
         x, y = sim._samples(torch.cat(ids))  # (K*n, ...)
-        p = torch.tensor(deferred.weights, dtype=x.dtype, device=x.device)  # (K,)
+        p = torch.tensor([deferred.weights[i] for i in index], dtype=x.dtype, device=x.device)  # (K,)
 
         def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
             out = ch.allreduce(parts, p, tag=f"{layer}.{kind}")
@@ -432,17 +458,18 @@ class BatchedClients:
         outs, ys = out.reshape(k, n, *out.shape[1:]), y.reshape(k, n, *y.shape[1:])  # (K*n, ...) -> (K, n, ...)
         return torch.stack([sim.loss_fn(outs[j, :sizes[j]], ys[j, :sizes[j]]).reshape(()) for j in range(k)])
 
-    def _check(self, losses: Tensor, clients: list[int], r: int) -> None:
-        """``losses`` of shape (steps, K): the first client (in round order) with a non-finite loss
-        diverged, as the sequential engine reports it (no client's state has been kept yet)."""
+    def _check(self, losses: Tensor, clients: list[int], index: list[int], r: int) -> None:
+        """``losses`` of shape (steps, K): the first client (in round order, ``index``) with a
+        non-finite loss diverged, as the sequential engine reports it (no client's state has been
+        kept yet)."""
         if not bool(torch.isfinite(losses).all()):
             bad = ~torch.isfinite(losses)  # (steps, K)
-            j = int(bad.any(0).nonzero()[0, 0])
+            j = min((int(q) for q in bad.any(0).nonzero()[:, 0]), key=lambda q: index[q])
             t = int(bad[:, j].nonzero()[0, 0])
             self.sim._check_loss(losses[t, j], clients[j], r)
 
     def _finish(self, net: BatchedNet, opt: StackedSGD, clients: list[int], contexts: list, views: list,
-                scope: _HookScope, steps: int, lr: float) -> list[dict[str, Tensor]]:
+                scope: _HookScope, steps: list[int], lr: float) -> list[dict[str, Tensor]]:
         """Keep each client's local state and momentum, return its upload (client_round's end)."""
         sim, alg, cfg = self.sim, self.sim.algorithm, self.sim.config
         # every client's row of every tensor: (K, *shape) -> K views (*shape). The stacked tensors
@@ -461,7 +488,7 @@ class BatchedClients:
                 sim.client_local[c] = {key: rows[key][j].clone() for key in sim.local_keys}
             up = {key: rows[key][j] for key in sim.upload_keys} if alg.communicates else {}
             if self.hooks["extra_upload"]:
-                up.update(scope.call(j, "extra_upload", contexts[j], views[j], steps, lr))
+                up.update(scope.call(j, "extra_upload", contexts[j], views[j], steps[j], lr))
             if keep_momentum:
                 if sim.momentum_mode == "local":
                     sim.client_momentum[c] = {name: b[j].clone() for name, b in mom.items()}

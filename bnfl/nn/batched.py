@@ -34,8 +34,9 @@ client's model act on the stacked tensors through them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -275,6 +276,29 @@ class BatchedNet:
         counts = torch.tensor(list(sizes), device=dev)
         self._counts = counts
         self.mask = torch.arange(n, device=dev)[None, :] < counts[:, None]  # (K, n)
+
+    @contextlib.contextmanager
+    def first_clients(self, a: int) -> Iterator[None]:
+        """Within the block the net is its first ``a`` clients: a forward takes ``a*n`` rows and
+        uses rows ``:a`` of the stacked parameters and buffers (views: running statistics and
+        counters of those clients are updated in place, the others' are untouched; the backward
+        leaves zero gradient rows for the others). Clients that finished their local steps while
+        others go on (uneven step counts) sit at the end."""
+        if not 0 < a <= self.k:
+            raise ValueError(f"first_clients needs 1 <= a <= {self.k}, got {a}")
+        if a == self.k:
+            yield
+            return
+        saved = self.k, self.params, self.buffers, self.mask, self._counts
+        self.k = a
+        self.params = {n: p[:a] for n, p in saved[1].items()}
+        self.buffers = {n: b[:a] for n, b in saved[2].items()}
+        self.mask = None if saved[3] is None else saved[3][:a]
+        self._counts = None if saved[4] is None else saved[4][:a]
+        try:
+            yield
+        finally:
+            self.k, self.params, self.buffers, self.mask, self._counts = saved
 
     def state(self, k: int) -> dict[str, Tensor]:
         """Client ``k``'s ``state_dict`` entries as (detached) views of row ``k``."""
