@@ -246,6 +246,26 @@ def test_shared_runs_are_computed_once_across_entries():
     assert len(tab2.runs) == 8 and all(sec > 0 for sec in tab2.runs.values())
 
 
+def test_batched_training_runs_are_cached_apart_and_named_in_the_command(tmp_path):
+    """``batched="auto"``: the entry's training runs use the batched engine (recorded in each
+    run's summary), under another result hash and run-cache key than the sequential ones."""
+    cache = RunCache(None)
+    seq = E.run("fedtan-fig9", profile="smoke", cache=cache)
+    bat = E.run("fedtan-fig9", profile="smoke", cache=cache, batched="auto")
+    assert bat.config_hash != seq.config_hash and set(bat.runs).isdisjoint(seq.runs)
+    assert bat.command.endswith("--batched auto") and "--batched" not in seq.command
+    spec = {"method": "fedavg+bn", "data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"},
+            "partition": {"kind": "dirichlet", "phi": 0.1, "num_clients": 4}, "rounds": 2,
+            "train": {"local_unit": "epochs", "local_steps": 1, "eval_every": 2}}
+    ctx = core.Context(profile="smoke", cache=cache, batched="auto")
+    run = E.training.train(ctx, spec)
+    assert run["batched"] == {"mode": "auto", "used": True, "why": "batched"}
+    off = E.training.train(core.Context(profile="smoke", cache=cache), spec)
+    assert "batched" not in off and off["test_acc"][-1] == pytest.approx(run["test_acc"][-1], abs=100 / off["n_test"])
+    with pytest.raises(ValueError, match="batched must be one of"):
+        E.run("fedtan-fig9", profile="smoke", batched="yes")
+
+
 # -- runner: results, resumability, report -----------------------------------------------------
 
 

@@ -30,6 +30,9 @@ def _add_common(p: argparse.ArgumentParser, *, out_default: str) -> None:
                         "ImageNet, Cityscapes, Office-Caltech10, DomainNet, digit5, abide, morpho_mnist; "
                         "`python -c 'import bnfl.data as d; print(list(d.DATASETS))'` lists them; "
                         "default: $BNFL_DATA)")
+    p.add_argument("--batched", choices=("off", "auto", "on"), default="off",
+                   help="train each round's clients as one computation where possible (auto), equal to the "
+                        "sequential engine up to rounding; cached apart (default: off)")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -68,7 +71,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     try:
         result = run(args.id, profile=args.profile, device=args.device, seeds=args.seeds, out=args.out,
-                     data_root=args.data_root, force=args.force, progress=True)
+                     data_root=args.data_root, force=args.force, progress=True, batched=args.batched)
     except KeyError as err:
         print(f"bnfl run: error: {err.args[0]}", file=sys.stderr)
         return 2
@@ -86,7 +89,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         results = reproduce(args.paper, profile=args.profile, out=args.out, device=args.device,
                             seeds=args.seeds, data_root=args.data_root, force=args.force,
-                            only=args.only, progress=True, jobs=args.jobs)
+                            only=args.only, progress=True, jobs=args.jobs, batched=args.batched)
     except (KeyError, ValueError) as err:
         print(f"bnfl reproduce: error: {err.args[0]}", file=sys.stderr)
         return 2

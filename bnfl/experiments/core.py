@@ -211,6 +211,10 @@ class Context:
         Shared training-run cache (see :mod:`bnfl.experiments.cache`).
     progress : bool
         Show per-run progress bars.
+    batched : {"off", "auto", "on"}
+        :attr:`bnfl.fl.TrainConfig.batched` of every training run (:mod:`bnfl.fl.batched`):
+        ``"auto"`` trains a round's clients as one computation where the run allows it (equal
+        to the sequential engine up to rounding, not bitwise).
     """
 
     profile: str
@@ -219,5 +223,6 @@ class Context:
     data_root: str | None = None
     cache: Any = None
     progress: bool = False
+    batched: str = "off"
     #: ``{run hash: seconds}`` of every training run this entry used (fresh or from the cache).
     runs_used: dict[str, float] = field(default_factory=dict)

@@ -84,7 +84,7 @@ def load_result(out: str | os.PathLike[str], experiment_id: str) -> Result | Non
 
 
 def _identity(experiment_id: str, profile: str, config: Mapping[str, Any], seeds: list[int],
-              device: str, data_root: str | None) -> dict[str, Any]:
+              device: str, data_root: str | None, batched: str = "off") -> dict[str, Any]:
     # Everything that changes the numbers; the hash of this decides whether a stored
     # result can be reused.
     ident: dict[str, Any] = {
@@ -93,11 +93,13 @@ def _identity(experiment_id: str, profile: str, config: Mapping[str, Any], seeds
     }
     if profile == "paper":
         ident["data_root"] = data_root
+    if batched != "off":
+        ident["batched"] = batched
     return ident
 
 
 def _command(experiment_id: str, profile: str, out: str | None, device: str, seeds: list[int],
-             default_seeds: int, data_root: str | None) -> str:
+             default_seeds: int, data_root: str | None, batched: str = "off") -> str:
     parts = ["bnfl", "run", experiment_id, "--profile", profile]
     if out is not None:
         parts += ["--out", str(out)]
@@ -107,6 +109,8 @@ def _command(experiment_id: str, profile: str, out: str | None, device: str, see
         parts += ["--seeds", str(len(seeds))]
     if profile == "paper" and data_root:
         parts += ["--data-root", data_root]
+    if batched != "off":
+        parts += ["--batched", batched]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -122,6 +126,7 @@ def run(
     force: bool = False,
     cache: RunCache | None = None,
     progress: bool = False,
+    batched: str = "off",
 ) -> Result:
     """Run one registered entry and return its :class:`Result`.
 
@@ -150,14 +155,22 @@ def run(
         Shared cache of training runs; default a fresh one (on disk under ``out`` if given).
     progress : bool, default False
         Show progress bars for the training runs.
+    batched : {"off", "auto", "on"}, default "off"
+        The engine of the training runs (:attr:`bnfl.fl.TrainConfig.batched`): ``"auto"`` trains
+        each round's clients as one computation where possible, equal to ``"off"`` up to
+        rounding (another hash, cached apart).
     """
+    from bnfl.fl.batched import BATCHED_MODES
+
+    if batched not in BATCHED_MODES:
+        raise ValueError(f"batched must be one of {', '.join(BATCHED_MODES)}; got {batched!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     entry = get(experiment_id)
     config = deep_merge(entry.config(profile), overrides)
     seed_list = _seed_list(int(entry.default_seeds.get(profile, 1)), seeds)
     root = _resolve_data_root(data_root)
-    key = config_hash(_identity(experiment_id, profile, config, seed_list, device, root))
+    key = config_hash(_identity(experiment_id, profile, config, seed_list, device, root, batched))
     if out is not None and not force:
         stored = load_result(out, experiment_id)
         if (stored is not None and stored.config_hash == key
@@ -166,7 +179,7 @@ def run(
     if cache is None:
         cache = RunCache(Path(out) / "_runs" if out is not None else None)
     ctx = Context(profile=profile, device=device, seeds=seed_list, data_root=root, cache=cache,
-                  progress=progress)
+                  progress=progress, batched=batched)
     # Entries that draw random numbers outside torch (matplotlib layouts, python's random)
     # get the same stream every time.
     random.seed(seed_list[0])
@@ -190,7 +203,7 @@ def run(
         duration_s=round(duration, 3),
         git_commit=git_commit(),
         command=_command(entry.id, profile, None if out is None else str(out), device, seed_list,
-                         int(entry.default_seeds.get(profile, 1)), root),
+                         int(entry.default_seeds.get(profile, 1)), root, batched),
         runs=dict(ctx.runs_used),
         machine=machine(),
     )
@@ -315,6 +328,7 @@ def reproduce(
     progress: bool = True,
     report: bool = True,
     jobs: int = 1,
+    batched: str = "off",
 ) -> list[Result]:
     """Run every registered entry of ``paper`` (``None``: of every registered paper, one progress
     bar per paper), resumable, and write figures and ``REPORT.md``.
@@ -322,6 +336,8 @@ def reproduce(
     Entries this machine already finished with the same configuration and code (see the
     module docstring) are loaded, not recomputed, unless ``force``. Training runs are shared between entries through one
     :class:`RunCache` on ``out/_runs``.
+
+    ``batched`` is the engine of every training run, as in :func:`run`.
 
     ``jobs > 1`` runs that many entries at once in worker processes (one torch thread each; one
     progress bar over all entries). The results are the same as with ``jobs=1``: every training
@@ -352,7 +368,7 @@ def reproduce(
     for eid in todo:
         by_paper.setdefault(get(eid).paper, []).append(eid)
     options = {"profile": profile, "device": device, "seeds": seeds, "out": out_dir, "data_root": data_root,
-               "force": force}
+               "force": force, "batched": batched}
     if jobs > 1:
         results, timings = _run_parallel(todo, options, jobs, progress)
     for key, eids in by_paper.items() if jobs <= 1 else ():

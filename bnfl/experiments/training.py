@@ -121,13 +121,15 @@ def _round(xs: Sequence[Any], nd: int = 5) -> list[Any]:
     return [None if x is None else round(float(x), nd) for x in xs]
 
 
-def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool) -> dict[str, Any]:
+def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool,
+         batched: str = "off") -> dict[str, Any]:
     from bnfl import fl
     from bnfl.fl.engine import accuracy
 
     start = time.perf_counter()
     split = load_data(spec["data"], data_root=data_root)
-    cfg = fl.RunConfig.from_dict({**spec, "device": device, "train": {**spec["train"], "progress": progress}})
+    cfg = fl.RunConfig.from_dict({**spec, "device": device,
+                                  "train": {**spec["train"], "progress": progress, "batched": batched}})
     sim = fl.build(cfg, data_root=data_root, split=split)
     diverged = False
     try:
@@ -148,6 +150,8 @@ def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: 
         "n_test": int(sim.y_test.shape[0]),  # one test sample = 100 / n_test accuracy points
         "seconds": round(time.perf_counter() - start, 2),
     }
+    if batched != "off":  # (summaries of sequential runs stay as they were)
+        out["batched"] = history.meta["batched"]
     if evaluated and "client_test_acc" in evaluated[-1]:
         out["client_test_acc"] = _round([100 * a for a in evaluated[-1]["client_test_acc"]], 3)
         out["client_own_acc"] = _round([100 * a for a in evaluated[-1]["client_own_acc"]], 3)
@@ -180,9 +184,11 @@ def train(ctx: Context, spec: Mapping[str, Any]) -> dict[str, Any]:
     key = {"spec": spec, "device": ctx.device}
     if DATASETS[spec["data"]["name"]].local:
         key["data_root"] = ctx.data_root
+    if ctx.batched != "off":  # rounding differs from the sequential engine: another cached run
+        key["batched"] = ctx.batched
 
     def compute() -> dict[str, Any]:
-        return _run(spec, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress)
+        return _run(spec, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress, batched=ctx.batched)
 
     out = compute() if ctx.cache is None else ctx.cache.get_or_compute(key, compute)
     ctx.runs_used[config_hash(key)] = float(out.get("seconds", 0.0))
