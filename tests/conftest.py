@@ -32,23 +32,13 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-def _needs_site(item) -> bool:
-    return item.nodeid.split("::")[0].endswith(("test_docs.py", "test_notebooks.py"))
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """Docs and notebook tests run last: they wait for the site's build, which runs meanwhile."""
-    items[:] = [i for i in items if not _needs_site(i)] + [i for i in items if _needs_site(i)]
-
-
 def pytest_collection_finish(session) -> None:
     """Start the docs site's build (every notebook executed, minutes) in the background when the
-    session has docs or notebook tests: the other tests run beside it (tests/test_docs.py), the
-    docs and notebook tests last."""
+    session has docs or notebook tests: the other tests run beside it (tests/test_docs.py)."""
     import sys
 
     docs = sys.modules.get("test_docs")
-    wanted = any(_needs_site(item) for item in session.items)
+    wanted = any(item.nodeid.split("::")[0].endswith(("test_docs.py", "test_notebooks.py")) for item in session.items)
     if docs is not None and wanted and not session.config.option.collectonly:
         docs.start_build()
 
