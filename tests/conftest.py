@@ -30,22 +30,3 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
-
-
-def pytest_collection_finish(session) -> None:
-    """Start the docs site's build (every notebook executed, minutes) in the background when the
-    session has docs or notebook tests: the other tests run beside it (tests/test_docs.py)."""
-    import sys
-
-    docs = sys.modules.get("test_docs")
-    wanted = any(item.nodeid.split("::")[0].endswith(("test_docs.py", "test_notebooks.py")) for item in session.items)
-    if docs is not None and wanted and not session.config.option.collectonly:
-        docs.start_build()
-
-
-def pytest_sessionfinish(session, exitstatus) -> None:
-    import sys
-
-    docs = sys.modules.get("test_docs")
-    if docs is not None:
-        docs.stop_build()

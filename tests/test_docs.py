@@ -51,62 +51,37 @@ def _snapshot(folder: Path) -> dict[str, float]:
 
 
 _BUILT: dict[str, Path | str] = {}
-#: the build started by :func:`start_build`: its process, output file, start time, figures/ before
-_BUILD: dict[str, object] = {}
-BUILD_TIMEOUT_S = 1500
-
-
-def start_build() -> None:
-    """Start the site's build (``-E -W --keep-going``, every notebook executed) in the background,
-    once per session. ``tests/conftest.py`` calls it when the session has docs or notebook tests,
-    so the other tests run beside the build; :func:`build_site` waits for it."""
-    if _BUILD or _BUILT:
-        return
-    env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")
-    env.pop("BNFL_DOCS_EXECUTE", None)  # the notebooks must run: their outputs are under test
-    # -E: re-read every page (a saved environment would hide warnings of unchanged pages)
-    cmd = [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-j", "auto", "-b", "html", str(DOCS), str(SITE)]
-    _BUILD["figures"] = _snapshot(ROOT / "figures")
-    _BUILD["start"] = time.perf_counter()
-    out = _BUILD["out"] = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: nothing blocks the build
-    _BUILD["proc"] = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
-
-
-def stop_build() -> None:
-    """End of session: a build still running (the session was interrupted) is killed."""
-    proc = _BUILD.get("proc")
-    if isinstance(proc, subprocess.Popen) and proc.poll() is None:
-        proc.kill()
-        proc.wait(timeout=30)
 
 
 def build_site() -> Path:
-    """The site, built once per session (shared with ``tests/test_notebooks.py``, which asserts on
-    the notebooks this build executed); fail with Sphinx's warnings if it does not build."""
+    """Build the site once per session with ``-E -W --keep-going`` (shared with
+    ``tests/test_notebooks.py``, which asserts on the notebooks this build executed); fail with
+    Sphinx's warnings if it does not build."""
     if "failed" in _BUILT:
-        pytest.fail(str(_BUILT["failed"]))  # built once already, and it failed: do not build again
+        pytest.fail(_BUILT["failed"])  # built once already, and it failed: do not build again
     if "site" in _BUILT:
-        return SITE
-    start_build()
-    proc, out, start = _BUILD["proc"], _BUILD["out"], float(_BUILD["start"])  # type: ignore[arg-type]
-    assert isinstance(proc, subprocess.Popen)
-    try:
-        proc.wait(timeout=max(1.0, BUILD_TIMEOUT_S - (time.perf_counter() - start)))
-    except subprocess.TimeoutExpired:
-        stop_build()
+        return _BUILT["site"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+    env.pop("BNFL_DOCS_EXECUTE", None)  # the notebooks must run: their outputs are under test
+    # -E: re-read every page (a saved environment would hide warnings of unchanged pages);
+    # executed notebooks still come from the jupyter cache when their code and inputs did not change.
+    cmd = [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-j", "auto", "-b", "html", str(DOCS), str(SITE)]
+    before = _snapshot(ROOT / "figures")
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    _FIGURES_CHANGED.extend(sorted(set(_snapshot(ROOT / "figures").items()) ^ set(before.items())))
     seconds = time.perf_counter() - start
-    _FIGURES_CHANGED.extend(sorted(set(_snapshot(ROOT / "figures").items()) ^ set(_BUILD["figures"].items())))  # type: ignore[union-attr]
-    out.seek(0)  # type: ignore[union-attr]
-    output = out.read()  # type: ignore[union-attr]
     if proc.returncode != 0:
-        problems = [line for line in output.splitlines() if "WARNING" in line or "ERROR" in line or "Error" in line]
+        problems = [
+            line for line in (proc.stdout + proc.stderr).splitlines()
+            if "WARNING" in line or "ERROR" in line or "Error" in line
+        ]
         problems = [line for line in problems if "Kernel is running over TCP" not in line]
         _BUILT["failed"] = (
-            f"docs build failed (rc={proc.returncode}, {seconds:.0f} s"
-            + (f", killed after {BUILD_TIMEOUT_S} s" if proc.returncode < 0 else "") + "); fix these:\n"
-            + "\n".join(problems[-60:] or output.splitlines()[-60:])
+            f"docs build failed (rc={proc.returncode}, {seconds:.0f} s); fix these:\n"
+            + "\n".join(problems[-60:] or (proc.stdout + proc.stderr).splitlines()[-60:])
         )
-        pytest.fail(str(_BUILT["failed"]))
+        pytest.fail(_BUILT["failed"])
     _BUILT["site"] = SITE
     return SITE
 
