@@ -179,32 +179,15 @@ class DistributedSimulation(Simulation):
             raise RuntimeError(f"rank {self.rank}: a rank did not reach {where} within "
                                f"{self.barrier_timeout.total_seconds():.0f} s (died or hung): {err}") from err
 
-    def evaluate(self) -> dict[str, Any]:
-        if not self.algorithm.personalized:
-            return super().evaluate()
-        out: dict[str, Any] = {}
-        m = self._eval_model
-        m.load_state_dict(self.global_state)
-        acc, loss = self._accuracy(m, self.x_test, self.y_test)
-        out["test_acc"], out["test_loss"] = acc, loss
-        mine = {}
-        for c in sorted(self.owned):
-            m.load_state_dict(self.client_state(c))
-            per = self._accuracy(m, self.x_test, self.y_test)[0]
-            if self.data.client_test is not None:
-                idx = torch.as_tensor(self.data.client_test[c], device=self.device)
-                own = self._accuracy(m, self.x_test[idx], self.y_test[idx])[0]
-            else:
-                own = self._accuracy(m, *self._client_data(c))[0]
-            mine[c] = (per, own)
+    def _client_accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
+        """Each rank evaluates the clients it owns (the engine's per-client evaluation); the
+        accuracies are all-gathered, so every rank returns them for all ``clients``."""
+        mine_ids = [c for c in clients if c in self.owned]
+        mine = dict(zip(mine_ids, super()._client_accuracies(mine_ids), strict=True))
         got: list[Any] = [None] * self.world_size
         dist.all_gather_object(got, mine)
         allc = {c: v for part in got for c, v in part.items()}
-        out["client_test_acc"] = [allc[c][0] for c in range(self.num_clients)]
-        out["client_own_acc"] = [allc[c][1] for c in range(self.num_clients)]
-        out["test_acc"] = float(np.mean(out["client_test_acc"]))
-        out["global_model_test_acc"] = acc
-        return out
+        return [allc[c] for c in clients]
 
     def state_dict(self) -> dict[str, Any]:
         s = super().state_dict()
