@@ -356,10 +356,7 @@ class BatchedClients:
                         net.params[name].grad = torch.stack([first.grads[i][name] for i in index])  # (K, *shape)
                 _ema_global_stats(net, first, sim._union_count)
             else:
-                ids = [sim.next_batch_ids(c) for c in clients[:a]]
-                if net.mask is not None:  # pad each client to n rows with copies of its first sample
-                    ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
-                x, y = sim._samples(torch.cat(ids))  # (a*n, ...)
+                x, y = self._next_batches(clients[:a], n)  # (a*n, ...)
                 with net.first_clients(a):
                     loss = self._losses(net(x), y, a, n, net.mask, sizes[:a])  # (a,)
                 loss.sum().backward()
@@ -392,10 +389,7 @@ class BatchedClients:
         step 1 compute, with the same channel accounting; returns the losses (K,) and the step."""
         sim = self.sim
         ch = sim.channel
-        ids = [sim.next_batch_ids(c) for c in clients]
-        if net.mask is not None:
-            ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
-        x, y = sim._samples(torch.cat(ids))  # (K*n, ...)
+        x, y = self._next_batches(clients, n)  # (K*n, ...)
         p = torch.tensor([deferred.weights[i] for i in index], dtype=x.dtype, device=x.device)  # (K,)
 
         def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
@@ -426,6 +420,13 @@ class BatchedClients:
                                         for layer, (mk, vk, cnt, _, _) in stats.items()})
         _ema_global_stats(net, step, sim._union_count)
         return loss, step
+
+    def _next_batches(self, clients: list[int], n: int) -> tuple[Tensor, Tensor]:
+        """Each client's next mini-batch (its own stream), concatenated: ``(len(clients)*n, ...)``;
+        a smaller batch is padded to ``n`` rows with copies of its first sample (masked out)."""
+        ids = [self.sim.next_batch_ids(c) for c in clients]
+        ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
+        return self.sim._samples(torch.cat(ids))
 
     def _optimizer(self, net: BatchedNet, clients: list[int], lr: float) -> StackedSGD:
         """One SGD over the stacked parameters; momentum buffers stacked from the clients' own

@@ -99,14 +99,8 @@ class DistributedSimulation(Simulation):
 
     # -- where the clients and their data are ------------------------------------------------------
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """Only the samples of this rank's clients (the rest is dropped before anything moves to
-        the device); ``_rows`` maps a sample id to its row here (-1: another rank's sample)."""
-        ids = np.unique(np.concatenate([np.asarray(data.clients[c]) for c in sorted(self.owned)]))
-        rows = torch.full((data.x_train.shape[0],), -1, dtype=torch.long)
-        rows[torch.as_tensor(ids)] = torch.arange(len(ids))
-        self._rows = rows.to(self.device)
-        keep = torch.as_tensor(ids)
-        return data.x_train[keep].to(self.device, dtype), data.y_train[keep].to(self.device)
+        """Only the samples of this rank's clients (``_rows``: -1 for another rank's sample)."""
+        return self._keep_clients_samples(data, sorted(self.owned), dtype)
 
     def _local_clients(self, clients: Sequence[int]) -> list[int]:
         return [c for c in clients if c in self.owned]

@@ -148,6 +148,18 @@ class Simulation(CheckpointMixin):
         its clients' samples and sets ``_rows``)."""
         return data.x_train.to(self.device, dtype), data.y_train.to(self.device)
 
+    def _keep_clients_samples(self, data: FederatedData, clients: Sequence[int],
+                              dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """Only the training samples of ``clients`` (for backends whose process holds some clients:
+        the rest is dropped before anything moves to the device); sets ``_rows``, which maps a
+        sample id to its row here (-1: a sample this process does not hold)."""
+        ids = np.unique(np.concatenate([np.asarray(data.clients[c]) for c in clients]))
+        rows = torch.full((data.x_train.shape[0],), -1, dtype=torch.long)
+        rows[torch.as_tensor(ids)] = torch.arange(len(ids))
+        self._rows = rows.to(self.device)
+        keep = torch.as_tensor(ids)
+        return data.x_train[keep].to(self.device, dtype), data.y_train[keep].to(self.device)
+
     def _samples(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         """The training samples with ids ``ids`` (a 1-D integer tensor on the device)."""
         rows = ids if self._rows is None else self._rows.index_select(0, ids)

@@ -180,12 +180,7 @@ class _ClientSide(Simulation):
         self.client_indices = [np.array(i) for i in self.client_indices]  # Ray hands over read-only arrays
 
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        ids = np.unique(np.asarray(data.clients[self.client]))
-        rows = torch.full((data.x_train.shape[0],), -1, dtype=torch.long)
-        rows[torch.as_tensor(ids)] = torch.arange(len(ids))
-        self._rows = rows.to(self.device)
-        keep = torch.as_tensor(ids)
-        return data.x_train[keep].to(self.device, dtype), data.y_train[keep].to(self.device)
+        return self._keep_clients_samples(data, [self.client], dtype)
 
 
 def _node_client(context: Context, setup: FlowerSetup) -> int:
