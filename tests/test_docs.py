@@ -608,3 +608,40 @@ def test_reproduction_pages_fill_themselves_from_figures(tmp_path: Path, monkeyp
     assert "![fig](fedtan-fig4.png)" in report and "[web](https://x.org)" in report
     assert "../runs/x.md" not in report and "the runs" in report
     assert (out / "figures" / "fedtan-fig4.png").read_bytes() == png
+
+
+def test_reproduction_notebooks_run_in_shared_kernels_and_a_failing_cell_names_its_notebook(
+        tmp_path: Path, monkeypatch) -> None:
+    """The generated reproduction notebooks run one after another in long-lived kernels and are
+    written as executed ``.ipynb`` that myst-nb renders as they are; ``cache`` keeps an unchanged
+    one; a cell error stops the build naming the notebook."""
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        import bnfl_docs
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    monkeypatch.setattr(bnfl_docs, "ROOT", tmp_path)
+    monkeypatch.setattr(bnfl_docs, "notebook_inputs_stamp", lambda: "inputs")
+    header = "# %% [markdown]\n# A\n\n# %%\n"
+    books = {name: tmp_path / f"{name}.py" for name in ("one", "two", "bad")}
+    books["one"].write_text(header + "import os\nx = 6 * 7\nx\n")
+    books["two"].write_text(header + "print('pid', os.getpid() if 'os' in dir() else None)\n")
+    books["bad"].write_text(header + "raise ValueError('broken on purpose')\n")
+    jobs = [(books[n], tmp_path / "out" / f"{n}.ipynb") for n in ("one", "two")]
+    written: set[Path] = set()
+    bnfl_docs.execute_in_shared_kernels(jobs, written, kernels=1)
+    one, two = (json.loads(dst.read_text()) for _, dst in jobs)
+    assert one["metadata"]["mystnb"] == {"execution_mode": "off"}
+    assert "".join(one["cells"][1]["outputs"][0]["data"]["text/plain"]) == "42"
+    # the same kernel ran both: `os`, imported by the first, is defined in the second
+    printed = "".join(two["cells"][1]["outputs"][0]["text"])
+    assert printed.startswith("pid ") and "None" not in printed
+    assert {dst.resolve() for _, dst in jobs} == written
+    stamp = jobs[0][1].stat().st_mtime_ns
+    bnfl_docs.execute_in_shared_kernels(jobs[:1], set(), reuse=True)
+    assert jobs[0][1].stat().st_mtime_ns == stamp  # unchanged notebook and inputs: kept
+    from sphinx.errors import ExtensionError
+
+    with pytest.raises(ExtensionError, match=r"notebook bad\.py failed(.|\n)*broken on purpose"):
+        bnfl_docs.execute_in_shared_kernels([(books["bad"], tmp_path / "out" / "bad.ipynb")], set(), kernels=2)
+    assert not (tmp_path / "out" / "bad.ipynb").exists()

@@ -3,7 +3,8 @@
 * ``notebooks/<paper>/<id>.py`` must be exactly what ``scripts/make_notebooks.py`` writes from the
   registry (``--check``), so their prose cannot drift from the entries.
 * Every notebook under ``notebooks/`` is executed once per test session, by the docs build of
-  ``tests/test_docs.py`` (myst-nb, ``nb_execution_raise_on_error``: a cell error fails the build);
+  ``tests/test_docs.py`` (the reproduction notebooks in the docs extension's shared kernels, the
+  theory walkthroughs by myst-nb; either way a cell error fails the build);
   the tests here read the executed pages instead of running the notebooks a second time. The
   reproduction notebooks load the committed quick results (seconds each); smoke runs of every
   entry are the job of the experiments tests.

@@ -9,7 +9,9 @@ At ``builder-inited`` it (re)generates, under ``docs/_generated/`` (git-ignored)
 * ``proofs/``: the source of every test the ledger names (one page per test file);
 * ``reproductions/``: one page per paper from ``figures/*.png`` + ``*.json`` provenance
   (and ``figures/REPORT.md``), with the catalog ids that have no figure yet;
-* ``notebooks/``: copies of the jupytext notebooks under ``notebooks/`` for myst-nb.
+* ``notebooks/``: the jupytext notebooks under ``notebooks/`` for myst-nb; the generated
+  reproduction notebooks are executed here, in shared kernels, and written as ``.ipynb`` with
+  their outputs (see :func:`generate_notebooks`).
 
 It also adds the ``ledger`` directive, used on the theory pages under a displayed equation::
 
@@ -813,16 +815,34 @@ def generate_reproductions(written: set[Path]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def generate_notebooks(written: set[Path]) -> None:
+def generate_notebooks(written: set[Path], mode: str = "off", kernels: int = 1) -> None:
+    """Copy the notebooks for myst-nb; execute the generated reproduction notebooks here.
+
+    The hand-written notebooks (``notebooks/theory/``) are copied as ``.py`` and myst-nb executes
+    each in its own kernel. The reproduction notebooks that ``scripts/make_notebooks.py`` writes
+    (:data:`bnfl.experiments.notebook.GENERATED_MARK`) all make the same few calls on committed
+    results, so they run one after another in ``kernels`` long-lived kernels
+    (:func:`execute_in_shared_kernels`): a fresh kernel per notebook spent 4 of its 5 seconds
+    starting Python and importing torch. They are written as executed ``.ipynb`` files that tell
+    myst-nb not to execute them again. ``mode`` is ``nb_execution_mode``: ``off`` copies them
+    unexecuted, ``cache`` keeps an executed copy whose notebook and inputs did not change.
+    """
+    from bnfl.experiments.notebook import GENERATED_MARK
+
     src = ROOT / "notebooks"
     out = GEN / "notebooks"
     books = sorted(p for p in src.rglob("*.py") if ".ipynb_checkpoints" not in p.parts) if src.is_dir() else []
     books = [p for p in books if p.read_text(encoding="utf-8").lstrip().startswith(("# ---", "# %%"))]
     entries = []
+    shared: list[tuple[Path, Path]] = []
     for nb in books:
         rel = nb.relative_to(src)
-        copy_if_changed(nb, out / rel, written)
+        if mode != "off" and GENERATED_MARK in nb.read_text(encoding="utf-8"):
+            shared.append((nb, out / rel.with_suffix(".ipynb")))
+        else:
+            copy_if_changed(nb, out / rel, written)
         entries.append(rel.with_suffix("").as_posix())
+    execute_in_shared_kernels(shared, written, reuse=mode == "cache", kernels=kernels)
     index = [
         "# Notebooks",
         "",
@@ -839,6 +859,79 @@ def generate_notebooks(written: set[Path]) -> None:
         index += ["*No notebook has been written yet.*", ""]
     index += ["```{toctree}", ":maxdepth: 1", ""] + entries + ["```", ""]
     write_if_changed(out / "index.md", "\n".join(index), written)
+
+
+def execute_in_shared_kernels(jobs: list[tuple[Path, Path]], written: set[Path], *, reuse: bool = False,
+                              kernels: int = 1) -> None:
+    """Execute each ``(notebook.py, out.ipynb)`` in one of ``kernels`` kernels kept running
+    across notebooks, and write the executed notebook (with ``mystnb.execution_mode: off``).
+
+    A cell error stops the build with the notebook and the cell's traceback (as myst-nb's
+    ``nb_execution_raise_on_error``). The kernels run in a temporary working directory, one
+    thread each (``conf.py`` sets the environment they inherit), and are shut down at the end.
+    With ``reuse``, an existing output whose stamp (the notebook's text and
+    :func:`notebook_inputs_stamp`) matches is kept.
+    """
+    import asyncio
+    import tempfile
+    import time
+
+    import jupytext
+    import nbformat
+
+    inputs = notebook_inputs_stamp() if jobs else ""
+    todo: list[tuple[Path, Path, str]] = []
+    for src, dst in jobs:
+        written.add(dst.resolve())
+        stamp = hashlib.sha256((src.read_text(encoding="utf-8") + inputs).encode()).hexdigest()[:16]
+        if reuse and dst.is_file():
+            try:
+                if json.loads(dst.read_text(encoding="utf-8"))["metadata"].get("bnfl_stamp") == stamp:
+                    continue
+            except (ValueError, KeyError):
+                pass
+        todo.append((src, dst, stamp))
+    if not todo:
+        return
+
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    from sphinx.errors import ExtensionError
+
+    async def worker(queue: asyncio.Queue, cwd: str) -> None:
+        km = AsyncKernelManager(kernel_name="python3")
+        await km.start_kernel(cwd=cwd, extra_arguments=["--HistoryManager.hist_file=:memory:"])
+        try:
+            while not queue.empty():
+                src, dst, stamp = queue.get_nowait()
+                nb = jupytext.read(src, fmt="py:percent")
+                client = NotebookClient(nb, km=km, timeout=300, record_timing=False, allow_errors=False)
+                try:
+                    await client.async_execute()
+                except CellExecutionError as err:
+                    raise ExtensionError(f"notebook {src.relative_to(ROOT)} failed:\n{err}") from None
+                finally:
+                    if client.kc is not None:
+                        client.kc.stop_channels()
+                nb.metadata["mystnb"] = {"execution_mode": "off"}  # executed here; render as is
+                nb.metadata["bnfl_stamp"] = stamp
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                nbformat.write(nb, dst)
+        finally:
+            await km.shutdown_kernel(now=True)
+
+    async def run_all(cwd: str) -> None:
+        queue: asyncio.Queue = asyncio.Queue()
+        for job in todo:
+            queue.put_nowait(job)
+        await asyncio.gather(*(worker(queue, cwd) for _ in range(max(1, min(kernels, len(todo))))))
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bnfl-notebooks-") as cwd:
+        asyncio.run(run_all(cwd))
+    logger.info(f"bnfl_docs: executed {len(todo)} reproduction notebooks in {max(1, min(kernels, len(todo)))} "
+                f"shared kernel(s) in {time.perf_counter() - start:.1f} s")
 
 
 # --------------------------------------------------------------------------------------------
@@ -905,7 +998,7 @@ def generate(app: Sphinx) -> None:
     generate_api(written)
     generate_ledger(app, written)
     generate_reproductions(written)
-    generate_notebooks(written)
+    generate_notebooks(written, mode=app.config.nb_execution_mode, kernels=max(1, app.parallel))
     remove_stale(GEN, written)
     refresh_notebook_cache(app)
 
