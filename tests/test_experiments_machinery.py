@@ -266,6 +266,32 @@ def test_batched_training_runs_are_cached_apart_and_named_in_the_command(tmp_pat
         E.run("fedtan-fig9", profile="smoke", batched="yes")
 
 
+def test_seeds_train_together_under_the_batched_engine_and_are_cached_by_their_group(monkeypatch):
+    """``train_seeds`` with ``batched="auto"`` and several seeds: one lock-step run of all seeds
+    (their clients in one batched computation), each seed cached under its group; the numbers
+    are each seed's own batched run's up to rounding (within one test sample here)."""
+    from bnfl.experiments import training
+    from bnfl.fl import lockstep
+
+    calls = []
+    real = lockstep.run_lockstep
+    monkeypatch.setattr(lockstep, "run_lockstep", lambda sims, **kw: calls.append(len(sims)) or real(sims, **kw))
+    spec = {"method": "fedbn", "data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"},
+            "partition": {"kind": "dirichlet", "phi": 0.1, "num_clients": 4}, "rounds": 2,
+            "train": {"local_unit": "epochs", "local_steps": 1, "eval_every": 2}}
+    cache = RunCache(None)
+    ctx = core.Context(profile="smoke", cache=cache, batched="auto", seeds=[0, 1, 2])
+    runs = training.train_seeds(ctx, spec)
+    assert calls == [3] and len(cache) == 3 and all(r["batched"]["used"] for r in runs)
+    again = training.train_seeds(ctx, spec)
+    assert again == runs and calls == [3]  # cached: nothing trained again
+    alone = training.train_seeds(core.Context(profile="smoke", cache=cache, batched="auto", seeds=[1]), spec)
+    assert calls == [3] and len(cache) == 4  # one seed: its own batched run, another key
+    assert alone[0]["test_acc"][-1] == pytest.approx(runs[1]["test_acc"][-1], abs=100 / runs[1]["n_test"])
+    training.train_seeds(core.Context(profile="smoke", cache=cache, seeds=[0, 1, 2]), spec)
+    assert calls == [3] and len(cache) == 7  # batched off: the seeds one by one, sequential keys
+
+
 # -- runner: results, resumability, report -----------------------------------------------------
 
 

@@ -121,21 +121,41 @@ def _round(xs: Sequence[Any], nd: int = 5) -> list[Any]:
     return [None if x is None else round(float(x), nd) for x in xs]
 
 
-def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool,
-         batched: str = "off") -> dict[str, Any]:
+def _build(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool,
+           batched: str = "off") -> tuple[Any, Any]:
+    """The :class:`bnfl.fl.Simulation` of ``spec`` and its data split."""
     from bnfl import fl
-    from bnfl.fl.engine import accuracy
 
-    start = time.perf_counter()
     split = load_data(spec["data"], data_root=data_root)
     cfg = fl.RunConfig.from_dict({**spec, "device": device,
                                   "train": {**spec["train"], "progress": progress, "batched": batched}})
-    sim = fl.build(cfg, data_root=data_root, split=split)
-    diverged = False
+    return fl.build(cfg, data_root=data_root, split=split), split
+
+
+def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool,
+         batched: str = "off") -> dict[str, Any]:
+    from bnfl import fl
+
+    start = time.perf_counter()
+    sim, split = _build(spec, device=device, data_root=data_root, progress=progress, batched=batched)
     try:
-        history = sim.run()
+        outcome = sim.run()
     except fl.DivergenceError as err:
-        history, diverged = err.history, True
+        outcome = err
+    return _summary(spec, sim, split, outcome, batched=batched, seconds=time.perf_counter() - start)
+
+
+def _summary(spec: dict[str, Any], sim: Any, split: Any, outcome: Any, *, batched: str,
+             seconds: float) -> dict[str, Any]:
+    """The compact record of a finished run (``outcome``: its History, or the DivergenceError
+    it stopped with; any other exception is raised)."""
+    from bnfl import fl
+    from bnfl.fl.engine import accuracy
+
+    if isinstance(outcome, BaseException) and not isinstance(outcome, fl.DivergenceError):
+        raise outcome
+    diverged = isinstance(outcome, fl.DivergenceError)
+    history = outcome.history if diverged else outcome
     rows = history.rows
     evaluated = [r for r in rows if "test_acc" in r]
     out: dict[str, Any] = {
@@ -148,7 +168,7 @@ def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: 
         "bytes_total": [int(r["bytes_total"]) for r in evaluated],
         "train_loss": _round([r["train_loss"] for r in rows]),
         "n_test": int(sim.y_test.shape[0]),  # one test sample = 100 / n_test accuracy points
-        "seconds": round(time.perf_counter() - start, 2),
+        "seconds": round(seconds, 2),
     }
     if batched != "off":  # (summaries of sequential runs stay as they were)
         out["batched"] = history.meta["batched"]
@@ -176,18 +196,33 @@ def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: 
     return out
 
 
-def train(ctx: Context, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Run (or fetch from ``ctx.cache``) one training run; see the module docstring for ``spec``."""
+def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None) -> dict[str, Any]:
+    """The cache key of the canonical ``spec`` run under ``ctx`` (``group``: the seeds it trained
+    beside, :func:`train_seeds`)."""
     from bnfl.data import DATASETS
 
-    spec = canonical(spec)
     key = {"spec": spec, "device": ctx.device}
     if DATASETS[spec["data"]["name"]].local:
         key["data_root"] = ctx.data_root
     if ctx.batched != "off":  # rounding differs from the sequential engine: another cached run
         key["batched"] = ctx.batched
+    if group is not None:  # and from one seed's own batched run (the padding depends on the group)
+        key["seed_group"] = [int(s) for s in group]
+    return key
+
+
+def train(ctx: Context, spec: Mapping[str, Any], *, ready: Mapping[str, dict[str, Any]] | None = None,
+          group: Sequence[int] | None = None) -> dict[str, Any]:
+    """Run (or fetch from ``ctx.cache``) one training run; see the module docstring for ``spec``.
+    ``ready``: summaries already computed by :func:`train_seeds` for the seeds ``group``, by
+    cache key."""
+    spec = canonical(spec)
+    key = _key(ctx, spec, group)
 
     def compute() -> dict[str, Any]:
+        done = (ready or {}).get(config_hash(key))
+        if done is not None:
+            return done
         return _run(spec, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress, batched=ctx.batched)
 
     out = compute() if ctx.cache is None else ctx.cache.get_or_compute(key, compute)
@@ -195,17 +230,55 @@ def train(ctx: Context, spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _seed_spec(spec: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    one = dict(spec)
+    one["seed"] = int(seed)
+    part = dict(one["partition"])
+    part.setdefault("seed", int(seed))
+    one["partition"] = part
+    return one
+
+
+def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """The summaries of ``specs`` (canonical, one per seed of ``group``), trained together unless
+    ``ctx.cache`` holds all of them: :func:`bnfl.fl.lockstep.run_lockstep` trains every seed's
+    clients in one batched computation per round. A seed's run then equals its own batched run
+    up to rounding (float64: 1e-12, ``tests/test_fl_lockstep.py``), not bitwise (the clients are
+    padded to the largest batch of the group), so it is cached under its group
+    (:func:`_key`), and the same seeds always train in the same group. Runs the batched engine
+    cannot take (:func:`bnfl.fl.batched.batched_obstacle`) run one by one."""
+    from bnfl import fl
+    from bnfl.fl.lockstep import run_lockstep
+
+    if ctx.cache is not None and all(ctx.cache.get(_key(ctx, s, group)) is not None for s in specs):
+        return {}
+    start = time.perf_counter()
+    built = [(s, *_build(s, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress,
+                         batched=ctx.batched)) for s in specs]
+    together = [sim for _, sim, _ in built if sim._batched is not None]
+    outcomes = dict(zip(map(id, together), run_lockstep(together), strict=True)) if len(together) > 1 else {}
+    for _, sim, _ in built:
+        if id(sim) not in outcomes:
+            try:
+                outcomes[id(sim)] = sim.run()
+            except fl.DivergenceError as err:
+                outcomes[id(sim)] = err
+    seconds = (time.perf_counter() - start) / len(built)  # each run's share of the joint time
+    return {config_hash(_key(ctx, s, group)): _summary(s, sim, split, outcomes[id(sim)], batched=ctx.batched,
+                                                       seconds=seconds)
+            for s, sim, split in built}
+
+
 def train_seeds(ctx: Context, spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """:func:`train` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition)."""
-    runs = []
-    for s in ctx.seeds:
-        one = dict(spec)
-        one["seed"] = int(s)
-        part = dict(one["partition"])
-        part.setdefault("seed", int(s))
-        one["partition"] = part
-        runs.append(train(ctx, one))
-    return runs
+    """:func:`train` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition).
+    With the batched engine (``ctx.batched`` ``"auto"``/``"on"``) and several seeds, the seeds
+    train together, their clients in one batched computation per round (:func:`_lockstep`)."""
+    specs = [canonical(_seed_spec(spec, s)) for s in ctx.seeds]
+    if ctx.batched == "off" or len(specs) < 2:
+        return [train(ctx, one) for one in specs]
+    group = [int(s) for s in ctx.seeds]
+    ready = _lockstep(ctx, specs, group)
+    return [train(ctx, one, ready=ready, group=group) for one in specs]
 
 
 def final(run: Mapping[str, Any], key: str = "test_acc") -> float:

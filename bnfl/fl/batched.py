@@ -73,7 +73,8 @@ from bnfl.stats import Moments
 if TYPE_CHECKING:
     from bnfl.fl.engine import Simulation
 
-__all__ = ["BATCHED_MODES", "BatchedClients", "DeferredCoupledStep", "StackedSGD", "batched_obstacle", "select_batched"]
+__all__ = ["BATCHED_MODES", "BatchedClients", "ClientWork", "DeferredCoupledStep", "StackedSGD", "batched_obstacle",
+           "run_together", "select_batched"]
 
 #: ``TrainConfig.batched``: never, where possible, or always (an error naming the obstacle).
 BATCHED_MODES = ("off", "auto", "on")
@@ -143,15 +144,16 @@ class _HookScope:
     instance attributes (FedProx's ``_anchor``): attributes a client's hook call rebinds are
     saved for that client and restored before its next call, as if the clients ran one by one."""
 
-    def __init__(self, alg: Algorithm, k: int) -> None:
-        self.alg = alg
-        self.saved: list[dict[str, Any]] = [{} for _ in range(k)]
+    def __init__(self, algs: Sequence[Algorithm]) -> None:
+        self.algs = list(algs)  # row j's algorithm (several simulations' clients train together)
+        self.saved: list[dict[str, Any]] = [{} for _ in self.algs]
 
     def call(self, j: int, hook: str, *args: Any) -> Any:
-        d = vars(self.alg)
+        alg = self.algs[j]
+        d = vars(alg)
         d.update(self.saved[j])
         before = dict(d)
-        out = getattr(self.alg, hook)(*args)
+        out = getattr(alg, hook)(*args)
         self.saved[j].update({n: v for n, v in d.items() if before.get(n, _MISSING) is not v})
         return out
 
@@ -259,6 +261,32 @@ class DeferredCoupledStep:
     weights: tuple[float, ...]
 
 
+@dataclass(frozen=True, eq=False)  # identity: a row is a key of the results
+class _Row:
+    """One client of a batched computation: its simulation, id, what it received this round, its
+    position among that simulation's participants, and its number of local steps."""
+
+    sim: Simulation
+    client: int
+    received: dict[str, Tensor]
+    index: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class ClientWork:
+    """One simulation's request for its participants' local training in round ``r`` (the
+    arguments of :meth:`BatchedClients.run`); :func:`run_together` trains several at once."""
+
+    batched: BatchedClients
+    r: int
+    clients: tuple[int, ...]
+    received: tuple[dict[str, Tensor], ...]
+    lr: float
+    frozen: bool
+    first: CoupledStep | DeferredCoupledStep | None
+
+
 class BatchedClients:
     """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`select_batched`)."""
 
@@ -284,42 +312,47 @@ class BatchedClients:
         """The uploads and mean losses of ``clients`` (this process's participants, in order) after
         their local steps of round ``r``; the batched counterpart of one
         :meth:`~bnfl.fl.Simulation.client_round` per client (same state updates)."""
-        sim = self.sim
         if not clients:  # a torch.distributed rank without participants this round
             return [], []
+        rows = self._rows(r, clients, received)
+        ups, ls, failed = self._group(r, sorted(rows, key=lambda row: -row.steps), lr=lr, frozen=frozen, first=first)
+        if failed:
+            raise failed[self.sim]
+        return _in_round_order(rows, ups, ls)
+
+    def _rows(self, r: int, clients: Sequence[int], received: Sequence[dict[str, Tensor]]) -> list[_Row]:
+        sim = self.sim
         steps = [sim._steps_this_round(c) for c in clients]
         if min(steps, default=1) < 1:
             raise ValueError(f"round {r}: a client has no local step ({steps})")
-        # one computation: the clients in order of decreasing step count (stable), so those still
-        # training at step t are the first ones (BatchedNet.first_clients; local epochs over
-        # uneven data give uneven counts)
-        order = sorted(range(len(clients)), key=lambda j: -steps[j])
-        ups, ls = self._group(r, [clients[j] for j in order], [received[j] for j in order], order,
-                              [steps[j] for j in order], lr=lr, frozen=frozen, first=first)
-        uploads: list[dict[str, Tensor]] = [{} for _ in clients]
-        losses = [0.0] * len(clients)
-        for j, up, loss in zip(order, ups, ls, strict=True):
-            uploads[j], losses[j] = up, loss
-        return uploads, losses
+        # received[j] is what the j-th of ``clients`` got (a torch.distributed rank passes the
+        # round's broadcast, one copy per participant, and trains the first len(clients) of them)
+        return [_Row(sim, int(c), received[j], j, s) for j, (c, s) in enumerate(zip(clients, steps, strict=True))]
 
-    def _group(self, r: int, clients: list[int], received: list[dict[str, Tensor]], index: list[int],
-               steps: list[int], *, lr: float, frozen: bool,
-               first: CoupledStep | None) -> tuple[list[dict[str, Tensor]], list[float]]:
-        """``clients`` (positions ``index`` among the round's participants) train ``steps[j]``
-        local steps each, ``steps`` non-increasing: at step ``t`` the first ``a_t`` clients
-        (``steps[j] >= t``) run, the others keep their state."""
-        sim, alg = self.sim, self.sim.algorithm
-        k = len(clients)
+    def _group(self, r: int, rows: list[_Row], *, lr: float, frozen: bool,
+               first: CoupledStep | DeferredCoupledStep | None,
+               ) -> tuple[dict[_Row, dict[str, Tensor]], dict[_Row, float], dict[Simulation, Exception]]:
+        """The clients ``rows`` (of one or several simulations with the same architecture,
+        algorithm and optimiser settings) train ``row.steps`` local steps each, as one
+        computation. ``rows`` come in order of non-increasing steps (stable), so at step ``t`` the
+        first ``a_t`` clients (``steps >= t``) run and the others keep their state
+        (:meth:`BatchedNet.first_clients`; local epochs over uneven data give uneven counts).
+        Returns each row's upload and mean loss, and the error of each simulation one of whose
+        clients diverged (nothing of that simulation's clients is kept then)."""
+        sim = self.sim
+        k = len(rows)
+        steps = [row.steps for row in rows]
         states = []
-        for c, got in zip(clients, received, strict=True):
-            st = sim.client_state(c)
-            st.update({key: v for key, v in got.items() if key in st})
+        for row in rows:
+            st = row.sim.client_state(row.client)
+            st.update({key: v for key, v in row.received.items() if key in st})
             states.append(st)
-        if sim.momentum_mode == "global" and received[0]:
-            got = {key[len("momentum."):]: v for key, v in received[0].items() if key.startswith("momentum.")}
-            if got:
-                sim.global_momentum = got
-        contexts = [sim.client_context(c, got) for c, got in zip(clients, received, strict=True)]
+        for owner, got in {row.sim: row.received for row in reversed(rows)}.items():  # each one's payload
+            if owner.momentum_mode == "global" and got:
+                mom = {key[len("momentum."):]: v for key, v in got.items() if key.startswith("momentum.")}
+                if mom:
+                    owner.global_momentum = mom
+        contexts = [row.sim.client_context(row.client, row.received) for row in rows]
         net = self._nets.get(k)
         if net is None:
             net = self._nets[k] = BatchedNet(sim.model, states)
@@ -330,12 +363,12 @@ class BatchedClients:
         views = [net.client_view(j) for j in range(k)] if need_views else []
         for v in views:
             (freeze_bn_stats if frozen else unfreeze_bn_stats)(v)
-        scope = _HookScope(alg, k)
+        scope = _HookScope([row.sim.algorithm for row in rows])
         if self.hooks["client_start"]:
             for j in range(k):
                 scope.call(j, "client_start", contexts[j], r, views[j])
         names = list(net.params)
-        opt = self._optimizer(net, clients, lr)
+        opt = self._optimizer(net, rows, lr)
         client_opts = [_ClientOptimizer(opt, v, j) for j, v in enumerate(views)]
         sizes = [ctx.batch_size for ctx in contexts]
         n = max(sizes)
@@ -344,11 +377,14 @@ class BatchedClients:
         deferred = first if isinstance(first, DeferredCoupledStep) else None
         if deferred is not None:
             first = None  # the CoupledStep of step 1, once it has run
+        if (first is not None or deferred is not None) and any(row.sim is not sim for row in rows):
+            raise ValueError("a coupled first step couples one simulation's clients; train them apart")
+        index = [row.index for row in rows]
         for t in range(1, steps[0] + 1):
             a = sum(1 for s in steps if s >= t)  # clients still training: the first a
             opt.zero_grad()
             if t == 1 and deferred is not None:
-                loss, first = self._coupled_step(net, clients, k, n, sizes, deferred, index)
+                loss, first = self._coupled_step(net, rows, k, n, sizes, deferred, index)
             elif t == 1 and first is not None:
                 loss = torch.stack([first.losses[i].detach() for i in index])  # (K,)
                 for name in names:
@@ -356,7 +392,7 @@ class BatchedClients:
                         net.params[name].grad = torch.stack([first.grads[i][name] for i in index])  # (K, *shape)
                 _ema_global_stats(net, first, sim._union_count)
             else:
-                x, y = self._next_batches(clients[:a], n)  # (a*n, ...)
+                x, y = self._next_batches(rows[:a], n)  # (a*n, ...)
                 with net.first_clients(a):
                     loss = self._losses(net(x), y, a, n, net.mask, sizes[:a])  # (a,)
                 loss.sum().backward()
@@ -372,13 +408,13 @@ class BatchedClients:
             loss = loss.detach()
             step_losses.append(loss if a == k else torch.cat([loss, loss.new_zeros(k - a)]))  # finished: 0
         per_step = torch.stack(step_losses)  # (steps, K)
-        self._check(per_step, clients, index, r)
+        failed = self._check(per_step, rows, r)
         totals = per_step.tolist()  # summed in Python in step order, as client_round does
-        means = [sum(row[j] for row in totals[:steps[j]]) / steps[j] for j in range(k)]
-        return self._finish(net, opt, clients, contexts, views, scope, steps, lr), means
+        means = {row: sum(t[j] for t in totals[:row.steps]) / row.steps for j, row in enumerate(rows)}
+        return self._finish(net, opt, rows, contexts, views, scope, lr, failed), means, failed
 
     # -- pieces ---------------------------------------------------------------------------------
-    def _coupled_step(self, net: BatchedNet, clients: list[int], k: int, n: int, sizes: list[int],
+    def _coupled_step(self, net: BatchedNet, rows: list[_Row], k: int, n: int, sizes: list[int],
                       deferred: DeferredCoupledStep, index: list[int]) -> tuple[Tensor, CoupledStep]:
         r"""FedTAN's first local step (Algorithms 1-3) on the stacked clients: the forward with
         coupled BN (eqs. 39-40 through the channel's all-reduce), the backward of
@@ -389,7 +425,7 @@ class BatchedClients:
         step 1 compute, with the same channel accounting; returns the losses (K,) and the step."""
         sim = self.sim
         ch = sim.channel
-        x, y = self._next_batches(clients, n)  # (K*n, ...)
+        x, y = self._next_batches(rows, n)  # (K*n, ...)
         p = torch.tensor([deferred.weights[i] for i in index], dtype=x.dtype, device=x.device)  # (K,)
 
         def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
@@ -421,14 +457,19 @@ class BatchedClients:
         _ema_global_stats(net, step, sim._union_count)
         return loss, step
 
-    def _next_batches(self, clients: list[int], n: int) -> tuple[Tensor, Tensor]:
-        """Each client's next mini-batch (its own stream), concatenated: ``(len(clients)*n, ...)``;
-        a smaller batch is padded to ``n`` rows with copies of its first sample (masked out)."""
-        ids = [self.sim.next_batch_ids(c) for c in clients]
+    def _next_batches(self, rows: Sequence[_Row], n: int) -> tuple[Tensor, Tensor]:
+        """Each client's next mini-batch (its own stream), concatenated: ``(len(rows)*n, ...)``;
+        a smaller batch is padded to ``n`` rows with copies of its first sample (masked out).
+        Clients of simulations that share their training samples are gathered at once."""
+        ids = [row.sim.next_batch_ids(row.client) for row in rows]
         ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
-        return self.sim._samples(torch.cat(ids))
+        owners = [row.sim for row in rows]
+        if all(o is owners[0] or _same_samples(o, owners[0]) for o in owners):
+            return owners[0]._samples(torch.cat(ids))
+        parts = [o._samples(i) for o, i in zip(owners, ids, strict=True)]
+        return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
 
-    def _optimizer(self, net: BatchedNet, clients: list[int], lr: float) -> StackedSGD:
+    def _optimizer(self, net: BatchedNet, rows: Sequence[_Row], lr: float) -> StackedSGD:
         """One SGD over the stacked parameters; momentum buffers stacked from the clients' own
         (``momentum_mode="local"``) or the broadcast global ones, zero rows for clients without."""
         sim, cfg = self.sim, self.sim.config
@@ -437,7 +478,8 @@ class BatchedClients:
         mode = sim.momentum_mode
         if cfg.momentum <= 0 or mode == "reset":
             return opt
-        bufs = [sim.client_momentum.get(c) if mode == "local" else sim.global_momentum for c in clients]
+        bufs = [row.sim.client_momentum.get(row.client) if mode == "local" else row.sim.global_momentum
+                for row in rows]
         if not any(bufs):
             return opt
         with torch.no_grad():
@@ -459,43 +501,124 @@ class BatchedClients:
         outs, ys = out.reshape(k, n, *out.shape[1:]), y.reshape(k, n, *y.shape[1:])  # (K*n, ...) -> (K, n, ...)
         return torch.stack([sim.loss_fn(outs[j, :sizes[j]], ys[j, :sizes[j]]).reshape(()) for j in range(k)])
 
-    def _check(self, losses: Tensor, clients: list[int], index: list[int], r: int) -> None:
-        """``losses`` of shape (steps, K): the first client (in round order, ``index``) with a
-        non-finite loss diverged, as the sequential engine reports it (no client's state has been
-        kept yet)."""
-        if not bool(torch.isfinite(losses).all()):
-            bad = ~torch.isfinite(losses)  # (steps, K)
-            j = min((int(q) for q in bad.any(0).nonzero()[:, 0]), key=lambda q: index[q])
+    @staticmethod
+    def _check(losses: Tensor, rows: Sequence[_Row], r: int) -> dict[Simulation, Exception]:
+        """``losses`` of shape (steps, K): in each simulation, the first client (in its round
+        order, ``row.index``) with a non-finite loss diverged, as the sequential engine reports it
+        (no client's state has been kept yet); returns each such simulation's error."""
+        failed: dict[Simulation, Exception] = {}
+        if bool(torch.isfinite(losses).all()):
+            return failed
+        bad = ~torch.isfinite(losses)  # (steps, K)
+        for j in sorted((int(q) for q in bad.any(0).nonzero()[:, 0]), key=lambda q: rows[q].index):
+            row = rows[j]
+            if row.sim in failed:
+                continue
             t = int(bad[:, j].nonzero()[0, 0])
-            self.sim._check_loss(losses[t, j], clients[j], r)
+            try:
+                row.sim._check_loss(losses[t, j], row.client, r)
+            except Exception as err:  # DivergenceError, with the history so far
+                failed[row.sim] = err
+        return failed
 
-    def _finish(self, net: BatchedNet, opt: StackedSGD, clients: list[int], contexts: list, views: list,
-                scope: _HookScope, steps: list[int], lr: float) -> list[dict[str, Tensor]]:
-        """Keep each client's local state and momentum, return its upload (client_round's end)."""
-        sim, alg, cfg = self.sim, self.sim.algorithm, self.sim.config
+    def _finish(self, net: BatchedNet, opt: StackedSGD, rows: Sequence[_Row], contexts: list, views: list,
+                scope: _HookScope, lr: float, failed: Mapping[Simulation, Exception],
+                ) -> dict[_Row, dict[str, Tensor]]:
+        """Keep each client's local state and momentum, return its upload (client_round's end);
+        the clients of a simulation in ``failed`` keep nothing."""
+        cfg = self.sim.config
         # every client's row of every tensor: (K, *shape) -> K views (*shape). The stacked tensors
         # are this round's own (the next round stacks new ones), so uploads may be views; what a
         # client keeps is cloned row by row (a kept view would hold all K rows' memory)
-        rows = {name: t.detach().unbind(0) for name, t in (*net.params.items(), *net.buffers.items())}
-        keep_momentum = cfg.momentum > 0 and sim.momentum_mode in ("local", "global")
+        tensors = {name: t.detach().unbind(0) for name, t in (*net.params.items(), *net.buffers.items())}
+        keep_momentum = cfg.momentum > 0 and self.sim.momentum_mode in ("local", "global")
         mom = {}
         if keep_momentum:
             for name, p in net.params.items():
                 buf = opt.state.get(p, {}).get("momentum_buffer")
                 mom[name] = (buf if buf is not None else torch.zeros_like(p.detach())).unbind(0)
-        uploads = []
-        for j, c in enumerate(clients):
+        uploads = {}
+        for j, row in enumerate(rows):
+            sim, c, alg = row.sim, row.client, row.sim.algorithm
+            if sim in failed:
+                continue
             if sim.local_keys:
-                sim.client_local[c] = {key: rows[key][j].clone() for key in sim.local_keys}
-            up = {key: rows[key][j] for key in sim.upload_keys} if alg.communicates else {}
+                sim.client_local[c] = {key: tensors[key][j].clone() for key in sim.local_keys}
+            up = {key: tensors[key][j] for key in sim.upload_keys} if alg.communicates else {}
             if self.hooks["extra_upload"]:
-                up.update(scope.call(j, "extra_upload", contexts[j], views[j], steps[j], lr))
+                up.update(scope.call(j, "extra_upload", contexts[j], views[j], row.steps, lr))
             if keep_momentum:
                 if sim.momentum_mode == "local":
                     sim.client_momentum[c] = {name: b[j].clone() for name, b in mom.items()}
                 else:
                     up.update({f"momentum.{name}": b[j] for name, b in mom.items()})
             if alg.centralized:
-                sim.global_state = {key: rows[key][j].clone() for key in sim.global_state}
-            uploads.append(up)
+                sim.global_state = {key: tensors[key][j].clone() for key in sim.global_state}
+            uploads[row] = up
         return uploads
+
+
+def _in_round_order(rows: Sequence[_Row], uploads: Mapping[_Row, dict[str, Tensor]],
+                    losses: Mapping[_Row, float]) -> tuple[list[dict[str, Tensor]], list[float]]:
+    """One simulation's uploads and losses in the order of its participants."""
+    ordered = sorted(rows, key=lambda row: row.index)
+    return [uploads[row] for row in ordered], [losses[row] for row in ordered]
+
+
+def _same_samples(a: Simulation, b: Simulation) -> bool:
+    """Whether two simulations hold the same training tensors (the same data loaded once: seeds
+    of one configuration differ in their partition, not in their samples)."""
+    return a._rows is None and b._rows is None and a.x_train is b.x_train and a.y_train is b.y_train
+
+
+def _combinable(works: Sequence[ClientWork]) -> str | None:
+    """Why these simulations' clients cannot train as one computation, or ``None``: they need
+    the same architecture (parameter and buffer shapes), algorithm, optimiser settings, learning
+    rate and frozen phase this round, and no coupled first step (it couples one simulation's
+    clients)."""
+    a = works[0].batched.sim
+    shapes = {n: tuple(t.shape) for n, t in a.model.state_dict().items()}
+    for w in works:
+        s = w.batched.sim
+        if w.first is not None:
+            return "a coupled first step couples one simulation's clients"
+        if type(s.algorithm) is not type(a.algorithm):
+            return "different algorithms"
+        if (w.lr, w.frozen) != (works[0].lr, works[0].frozen):
+            return "different learning rates or frozen phases this round"
+        c, d = s.config, a.config
+        if (c.momentum, c.weight_decay, s.momentum_mode, s.loss_fn, s.device, c.dtype) != (
+                d.momentum, d.weight_decay, a.momentum_mode, a.loss_fn, a.device, d.dtype):
+            return "different optimiser settings, loss, device or dtype"
+        if type(s.model) is not type(a.model) or {n: tuple(t.shape) for n, t in s.model.state_dict().items()} != shapes:
+            return "different architectures"
+    return None
+
+
+def run_together(works: Sequence[ClientWork]) -> list[tuple[list[dict[str, Tensor]], list[float]] | Exception]:
+    """The local training of several simulations' participants (e.g. the seeds of one
+    configuration, :func:`bnfl.fl.lockstep.run_lockstep`) as one batched computation: each
+    simulation's clients are rows of one :class:`~bnfl.nn.batched.BatchedNet`, with their own
+    mini-batch streams, states, momentum and algorithm hooks, exactly as
+    :meth:`BatchedClients.run` trains one simulation's. Returns, per work, its uploads and mean
+    losses in the order of its clients, or its error (a diverged client's
+    :class:`~bnfl.fl.DivergenceError`; the other simulations go on). Works that cannot share a
+    computation (:func:`_combinable`) are trained one by one."""
+    out: list[tuple[list[dict[str, Tensor]], list[float]] | Exception] = []
+    if len(works) < 2 or _combinable(works) is not None:
+        for w in works:
+            try:
+                out.append(w.batched.run(w.r, list(w.clients), list(w.received), lr=w.lr, frozen=w.frozen,
+                                         first=w.first))
+            except Exception as err:  # noqa: BLE001 (handed to that simulation's run)
+                out.append(err)
+        return out
+    rows = {id(w): w.batched._rows(w.r, w.clients, w.received) if w.clients else [] for w in works}
+    everyone = [row for w in works for row in rows[id(w)]]
+    lead = works[0].batched
+    ups, ls, failed = lead._group(works[0].r, sorted(everyone, key=lambda row: -row.steps), lr=works[0].lr,
+                                  frozen=works[0].frozen, first=None)
+    for w in works:
+        sim = w.batched.sim
+        out.append(failed[sim] if sim in failed else _in_round_order(rows[id(w)], ups, ls))
+    return out
