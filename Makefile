@@ -30,9 +30,11 @@ $(STAMP): pyproject.toml
 run: venv
 	$(VENV)/bin/bnfl reproduce --profile quick --out figures --jobs $(JOBS)
 
-## The full test suite (what .ci/run calls).
+## The full test suite (what .ci/run calls): one pytest-xdist worker per core, each test file on
+## one worker (the docs tests share one site build; a file's multi-process tests run in turn).
+TEST_JOBS ?= $(JOBS)
 test: venv
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile
 
 lint: venv
 	$(PY) -m ruff check bnfl tests benchmarks

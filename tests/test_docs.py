@@ -645,3 +645,43 @@ def test_reproduction_notebooks_run_in_shared_kernels_and_a_failing_cell_names_i
     with pytest.raises(ExtensionError, match=r"notebook bad\.py failed(.|\n)*broken on purpose"):
         bnfl_docs.execute_in_shared_kernels([(books["bad"], tmp_path / "out" / "bad.ipynb")], set(), kernels=2)
     assert not (tmp_path / "out" / "bad.ipynb").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Every notebook under notebooks/, executed once by this build. tests/test_notebooks.py tests the
+# generator and bnfl.experiments.notebook; the pages are checked here, in the file that builds
+# the site, because `make test` runs each test file on one pytest-xdist worker.
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_percent_notebook(path: Path) -> bool:
+    """A jupytext percent-format notebook: a ``.py`` file with at least one ``# %%`` cell marker."""
+    if ".ipynb_checkpoints" in path.parts:
+        return False
+    return any(line.startswith("# %%") for line in path.read_text(encoding="utf-8").splitlines())
+
+
+NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").rglob("*.py") if _is_percent_notebook(p))
+
+
+def test_notebooks_found():
+    assert NOTEBOOKS, "no jupytext notebooks found under notebooks/"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[str(p.relative_to(ROOT / "notebooks")) for p in NOTEBOOKS])
+def test_notebook_ran_in_the_docs_build_and_shows_its_outputs(path: Path, site: Path):
+    rel = path.relative_to(ROOT / "notebooks").with_suffix(".html")
+    page = site / "_generated" / "notebooks" / rel
+    assert page.is_file(), f"the docs build rendered no page for {path.name}"
+    text = page.read_text(encoding="utf-8")
+    assert "cell_output" in text, f"{rel}: no cell output (was the notebook executed?)"
+    images = re.findall(r'<img[^>]+src="([^"]+)"', text)
+    assert images, f"{rel}: shows no image"
+    for src in images:
+        assert (page.parent / src).resolve().is_file(), f"{rel}: image {src} is not in the site"
+    for bad in ("&lt;Figure size", "TqdmWarning", "Traceback", "| --- |", "|---|"):
+        assert bad not in text, f"{rel}: shows {bad!r}"
+    if path.parent.name != "theory":
+        assert "Loaded the stored quick result" in text, f"{rel}: does not show the committed quick result"
+        assert "smoke" not in text, f"{rel}: shows a smoke-profile result"
+        assert text.count("<table") >= 2 and '<details class="bnfl-provenance">' in text

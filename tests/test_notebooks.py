@@ -5,7 +5,8 @@
 * Every notebook under ``notebooks/`` is executed once per test session, by the docs build of
   ``tests/test_docs.py`` (the reproduction notebooks in the docs extension's shared kernels, the
   theory walkthroughs by myst-nb; either way a cell error fails the build);
-  the tests here read the executed pages instead of running the notebooks a second time. The
+  ``tests/test_docs.py`` reads the executed pages (beside the build, so that ``make test``'s
+  workers, one test file each, build the site once) instead of running the notebooks again. The
   reproduction notebooks load the committed quick results (seconds each); smoke runs of every
   entry are the job of the experiments tests.
 * :mod:`bnfl.experiments.notebook` is tested directly: which result it picks, and the HTML and
@@ -26,16 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "make_notebooks.py"
 
 
-def _is_percent_notebook(path: Path) -> bool:
-    """A jupytext percent-format notebook: a ``.py`` file with at least one ``# %%`` cell marker."""
-    if ".ipynb_checkpoints" in path.parts:
-        return False
-    return any(line.startswith("# %%") for line in path.read_text(encoding="utf-8").splitlines())
-
-
-NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").rglob("*.py") if _is_percent_notebook(p))
-
-
 def _script():
     """``scripts/make_notebooks.py`` as a module."""
     import importlib.util
@@ -45,10 +36,6 @@ def _script():
     assert spec.loader is not None
     spec.loader.exec_module(module)
     return module
-
-
-def test_notebooks_found():
-    assert NOTEBOOKS, "no jupytext notebooks found under notebooks/"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,41 +185,6 @@ def test_png_is_an_image_and_the_figure_is_closed():
     fig, _ = plt.subplots()
     assert notebook.image(fig) is None  # outside IPython nothing is printed, the figure is closed
     assert not plt.fignum_exists(fig.number)
-
-
-# ---------------------------------------------------------------------------------------------
-# Executed once: by the docs build
-# ---------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def site() -> Path:
-    """The docs site, built (and every notebook executed) once per session by test_docs."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    try:
-        import test_docs
-    finally:
-        sys.path.pop(0)
-    return test_docs.build_site()
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[str(p.relative_to(ROOT / "notebooks")) for p in NOTEBOOKS])
-def test_notebook_ran_in_the_docs_build_and_shows_its_outputs(path: Path, site: Path):
-    rel = path.relative_to(ROOT / "notebooks").with_suffix(".html")
-    page = site / "_generated" / "notebooks" / rel
-    assert page.is_file(), f"the docs build rendered no page for {path.name}"
-    text = page.read_text(encoding="utf-8")
-    assert "cell_output" in text, f"{rel}: no cell output (was the notebook executed?)"
-    images = re.findall(r'<img[^>]+src="([^"]+)"', text)
-    assert images, f"{rel}: shows no image"
-    for src in images:
-        assert (page.parent / src).resolve().is_file(), f"{rel}: image {src} is not in the site"
-    for bad in ("&lt;Figure size", "TqdmWarning", "Traceback", "| --- |", "|---|"):
-        assert bad not in text, f"{rel}: shows {bad!r}"
-    if path.parent.name != "theory":
-        assert "Loaded the stored quick result" in text, f"{rel}: does not show the committed quick result"
-        assert "smoke" not in text, f"{rel}: shows a smoke-profile result"
-        assert text.count("<table") >= 2 and '<details class="bnfl-provenance">' in text
 
 
 def test_claims_table_shows_inconclusive_with_its_why():

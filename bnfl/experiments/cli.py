@@ -31,8 +31,9 @@ def _add_common(p: argparse.ArgumentParser, *, out_default: str) -> None:
                         "`python -c 'import bnfl.data as d; print(list(d.DATASETS))'` lists them; "
                         "default: $BNFL_DATA)")
     p.add_argument("--batched", choices=("off", "auto", "on"), default="off",
-                   help="train each round's clients as one computation where possible (auto), equal to the "
-                        "sequential engine up to rounding; cached apart (default: off)")
+                   help="train each round's clients as one computation where possible (auto), and an entry's "
+                        "seeds together; equal to the sequential engine up to rounding; cached apart "
+                        "(default: off)")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -213,8 +213,9 @@ class Context:
         Show per-run progress bars.
     batched : {"off", "auto", "on"}
         :attr:`bnfl.fl.TrainConfig.batched` of every training run (:mod:`bnfl.fl.batched`):
-        ``"auto"`` trains a round's clients as one computation where the run allows it (equal
-        to the sequential engine up to rounding, not bitwise).
+        ``"auto"`` trains a round's clients as one computation where the run allows it, and
+        the seeds of :func:`~bnfl.experiments.training.train_seeds` together (equal to the
+        sequential engine up to rounding, not bitwise).
     """
 
     profile: str

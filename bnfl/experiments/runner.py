@@ -157,8 +157,8 @@ def run(
         Show progress bars for the training runs.
     batched : {"off", "auto", "on"}, default "off"
         The engine of the training runs (:attr:`bnfl.fl.TrainConfig.batched`): ``"auto"`` trains
-        each round's clients as one computation where possible, equal to ``"off"`` up to
-        rounding (another hash, cached apart).
+        each round's clients (and an entry's seeds) as one computation where possible, equal
+        to ``"off"`` up to rounding (another hash, cached apart).
     """
     from bnfl.fl.batched import BATCHED_MODES
 
