@@ -146,8 +146,9 @@ PAPER_LR: dict[str, dict[str, float]] = {"CIFAR-10": _argmax_printed(N.TABLE8),
                                          "Tiny-ImageNet": _argmax_printed(N.TABLE10)}
 
 SMOKE: dict[str, Any] = {"rounds": 2, "partition": {"num_clients": 6},
-                         "train": {"batch_size": 16, "participation": 0.5, "eval_every": 2}}
-SMOKE_NOTE = "smoke profile: 2 rounds: checks the machinery, not the paper's claims"
+                         "train": {"batch_size": 16, "participation": 0.5, "eval_every": 2,
+                                   "local_unit": "steps", "local_steps": 2}}
+SMOKE_NOTE = "smoke profile: 2 rounds of 2 local steps: checks the machinery, not the paper's claims"
 
 
 # -- the learning-rate protocol ------------------------------------------------------------------
