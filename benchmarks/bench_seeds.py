@@ -56,18 +56,20 @@ def _sims(base: dict, seeds: list[int], rounds: int, batched: str) -> list[fl.Si
     return out
 
 
-def one_by_one(base: dict, seeds: list[int], rounds: int, batched: str) -> tuple[float, list[float]]:
+def one_by_one(base: dict, seeds: list[int], rounds: int, batched: str) -> tuple[float, list[float], int]:
+    """Wall time of the seeds' runs one after another, their final test accuracies, the test size."""
     sims = _sims(base, seeds, rounds, batched)
     t0 = time.perf_counter()
     accs = [sim.run().rows[-1]["test_acc"] for sim in sims]
-    return time.perf_counter() - t0, accs
+    return time.perf_counter() - t0, accs, int(sims[0].y_test.shape[0])
 
 
-def together(base: dict, seeds: list[int], rounds: int) -> tuple[float, list[float]]:
+def together(base: dict, seeds: list[int], rounds: int) -> tuple[float, list[float], int]:
+    """The same, all seeds in lock-step."""
     sims = _sims(base, seeds, rounds, "on")
     t0 = time.perf_counter()
     outs = run_lockstep(sims)
-    return time.perf_counter() - t0, [h.rows[-1]["test_acc"] for h in outs]
+    return time.perf_counter() - t0, [h.rows[-1]["test_acc"] for h in outs], int(sims[0].y_test.shape[0])
 
 
 def main() -> None:
@@ -89,15 +91,14 @@ def main() -> None:
         for rep in range(args.repeats):
             for way in ("sequential", "batched", "lock-step"):
                 if way == "lock-step":
-                    sec, acc = together(base, seeds, args.rounds)
+                    sec, acc, n_test = together(base, seeds, args.rounds)
                 else:
-                    sec, acc = one_by_one(base, seeds, args.rounds, "off" if way == "sequential" else "on")
+                    sec, acc, n_test = one_by_one(base, seeds, args.rounds, "off" if way == "sequential" else "on")
                 times[way].append(sec)
                 accs[way] = acc
                 print(f"  {name} repeat {rep + 1}: {way:10s} {sec:6.2f} s  test acc {[round(a, 4) for a in acc]}",
                       flush=True)
         med = {k: statistics.median(v) for k, v in times.items()}
-        n_test = 360  # digits' test split
         drift = max(abs(a - b) for a, b in zip(accs["lock-step"], accs["batched"], strict=True)) * n_test
         summary.append((name, med, drift))
     print(f"\n=== {args.seeds} seeds x {args.rounds} rounds, wall time of all seeds (median of {args.repeats}) ===")

@@ -134,15 +134,20 @@ def _build(spec: dict[str, Any], *, device: str, data_root: str | None, progress
 
 def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool,
          batched: str = "off") -> dict[str, Any]:
-    from bnfl import fl
-
     start = time.perf_counter()
     sim, split = _build(spec, device=device, data_root=data_root, progress=progress, batched=batched)
+    return _summary(spec, sim, split, _outcome(sim), batched=batched, seconds=time.perf_counter() - start)
+
+
+def _outcome(sim: Any) -> Any:
+    """``sim.run()``: its History, or the DivergenceError it stopped with (which keeps the
+    history so far)."""
+    from bnfl import fl
+
     try:
-        outcome = sim.run()
+        return sim.run()
     except fl.DivergenceError as err:
-        outcome = err
-    return _summary(spec, sim, split, outcome, batched=batched, seconds=time.perf_counter() - start)
+        return err
 
 
 def _summary(spec: dict[str, Any], sim: Any, split: Any, outcome: Any, *, batched: str,
@@ -247,7 +252,6 @@ def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int
     padded to the largest batch of the group), so it is cached under its group
     (:func:`_key`), and the same seeds always train in the same group. Runs the batched engine
     cannot take (:func:`bnfl.fl.batched.batched_obstacle`) run one by one."""
-    from bnfl import fl
     from bnfl.fl.lockstep import run_lockstep
 
     if ctx.cache is not None and all(ctx.cache.get(_key(ctx, s, group)) is not None for s in specs):
@@ -259,10 +263,7 @@ def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int
     outcomes = dict(zip(map(id, together), run_lockstep(together), strict=True)) if len(together) > 1 else {}
     for _, sim, _ in built:
         if id(sim) not in outcomes:
-            try:
-                outcomes[id(sim)] = sim.run()
-            except fl.DivergenceError as err:
-                outcomes[id(sim)] = err
+            outcomes[id(sim)] = _outcome(sim)
     seconds = (time.perf_counter() - start) / len(built)  # each run's share of the joint time
     return {config_hash(_key(ctx, s, group)): _summary(s, sim, split, outcomes[id(sim)], batched=ctx.batched,
                                                        seconds=seconds)
