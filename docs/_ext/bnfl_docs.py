@@ -815,7 +815,7 @@ def generate_reproductions(written: set[Path]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def generate_notebooks(written: set[Path], mode: str = "off", kernels: int = 1) -> None:
+def generate_notebooks(written: set[Path], mode: str = "off", kernels: int = 1, inputs: str | None = None) -> None:
     """Copy the notebooks for myst-nb; execute the generated reproduction notebooks here.
 
     The hand-written notebooks (``notebooks/theory/``) are copied as ``.py`` and myst-nb executes
@@ -842,7 +842,7 @@ def generate_notebooks(written: set[Path], mode: str = "off", kernels: int = 1) 
         else:
             copy_if_changed(nb, out / rel, written)
         entries.append(rel.with_suffix("").as_posix())
-    execute_in_shared_kernels(shared, written, reuse=mode == "cache", kernels=kernels)
+    execute_in_shared_kernels(shared, written, reuse=mode == "cache", kernels=kernels, inputs=inputs)
     index = [
         "# Notebooks",
         "",
@@ -862,15 +862,15 @@ def generate_notebooks(written: set[Path], mode: str = "off", kernels: int = 1) 
 
 
 def execute_in_shared_kernels(jobs: list[tuple[Path, Path]], written: set[Path], *, reuse: bool = False,
-                              kernels: int = 1) -> None:
+                              kernels: int = 1, inputs: str | None = None) -> None:
     """Execute each ``(notebook.py, out.ipynb)`` in one of ``kernels`` kernels kept running
     across notebooks, and write the executed notebook (with ``mystnb.execution_mode: off``).
 
     A cell error stops the build with the notebook and the cell's traceback (as myst-nb's
     ``nb_execution_raise_on_error``). The kernels run in a temporary working directory, one
     thread each (``conf.py`` sets the environment they inherit), and are shut down at the end.
-    With ``reuse``, an existing output whose stamp (the notebook's text and
-    :func:`notebook_inputs_stamp`) matches is kept.
+    With ``reuse``, an existing output whose stamp (the notebook's text and ``inputs``, by
+    default :func:`notebook_inputs_stamp`) matches is kept.
     """
     import asyncio
     import tempfile
@@ -879,7 +879,8 @@ def execute_in_shared_kernels(jobs: list[tuple[Path, Path]], written: set[Path],
     import jupytext
     import nbformat
 
-    inputs = notebook_inputs_stamp() if jobs else ""
+    if inputs is None:
+        inputs = notebook_inputs_stamp() if jobs else ""
     todo: list[tuple[Path, Path, str]] = []
     for src, dst in jobs:
         written.add(dst.resolve())
@@ -948,12 +949,11 @@ def notebook_inputs_stamp() -> str:
     return h.hexdigest()[:16]
 
 
-def refresh_notebook_cache(app: Sphinx) -> None:
+def refresh_notebook_cache(app: Sphinx, stamp: str) -> None:
     """Empty myst-nb's execution cache when the notebooks' inputs changed since it was filled
-    (myst-nb keys the cache by the notebook's code only)."""
+    (myst-nb keys the cache by the notebook's code only); ``stamp``: :func:`notebook_inputs_stamp`."""
     cache = Path(app.config.nb_execution_cache_path)
     stamp_file = cache.parent / (cache.name + ".inputs")
-    stamp = notebook_inputs_stamp()
     app.env.bnfl_notebook_stamp_new = stamp  # compared in notebooks_outdated
     if stamp_file.is_file() and stamp_file.read_text(encoding="utf-8") == stamp:
         return
@@ -998,9 +998,10 @@ def generate(app: Sphinx) -> None:
     generate_api(written)
     generate_ledger(app, written)
     generate_reproductions(written)
-    generate_notebooks(written, mode=app.config.nb_execution_mode, kernels=max(1, app.parallel))
+    inputs = notebook_inputs_stamp()  # committed results and bnfl source: once per build
+    generate_notebooks(written, mode=app.config.nb_execution_mode, kernels=max(1, app.parallel), inputs=inputs)
     remove_stale(GEN, written)
-    refresh_notebook_cache(app)
+    refresh_notebook_cache(app, inputs)
 
 
 def setup(app: Sphinx) -> dict[str, object]:
