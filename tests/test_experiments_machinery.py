@@ -174,6 +174,22 @@ def test_every_fedtan_catalog_id_is_registered_with_all_profiles():
         assert entry.title and entry.summary
 
 
+def test_quick_training_entries_run_the_catalogs_seed_counts():
+    """The catalog's quick repeats: 3 for FedTAN (fedtan-fig4's setup) and FixBN (fixbn-tab5; the
+    paper's 3 runs, so also fixbn-fig5's 2), 3 for hbn-tab6, 5 for FedBN's Fig. 5 family; no
+    deviation says a seed count was cut."""
+    for eid in E.ids():
+        entry = E.get(eid)
+        if entry.kind != "training":
+            continue
+        want = {"fedtan": 3, "fixbn": 3}.get(eid.split("-")[0])
+        if want is not None:
+            assert entry.default_seeds["quick"] == want, eid
+        assert not any("1 seed instead" in d for d in entry.config("quick").get("deviations", [])), eid
+    assert E.get("hbn-tab6").default_seeds["quick"] == 3
+    assert E.get("fedbn-fig5").default_seeds["quick"] == 5
+
+
 def test_unknown_id_and_profile_raise():
     with pytest.raises(KeyError, match="fedtan-fig4"):
         E.get("fedtan-fig99")
@@ -247,13 +263,14 @@ def test_shared_runs_are_computed_once_across_entries():
 
 
 def test_batched_training_runs_are_cached_apart_and_named_in_the_command(tmp_path):
-    """``batched="auto"``: the entry's training runs use the batched engine (recorded in each
-    run's summary), under another result hash and run-cache key than the sequential ones."""
+    """``batched="auto"`` (the default of ``run``/``reproduce``): the entry's training runs use
+    the batched engine (recorded in each run's summary), under another result hash and
+    run-cache key than the sequential ones (``batched="off"``, named in the command)."""
     cache = RunCache(None)
-    seq = E.run("fedtan-fig9", profile="smoke", cache=cache)
-    bat = E.run("fedtan-fig9", profile="smoke", cache=cache, batched="auto")
+    seq = E.run("fedtan-fig9", profile="smoke", cache=cache, batched="off")
+    bat = E.run("fedtan-fig9", profile="smoke", cache=cache)
     assert bat.config_hash != seq.config_hash and set(bat.runs).isdisjoint(seq.runs)
-    assert bat.command.endswith("--batched auto") and "--batched" not in seq.command
+    assert seq.command.endswith("--batched off") and "--batched" not in bat.command
     spec = {"method": "fedavg+bn", "data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"},
             "partition": {"kind": "dirichlet", "phi": 0.1, "num_clients": 4}, "rounds": 2,
             "train": {"local_unit": "epochs", "local_steps": 1, "eval_every": 2}}

@@ -30,10 +30,10 @@ def _add_common(p: argparse.ArgumentParser, *, out_default: str) -> None:
                         "ImageNet, Cityscapes, Office-Caltech10, DomainNet, digit5, abide, morpho_mnist; "
                         "`python -c 'import bnfl.data as d; print(list(d.DATASETS))'` lists them; "
                         "default: $BNFL_DATA)")
-    p.add_argument("--batched", choices=("off", "auto", "on"), default="off",
+    p.add_argument("--batched", choices=("off", "auto", "on"), default="auto",
                    help="train each round's clients as one computation where possible (auto), and an entry's "
                         "seeds together; equal to the sequential engine up to rounding; cached apart "
-                        "(default: off)")
+                        "(default: auto; off is the sequential reference engine)")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

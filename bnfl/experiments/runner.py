@@ -109,7 +109,7 @@ def _command(experiment_id: str, profile: str, out: str | None, device: str, see
         parts += ["--seeds", str(len(seeds))]
     if profile == "paper" and data_root:
         parts += ["--data-root", data_root]
-    if batched != "off":
+    if batched != "auto":  # the default of `bnfl run` / `bnfl reproduce`
         parts += ["--batched", batched]
     return " ".join(shlex.quote(p) for p in parts)
 
@@ -126,7 +126,7 @@ def run(
     force: bool = False,
     cache: RunCache | None = None,
     progress: bool = False,
-    batched: str = "off",
+    batched: str = "auto",
 ) -> Result:
     """Run one registered entry and return its :class:`Result`.
 
@@ -155,7 +155,7 @@ def run(
         Shared cache of training runs; default a fresh one (on disk under ``out`` if given).
     progress : bool, default False
         Show progress bars for the training runs.
-    batched : {"off", "auto", "on"}, default "off"
+    batched : {"off", "auto", "on"}, default "auto"
         The engine of the training runs (:attr:`bnfl.fl.TrainConfig.batched`): ``"auto"`` trains
         each round's clients (and an entry's seeds) as one computation where possible, equal
         to ``"off"`` up to rounding (another hash, cached apart).
@@ -328,7 +328,7 @@ def reproduce(
     progress: bool = True,
     report: bool = True,
     jobs: int = 1,
-    batched: str = "off",
+    batched: str = "auto",
 ) -> list[Result]:
     """Run every registered entry of ``paper`` (``None``: of every registered paper, one progress
     bar per paper), resumable, and write figures and ``REPORT.md``.

@@ -24,7 +24,6 @@ from bnfl.experiments.papers.fedtan.numbers import (
     TABLE2,
 )
 from bnfl.experiments.papers.fedtan.setups import (
-    BUDGET,
     IID,
     NONIID,
     P_C10,
@@ -33,6 +32,8 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_MOM,
     Q_RES,
     REFERENCE_MOMENTUM_NOTE,
+    SEEDS,
+    SEEDS_NOTE,
     acc_noise,
     config_deviations,
     method_label,
@@ -53,7 +54,7 @@ _GN_SETTINGS = (("w/o mom.", "iid"), ("w/o mom.", "non-iid"), ("with mom.", "iid
 #: Fig. 9, Table 2 and Fig. 10 share one set of runs: the same configuration for all three.
 _GN_CONFIGS = profiles(
     quick={"base": spec(Q_BASE, Q_RES), "momentum": dict(Q_MOM),
-           "deviations": ["Q-RES for R = 100 iterations instead of 300; " + BUDGET]},
+           "deviations": ["Q-RES for R = 100 iterations instead of 300; " + SEEDS_NOTE]},
     paper={"base": dict(P_C10), "momentum": dict(P_MOM)},
 )
 
@@ -79,6 +80,7 @@ def _gn_runs(ctx: Context, config: Mapping[str, Any]) -> dict[tuple[str, str, st
               "a higher accuracy in all four settings (iid/non-iid, with/without momentum), and "
               "that momentum helps both."),
     kind="training",
+    seeds=SEEDS,
     configs=_GN_CONFIGS,
 )
 def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +124,7 @@ def plot_fig9(result: Result) -> Any:
     look_for=("The final accuracies of the Fig. 9 runs (the same runs, computed once and shared "
               "through the run cache)."),
     kind="training",
+    seeds=SEEDS,
     configs=_GN_CONFIGS,
 )
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
@@ -168,6 +171,7 @@ def plot_tab2(result: Result) -> Any:
               "fewer bits than FedAvg+GN; FedAvg+GN is preferable only when the number of rounds "
               "(not bits) is the bottleneck, because FedTAN needs $3L+1$ rounds per iteration."),
     kind="training",
+    seeds=SEEDS,
     configs=_GN_CONFIGS,
 )
 def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,6 @@ from bnfl.experiments.papers.fedtan.numbers import (
     TABLE1,
 )
 from bnfl.experiments.papers.fedtan.setups import (
-    BUDGET,
     IID,
     NONIID,
     P_C10,
@@ -31,6 +30,8 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_BASE,
     Q_MOM,
     REFERENCE_MOMENTUM_NOTE,
+    SEEDS,
+    SEEDS_NOTE,
     acc_noise,
     config_deviations,
     method_color,
@@ -58,11 +59,12 @@ from bnfl.experiments.registry import entry, plotter
               "SCAFFOLD do not repair it: the problem is the local BN statistics and "
               "stat-gradients, not client drift."),
     kind="training",
+    seeds=SEEDS,
     configs=profiles(
         quick={"base_a": spec(Q_BASE, {"model": {"name": "q_plain"}, "rounds": 1500,
                                        "train": {"local_steps": 1, "lr": 0.5, "eval_every": 75}}),
                "base_b": spec(Q_BASE, {"rounds": 1500, "train": {"local_steps": 1, "eval_every": 75}}),
-           "deviations": [BUDGET]},
+           "deviations": [SEEDS_NOTE]},
         paper={"base_a": spec(P_C10, {"train": {"local_steps": 1}}),
                "base_b": spec(P_C10, {"train": {"local_steps": 1}})},
     ),
@@ -180,8 +182,9 @@ def _ordering_claims(runs: Mapping[tuple[str, str], list], tag: str) -> list[Cla
               "FedBN/SiloBN should reach a low *local* training loss but a poor accuracy on the "
               "global test set (each client's model only knows its own BN statistics)."),
     kind="training",
+    seeds=SEEDS,
     configs=profiles(
-        quick={"base": dict(Q_BASE), "deviations": [BUDGET]},
+        quick={"base": dict(Q_BASE), "deviations": [SEEDS_NOTE]},
         paper={"base": dict(P_C10)},
     ),
 )
@@ -241,8 +244,9 @@ def plot_fig4(result: Result) -> Any:
               "FedBN and SiloBN sit at ~19.4%, just under the 20% of a model that only predicts its"
               " two local classes."),
     kind="training",
+    seeds=SEEDS,
     configs=profiles(
-        quick={"base": spec(Q_BASE, Q_MOM), "deviations": [BUDGET]},
+        quick={"base": spec(Q_BASE, Q_MOM), "deviations": [SEEDS_NOTE]},
         paper={"base": spec(P_C10, P_MOM)},
     ),
 )

@@ -23,7 +23,6 @@ from bnfl.experiments.papers.fedtan.drawing import (
 )
 from bnfl.experiments.papers.fedtan.setups import (
     ALL6,
-    BUDGET,
     DOMAINNET,
     IID,
     NONIID,
@@ -34,6 +33,8 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_DOM,
     Q_MLP1,
     REFERENCE_MOMENTUM_NOTE,
+    SEEDS,
+    SEEDS_NOTE,
     UNSTATED_R,
     acc_noise,
     config_deviations,
@@ -84,9 +85,10 @@ def _iid_noniid_entry(ctx: Context, config: dict[str, Any], methods: Sequence[st
               " the other schemes drop on non-iid data. With one BN layer the FedAvg+BN gap may be "
               "small, so the catalog asks to report it rather than assert it."),
     kind="training",
+    seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_MLP1), "methods": ["centralized", "fedtan", "fedavg+bn", "fedavg+alg2"],
-           "deviations": ["4 of the 6 methods (FedBN and SiloBN left out); " + BUDGET]},
+           "deviations": ["4 of the 6 methods (FedBN and SiloBN left out); " + SEEDS_NOTE]},
         paper={"base": dict(P_MNIST), "methods": list(ALL6)},
     ),
     plot=iid_noniid_plot("FedTAN Fig. 6: MNIST-like, one BN layer"),
@@ -105,12 +107,13 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     look_for=("CIFAR-100 with 20 disjoint classes per client: the same picture as Fig. 6 on a "
               "harder task. Our quick proxy is a 100-class Gaussian mixture (Q-GAUSS(100))."),
     kind="training",
+    seeds=SEEDS,
     configs=profiles(
         quick={"base": with_data(spec(Q_BASE, {"train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.05,
                                                          "fractions": [0.4, 0.6, 0.8], "gamma": 0.2}}),
                                  {"name": "gaussian_mixture", "num_classes": 100, "n_train": 10000, "n_test": 1000}),
            "methods": ["centralized", "fedtan", "fedavg+bn"],
-           "deviations": [BUDGET]},
+           "deviations": [SEEDS_NOTE]},
         paper={"base": spec(P_C10, {"data": {"name": "cifar100"},
                                     "train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.1,
                                               "milestones": [4000, 6000, 8000], "gamma": 0.2}}),
@@ -141,9 +144,10 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               "models are poor on other domains; FedTAN (one global model) should be good "
               "everywhere and at least as good as FedAvg+BN on the union."),
     kind="training",
+    seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "thick"]}, "partition": {"num_clients": 4}}),
-           "deviations": [BUDGET]},
+           "deviations": [SEEDS_NOTE]},
         paper={"base": dict(OFFICE), "deviations": [UNSTATED_R]},
         smoke={"base": {"data": {"train_per_domain": 24}}},
     ),
@@ -159,10 +163,11 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               "personalised FedBN models are poor off their own domain, FedTAN's single global "
               "model is good on all of them."),
     kind="training",
+    seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "noise", "thick", "gain"]},
                               "partition": {"num_clients": 6}}),
-           "deviations": [BUDGET]},
+           "deviations": [SEEDS_NOTE]},
         paper={"base": dict(DOMAINNET), "deviations": [UNSTATED_R]},
         smoke={"base": {"data": {"train_per_domain": 24}}},
     ),

@@ -17,7 +17,6 @@ from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
 from bnfl.experiments.papers.fedtan import setups as fedtan_setups
 from bnfl.experiments.papers.fixbn.numbers import FEDTAN_CROSSCHECK, TABLE4, TABLE5
 from bnfl.experiments.papers.fixbn.setups import (
-    BUDGET,
     DECAY,
     P_C10,
     Q_DIG_TRAIN,
@@ -40,7 +39,7 @@ T4_KEYS = ("centralized", "centralized+fixbn", "fedtan", "fedavg+bn", "fedavg+gn
 
 _T4_QUICK = {"base": spec(fedtan_setups.Q_BASE, fedtan_setups.Q_MOM, {"rounds": 100, "train": {"eval_every": 10}}),
              "deviations": ["fedtan-tab1's quick setting (Q-DIG + Q-MLP-BN, E = 5, momentum 0.9, lr drops at 60/80%) "
-                            "cut to R = 100 iterations instead of 300 (15-minute budget); " + BUDGET]}
+                            "cut to R = 100 iterations instead of 300 (15-minute budget)"]}
 _T4_PAPER = {"base": spec(fedtan_setups.P_C10, fedtan_setups.P_MOM)}
 _T4_SMOKE = {"base": fedtan_setups.SMOKE}
 
@@ -170,7 +169,7 @@ _T5_SMOKE = {"base": {"rounds": 2, "train": {"local_steps": 2, "batch_size": 8, 
               "is the largest in the paper (4.18)."),
     kind="training",
     configs=profiles(_T5_QUICK, _T5_PAPER, _T5_SMOKE),
-    seeds={"smoke": 1, "quick": 2, "paper": 3},
+    seeds=SEEDS,
 )
 def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = {}

@@ -18,7 +18,6 @@ from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, train_runs
 from bnfl.experiments.papers.fixbn.numbers import E_GRID, FIG5_CAPTION
 from bnfl.experiments.papers.fixbn.setups import (
-    BUDGET,
     DECAY,
     IID,
     P_C10,
@@ -62,7 +61,7 @@ F4_NORMS = ("fedavg+bn", "fedavg+gn", "fixbn")
 F4_MODES = (("reset", "plain"), ("local", "* local"), ("global", "† global"))
 _F4_QUICK = {"base": spec(Q_MLP, DECAY), "partition": SHARDS, "e_grid": [1, 5, 25, 100], "steps": 200,
              "deviations": ["Q-MLP-BN instead of Q-RES and 200 local steps per client instead of 1500 (15-minute "
-                            "budget); E in {1, 5, 25, 100}; " + BUDGET]}
+                            "budget); E in {1, 5, 25, 100}"]}
 _F4_PAPER = {"base": spec(P_C10, DECAY), "partition": SHARDS, "e_grid": list(E_GRID), "steps": 64_000,
              "deviations": ["fixed 128 epochs = 64,000 local steps per client (B = 20, |D_m| = 10,000); E = 2500 "
                             "gives 25.6 rounds, run as 26 (CATALOG §5.6)"]}
@@ -156,7 +155,7 @@ _F5_QUICK = {
     "e_grid": [1, 5, 25, 100], "steps": 200, "rounds": 4,
     "deviations": ["reduced grid (CATALOG): Q-MLP-BN (ResNet-20 stand-in; Q-RES is 5x slower per step) over "
                    "{IID, Dir(0.3), Shards} x E in {1, 5, 25, 100} x {200 local steps per client, 4 rounds}; Q-LeNet "
-                   "on {IID, Shards} with the fixed-steps budget only; 1 seed instead of 2 (" + BUDGET + ")"]}
+                   "on {IID, Shards} with the fixed-steps budget only"]}
 _F5_PAPER = {
     "grids": {"CIFAR-10 / ResNet-20": {"base": spec(P_C10, DECAY), "partitions": ["IID", "Dir(0.6)", "Dir(0.3)",
                                                                                 "Dir(0.1)", "Shards"],

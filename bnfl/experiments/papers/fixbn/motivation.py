@@ -25,7 +25,6 @@ from bnfl.experiments.papers.fixbn.numbers import (
 )
 from bnfl.experiments.papers.fixbn.runs import observed_runs
 from bnfl.experiments.papers.fixbn.setups import (
-    BUDGET,
     DECAY,
     P_C10,
     Q_MLP,
@@ -47,7 +46,7 @@ _E1_QUICK = {"base": spec(Q_MLP, {"partition": SHARDS, "rounds": 1000,
                                   "train": {"local_steps": 1, "batch_size": 20, "lr": 0.1, "eval_every": 100}}),
              "star_momentum": 0.9, "stats_window": 100,
              "deviations": ["Q-MLP-BN (2 BN layers) instead of Q-RES and R = 1000 instead of 1500 (the catalog "
-                            "allows Q-MLP-BN; 15-minute budget); " + BUDGET]}
+                            "allows Q-MLP-BN; 15-minute budget)"]}
 #: Paper: ResNet-20, CIFAR-10 5 clients x 2 classes, E = 1, SGD without momentum, 128 epochs (Sec. 3.2).
 _E1_PAPER = {"base": spec(P_C10, {"partition": SHARDS, "rounds": 64_000,
                                   "train": {"local_steps": 1, "batch_size": 20, "lr": 0.02, "fractions": [0.5, 0.75],

@@ -18,7 +18,6 @@ from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
 from bnfl.experiments.papers.fixbn.numbers import TABLE2, TABLE3
 from bnfl.experiments.papers.fixbn.runs import observed_runs
 from bnfl.experiments.papers.fixbn.setups import (
-    BUDGET,
     DECAY,
     P_C10,
     P_TINY,
@@ -51,7 +50,7 @@ _F3_QUICK = {"settings": {"Q-DIG / Q-MLP-BN": spec(Q_MLP, DECAY, {"rounds": _Q3_
              "tiny_shards_k": 20,
              "deviations": [f"Q-DIG + Q-MLP-BN instead of Q-RES (5x slower per step), E = 20, 32 epochs = {_Q3_ROUNDS} "
                             "rounds (CATALOG quick recipe otherwise); Tiny-ImageNet analogue: Q-GAUSS(100) with 5000 training samples, "
-                            f"10 clients, Shards = 20 classes per client, 8 epochs = {_QT_ROUNDS} rounds; " + BUDGET]}
+                            f"10 clients, Shards = 20 classes per client, 8 epochs = {_QT_ROUNDS} rounds"]}
 _F3_PAPER = {"settings": {
     "CIFAR-10 / ResNet-20": spec(P_C10, DECAY, {"rounds": round(rounds_for_epochs(128, 50_000, 20, 100, 5)),
                                                 "train": {"local_steps": 100, "eval_every": 32}}),
@@ -154,8 +153,7 @@ _T2_QUICK = {"base": {"data": {"name": "gaussian_mixture", "num_classes": 100, "
                                               "eval_every": 10}},
              "deviations": ["Q-GAUSS(100) with 10,000 training samples + Q-MLP-BN (flat features) instead of "
                             "ImageNet-1K + ResNet-18; 20 clients Dir(0.1), 2 per round, 2 local epochs, B = 20, "
-                            "40 rounds = 8 epochs instead of 64; no momentum (the paper names none for Table 2); "
-                            + BUDGET]}
+                            "40 rounds = 8 epochs instead of 64; no momentum (the paper names none for Table 2)"]}
 _T2_PAPER = {"base": {"data": {"name": "imagenet"}, "model": {"name": "resnet18", "stem": "imagenet"},
                       "partition": {**dirichlet(0.1), "num_clients": 100},
                       "rounds": 320, "train": {"local_steps": 2, "local_unit": "epochs", "batch_size": 20, "lr": 0.1,
@@ -225,7 +223,7 @@ _T3_QUICK = {"base": {"data": {"name": "digit_segmentation"}, "model": {"name": 
                       "train": {"local_steps": 5, "batch_size": 20, "lr": 0.1, "eval_every": 30}},
              "backbones": {"Q-FCN": {}},
              "deviations": ["Q-SEG (digit strokes, 11 classes, 5 styled 'cities') + Q-FCN instead of Cityscapes + "
-                            "DeepLab-v3+; 30 rounds of 5 local steps; " + BUDGET]}
+                            "DeepLab-v3+; 30 rounds of 5 local steps"]}
 _T3_PAPER = {"base": {"data": {"name": "cityscapes"}, "model": {"name": "deeplabv3plus"},
                       "partition": {"kind": "by_domain", "num_clients": 18}, "rounds": 100,
                       "train": {"local_steps": 100, "batch_size": 8, "lr": 0.01, "momentum": 0.9,
