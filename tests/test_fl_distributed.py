@@ -100,9 +100,20 @@ def test_client_blocks_and_too_many_ranks():
         client_blocks(3, 4)
 
 
-def test_three_ranks_equal_the_simulator(tmp_path):
-    got = _spawn(3, {m: _cfg(m) for m in [*METHODS, PARTIAL, *MORE, *BATCHED]}, tmp_path)
-    for m in [*METHODS, PARTIAL, *MORE, *BATCHED]:
+FLOAT64 = [*METHODS, PARTIAL, *MORE, *BATCHED]
+FLOAT32 = [f"{m}@float32" for m in METHODS]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    """Every equality case (float64 and float32) trained by one launch of 3 gloo ranks: a launch
+    costs each rank its start-up (Python, torch, bnfl), so the cases share it."""
+    return _spawn(3, {m: _cfg(m) for m in [*FLOAT64, *FLOAT32]}, tmp_path_factory.mktemp("ranks"))
+
+
+def test_three_ranks_equal_the_simulator(ranks):
+    got = ranks
+    for m in FLOAT64:
         sim = build(_cfg(m.replace("@batched", "")))  # the sequential simulator
         assert got[m]["meta"]["batched"]["used"] is m.endswith("@batched"), m
         hist = sim.run()
@@ -129,29 +140,36 @@ def test_three_ranks_equal_the_simulator(tmp_path):
                     assert a[key] == b[key], (m, key)
 
 
-def _fault_worker(rank: int, world: int, port: int, cfg: dict, mode: str, out: str) -> None:
+def _fault_worker(rank: int, world: int, port: int, cfgs: dict[str, dict] | dict, mode: str, out: str) -> None:
     """``mode``: "die" (rank 2 exits after round 1), "hang" (rank 2 sleeps in round 2),
-    "stop" (every rank stops after round 2, checkpoint kept), "resume" (continue from it)."""
+    "stop" (every rank stops after round 2, checkpoint kept), "resume" (continue from it).
+    ``cfgs``: one run config, or ``{name: config}`` run one after another in the same ranks
+    ("resume" saves ``{name: result}`` to ``out``)."""
     import time
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    ref = build(cfg)
-    sim = DistributedSimulation(ref.model, ref.data, ref.algorithm, ref.config, barrier_timeout_s=4)
-    if mode in ("die", "hang") and rank == 2:
-        def fault(s, r):
-            if r == 1 and mode == "die":
-                os._exit(3)
-            if r == 1 and mode == "hang":
-                time.sleep(60)
-        sim.round_hooks.append(fault)
+    named = {"": cfgs} if "method" in cfgs else cfgs
+    results = {}
     t0 = time.perf_counter()
     try:
-        sim.run(resume=mode == "resume", stop_after=2 if mode == "stop" else None)
+        for name, cfg in named.items():
+            ref = build(cfg)
+            sim = DistributedSimulation(ref.model, ref.data, ref.algorithm, ref.config, barrier_timeout_s=4)
+            if mode in ("die", "hang") and rank == 2:
+                def fault(s, r):
+                    if r == 1 and mode == "die":
+                        os._exit(3)
+                    if r == 1 and mode == "hang":
+                        time.sleep(60)
+                sim.round_hooks.append(fault)
+            t0 = time.perf_counter()
+            sim.run(resume=mode == "resume", stop_after=2 if mode == "stop" else None)
+            results[name] = {"global": sim.global_state, "rows": sim.history.without_time(),
+                             "counters": sim.channel.counters()}
         if mode == "resume" and rank == 0:
-            torch.save({"global": sim.global_state, "rows": sim.history.without_time(),
-                        "counters": sim.channel.counters()}, out)
+            torch.save(results if "" not in named else results[""], out)
         dist.destroy_process_group()
     except RuntimeError as err:
         with open(f"{out}.rank{rank}", "w") as f:
@@ -194,22 +212,24 @@ def test_a_dead_or_hung_rank_stops_the_others_naming_it(tmp_path, mode):
     assert "2" in msg0.split("hung):", 1)[1], msg0  # gloo's monitored barrier names the missing rank
 
 
-@pytest.mark.parametrize("method", ["fedtan", "scaffold"])  # SCAFFOLD: each rank's clients' c_i are kept
-def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path, method):
-    cfg = _cfg(method)
-    cfg["out"] = str(tmp_path / "ckpt")
+def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path):
+    """FedTAN and SCAFFOLD (each rank's clients' c_i are kept) stop after round 2 of 3 with their
+    checkpoints, then resume in new ranks (one launch for each step, the two runs in turn)."""
+    methods = ["fedtan", "scaffold"]
+    cfgs = {m: _cfg(m) | {"out": str(tmp_path / f"ckpt-{m}")} for m in methods}
     out = str(tmp_path / "resumed.pt")
-    assert _spawn_fault(cfg, "stop", out) == [0, 0, 0]
-    assert (tmp_path / "ckpt" / "checkpoint.pt").exists()
-    assert _spawn_fault(cfg, "resume", out) == [0, 0, 0]
-    got = torch.load(out, weights_only=False)
-    cfg.pop("out")
-    sim = build(cfg)
-    hist = sim.run()
-    assert got["counters"] == sim.channel.counters()
-    for k, v in sim.global_state.items():
-        torch.testing.assert_close(got["global"][k], v, rtol=0, atol=1e-12, msg=k)
-    assert [r["round"] for r in got["rows"]] == [r["round"] for r in hist.without_time()]
+    assert _spawn_fault(cfgs, "stop", out) == [0, 0, 0]
+    assert all((tmp_path / f"ckpt-{m}" / "checkpoint.pt").exists() for m in methods)
+    assert _spawn_fault(cfgs, "resume", out) == [0, 0, 0]
+    resumed = torch.load(out, weights_only=False)
+    for m in methods:
+        got = resumed[m]
+        sim = build(_cfg(m))
+        hist = sim.run()
+        assert got["counters"] == sim.channel.counters(), m
+        for k, v in sim.global_state.items():
+            torch.testing.assert_close(got["global"][k], v, rtol=0, atol=1e-12, msg=f"{m} {k}")
+        assert [r["round"] for r in got["rows"]] == [r["round"] for r in hist.without_time()], m
 
 
 def test_more_ranks_than_clients_is_an_error_before_training(tmp_path):
@@ -236,11 +256,10 @@ def test_engine_is_chosen_from_the_torchrun_environment(monkeypatch):
         resolve_engine("ray")
 
 
-def test_three_ranks_in_float32_equal_the_simulator_to_rounding(tmp_path):
-    names = [f"{m}@float32" for m in METHODS]
-    got = _spawn(3, {m: _cfg(m) for m in names}, tmp_path)
+def test_three_ranks_in_float32_equal_the_simulator_to_rounding(ranks):
+    got = ranks
     worst = 0.0
-    for m in names:
+    for m in FLOAT32:
         sim = build(_cfg(m))
         hist = sim.run()
         d = got[m]
