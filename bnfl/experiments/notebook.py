@@ -387,8 +387,10 @@ def prose(experiment_id: str) -> str:
             "**Profiles.** This entry needs no training: it is computed from the real models and "
             "tables of bnfl, so every profile gives the same numbers in well under a second.")
     else:
-        text = (f"**Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU, "
-                f"whose result is committed in `figures/{entry.id}/result.json`")
+        nq = seeds.get("quick", 1)
+        text = (f"**Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU "
+                f"({nq} seed{'s' if nq != 1 else ''}), whose result is committed in "
+                f"`figures/{entry.id}/result.json`")
         text += (". Its deviations from the catalog's recipe: " + "; ".join(quick) + ".") if quick else "."
         data = ", ".join(f"`{d}`" for d in _datasets(paper_cfg)) or "the paper's data"
         n = seeds.get("paper", 1)

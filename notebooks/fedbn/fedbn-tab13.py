@@ -21,12 +21,12 @@
 # should not depend on how the local work is cut. The most-shifted domain is the one whose pixels
 # are farthest from the clean domain's.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU, whose result
-# is committed in `figures/fedbn-tab13/result.json`. Its deviations from the catalog's recipe: R =
-# 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300 epochs): the
-# whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; 1 seed (the paper prints
-# single numbers). The paper's setup trains on `digit5` read from a local folder, with 5 seeds:
-# `bnfl run fedbn-tab13 --profile paper --data-root DIR --device cuda --out OUT`, then set
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# whose result is committed in `figures/fedbn-tab13/result.json`. Its deviations from the catalog's
+# recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
+# epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; 1 seed (the
+# paper prints single numbers). The paper's setup trains on `digit5` read from a local folder, with
+# 5 seeds: `bnfl run fedbn-tab13 --profile paper --data-root DIR --device cuda --out OUT`, then set
 # `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: R = 100
 # rounds x 1 local epoch (the reference code's default; the text says 300 epochs).
 #

@@ -21,14 +21,14 @@
 # client runs the same number of local steps. The catalog's check: FedBN at least as good as FedAvg
 # on every domain.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU, whose result
-# is committed in `figures/fedbn-tab15/result.json`. Its deviations from the catalog's recipe: R =
-# 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300 epochs): the
-# whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; sizes in Table 15's
-# proportions with the largest domain at its full split (287) and every domain at least one batch
-# (32): USPS's 743/39116 would leave it 5 samples. The paper's setup trains on `digit5` read from a
-# local folder, with 5 seeds: `bnfl run fedbn-tab15 --profile paper --data-root DIR --device cuda
-# --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# whose result is committed in `figures/fedbn-tab15/result.json`. Its deviations from the catalog's
+# recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
+# epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; sizes in Table
+# 15's proportions with the largest domain at its full split (287) and every domain at least one
+# batch (32): USPS's 743/39116 would leave it 5 samples. The paper's setup trains on `digit5` read
+# from a local folder, with 5 seeds: `bnfl run fedbn-tab15 --profile paper --data-root DIR --device
+# cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own
 # assumptions: 10% of each original dataset (Table 15's sizes); reading the full sets needs the raw
 # files.
 #

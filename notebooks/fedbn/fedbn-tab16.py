@@ -21,12 +21,12 @@
 # interest is its printed values, which fit the reference code's client order (MNIST, SVHN, USPS,
 # SynthDigits, MNIST-M) and not the header: read that way, more data never lowers an accuracy.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU, whose result
-# is committed in `figures/fedbn-tab16/result.json`. Its deviations from the catalog's recipe: R =
-# 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300 epochs): the
-# whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; sizes in Table 15's
-# proportions with the largest domain at its full split (287) and every domain at least one batch
-# (32): USPS's 743/39116 would leave it 5 samples; quick: the same runs as fedbn-tab15 (the
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# whose result is committed in `figures/fedbn-tab16/result.json`. Its deviations from the catalog's
+# recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
+# epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; sizes in Table
+# 15's proportions with the largest domain at its full split (287) and every domain at least one
+# batch (32): USPS's 743/39116 would leave it 5 samples; quick: the same runs as fedbn-tab15 (the
 # proportions of Tables 15 and 16 are the same). The paper's setup trains on `digit5` read from a
 # local folder, with 5 seeds: `bnfl run fedbn-tab16 --profile paper --data-root DIR --device cuda
 # --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own

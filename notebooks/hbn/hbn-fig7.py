@@ -19,13 +19,13 @@
 # **What to look for.** One panel per network; HBN's curve should lie above BN's for most of
 # training.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU, whose result
-# is committed in `figures/hbn-fig7/result.json`. Its deviations from the catalog's recipe: no
-# pretrained weights (offline): five small networks trained from scratch on Q-DIG (K = 20, 5 per
-# round, B = 16, T = 60); each method's rate chosen for Q-SCNN at B = 4 (hbn-tab8) x 16 / 4, for
-# every network; 1 seed; lr 'decays quadratically with 0.998': implemented as x0.998 per round (an
-# interpretation). The paper's setup trains on `cifar100` read from a local folder, with 5 seeds:
-# `bnfl run hbn-fig7 --profile paper --data-root DIR --device cuda --out OUT`, then set
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# whose result is committed in `figures/hbn-fig7/result.json`. Its deviations from the catalog's
+# recipe: no pretrained weights (offline): five small networks trained from scratch on Q-DIG (K =
+# 20, 5 per round, B = 16, T = 60); each method's rate chosen for Q-SCNN at B = 4 (hbn-tab8) x 16 /
+# 4, for every network; 1 seed; lr 'decays quadratically with 0.998': implemented as x0.998 per
+# round (an interpretation). The paper's setup trains on `cifar100` read from a local folder, with 5
+# seeds: `bnfl run hbn-fig7 --profile paper --data-root DIR --device cuda --out OUT`, then set
 # `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: the rates
 # are not printed for Table 5: Table 9's choices x 64 / 4 (linear scaling); pretrained weights from
 # <data root>/pretrained/<model>.pth; the norm layers are loaded where the file has them (HBN's code

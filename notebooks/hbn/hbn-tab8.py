@@ -20,11 +20,11 @@
 # **What to look for.** For each method, accuracy against the learning rate; the chosen rate (best
 # on validation) is the one every quick HBN entry trains that method with.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU, whose result
-# is committed in `figures/hbn-tab8/result.json`. Its deviations from the catalog's recipe: rates
-# chosen on a validation split (20% of the training set held out; the paper chooses on the test
-# set); the chosen rate is then trained on the whole training set and tested once; Q-DIG, K = 20
-# Dirichlet(0.6) clients, 5 per round, Q-SCNN, B = 4, T = 60 (CIFAR-10: K = 100, 10 per round,
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# whose result is committed in `figures/hbn-tab8/result.json`. Its deviations from the catalog's
+# recipe: rates chosen on a validation split (20% of the training set held out; the paper chooses on
+# the test set); the chosen rate is then trained on the whole training set and tested once; Q-DIG, K
+# = 20 Dirichlet(0.6) clients, 5 per round, Q-SCNN, B = 4, T = 60 (CIFAR-10: K = 100, 10 per round,
 # Simple-CNN, T = 500); lr 'decays quadratically with 0.998': implemented as x0.998 per round (an
 # interpretation). The paper's setup trains on `cifar10` read from a local folder, with 5 seeds:
 # `bnfl run hbn-tab8 --profile paper --data-root DIR --device cuda --out OUT`, then set

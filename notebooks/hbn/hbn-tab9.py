@@ -18,12 +18,12 @@
 #
 # **What to look for.** As Table 8, for the CIFAR-100 grid (wider for some methods).
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU, whose result
-# is committed in `figures/hbn-tab9/result.json`. Its deviations from the catalog's recipe: rates
-# chosen on a validation split (20% of the training set held out; the paper chooses on the test
-# set); the chosen rate is then trained on the whole training set and tested once; CIFAR-100
-# stand-in: Table 9's grid on the same Q-DIG proxy (10 classes; a 100-class digits proxy does not
-# exist). Its choices are reported, not used: the quick entries use Table 8's; lr 'decays
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# whose result is committed in `figures/hbn-tab9/result.json`. Its deviations from the catalog's
+# recipe: rates chosen on a validation split (20% of the training set held out; the paper chooses on
+# the test set); the chosen rate is then trained on the whole training set and tested once;
+# CIFAR-100 stand-in: Table 9's grid on the same Q-DIG proxy (10 classes; a 100-class digits proxy
+# does not exist). Its choices are reported, not used: the quick entries use Table 8's; lr 'decays
 # quadratically with 0.998': implemented as x0.998 per round (an interpretation). The paper's setup
 # trains on `cifar100` read from a local folder, with 5 seeds: `bnfl run hbn-tab9 --profile paper
 # --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT`

@@ -32,7 +32,6 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_MLP1,
     Q_RES,
     SEEDS,
-    SEEDS_NOTE,
     acc_noise,
     config_deviations,
     method_row,
@@ -107,7 +106,7 @@ def _fedtan_ii_claims(runs: Mapping[str, list], R: int, model: nn.Module, tag: s
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_RES), "M": [10, 20, 40, 100], "lr_after": 0.01,
            "deviations": ["Q-RES for R = 100 iterations instead of 300 (M = 10/20/40 keep the 10/20/40% fractions); "
-                          "only the without-momentum panels; " + SEEDS_NOTE]},
+                          "only the without-momentum panels"]},
         paper={"base": dict(P_C10), "M": [1000, 2000, 4000, CIFAR_ITERATIONS], "lr_after": 0.01,
            "lr_later": [[6000, 0.001]], "momentum": dict(P_MOM),
            "lr_later_momentum": [[6000, 0.001], [8000, 0.0001]]},
@@ -165,7 +164,7 @@ def compute_fig11(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_MLP1), "M": [10, 50, 100, 500], "M_compare": 100, "lr_after": 0.05,
-           "deviations": [SEEDS_NOTE]},
+           "deviations": []},
         paper={"base": dict(P_MNIST), "M": [10, 50, 100, MNIST_ITERATIONS], "M_compare": 100, "lr_after": 0.05},
         smoke={"M": [1, 2], "M_compare": 1},
     ),

@@ -33,7 +33,6 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_RES,
     REFERENCE_MOMENTUM_NOTE,
     SEEDS,
-    SEEDS_NOTE,
     acc_noise,
     config_deviations,
     method_label,
@@ -54,7 +53,7 @@ _GN_SETTINGS = (("w/o mom.", "iid"), ("w/o mom.", "non-iid"), ("with mom.", "iid
 #: Fig. 9, Table 2 and Fig. 10 share one set of runs: the same configuration for all three.
 _GN_CONFIGS = profiles(
     quick={"base": spec(Q_BASE, Q_RES), "momentum": dict(Q_MOM),
-           "deviations": ["Q-RES for R = 100 iterations instead of 300; " + SEEDS_NOTE]},
+           "deviations": ["Q-RES for R = 100 iterations instead of 300"]},
     paper={"base": dict(P_C10), "momentum": dict(P_MOM)},
 )
 

@@ -31,7 +31,6 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_MOM,
     REFERENCE_MOMENTUM_NOTE,
     SEEDS,
-    SEEDS_NOTE,
     acc_noise,
     config_deviations,
     method_color,
@@ -64,7 +63,7 @@ from bnfl.experiments.registry import entry, plotter
         quick={"base_a": spec(Q_BASE, {"model": {"name": "q_plain"}, "rounds": 1500,
                                        "train": {"local_steps": 1, "lr": 0.5, "eval_every": 75}}),
                "base_b": spec(Q_BASE, {"rounds": 1500, "train": {"local_steps": 1, "eval_every": 75}}),
-           "deviations": [SEEDS_NOTE]},
+           "deviations": []},
         paper={"base_a": spec(P_C10, {"train": {"local_steps": 1}}),
                "base_b": spec(P_C10, {"train": {"local_steps": 1}})},
     ),
@@ -184,7 +183,7 @@ def _ordering_claims(runs: Mapping[tuple[str, str], list], tag: str) -> list[Cla
     kind="training",
     seeds=SEEDS,
     configs=profiles(
-        quick={"base": dict(Q_BASE), "deviations": [SEEDS_NOTE]},
+        quick={"base": dict(Q_BASE), "deviations": []},
         paper={"base": dict(P_C10)},
     ),
 )
@@ -246,7 +245,7 @@ def plot_fig4(result: Result) -> Any:
     kind="training",
     seeds=SEEDS,
     configs=profiles(
-        quick={"base": spec(Q_BASE, Q_MOM), "deviations": [SEEDS_NOTE]},
+        quick={"base": spec(Q_BASE, Q_MOM), "deviations": []},
         paper={"base": spec(P_C10, P_MOM)},
     ),
 )

@@ -34,7 +34,6 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_MLP1,
     REFERENCE_MOMENTUM_NOTE,
     SEEDS,
-    SEEDS_NOTE,
     UNSTATED_R,
     acc_noise,
     config_deviations,
@@ -88,7 +87,7 @@ def _iid_noniid_entry(ctx: Context, config: dict[str, Any], methods: Sequence[st
     seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_MLP1), "methods": ["centralized", "fedtan", "fedavg+bn", "fedavg+alg2"],
-           "deviations": ["4 of the 6 methods (FedBN and SiloBN left out); " + SEEDS_NOTE]},
+           "deviations": ["4 of the 6 methods (FedBN and SiloBN left out)"]},
         paper={"base": dict(P_MNIST), "methods": list(ALL6)},
     ),
     plot=iid_noniid_plot("FedTAN Fig. 6: MNIST-like, one BN layer"),
@@ -113,7 +112,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                                          "fractions": [0.4, 0.6, 0.8], "gamma": 0.2}}),
                                  {"name": "gaussian_mixture", "num_classes": 100, "n_train": 10000, "n_test": 1000}),
            "methods": ["centralized", "fedtan", "fedavg+bn"],
-           "deviations": [SEEDS_NOTE]},
+           "deviations": []},
         paper={"base": spec(P_C10, {"data": {"name": "cifar100"},
                                     "train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.1,
                                               "milestones": [4000, 6000, 8000], "gamma": 0.2}}),
@@ -147,7 +146,7 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "thick"]}, "partition": {"num_clients": 4}}),
-           "deviations": [SEEDS_NOTE]},
+           "deviations": []},
         paper={"base": dict(OFFICE), "deviations": [UNSTATED_R]},
         smoke={"base": {"data": {"train_per_domain": 24}}},
     ),
@@ -167,7 +166,7 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     configs=profiles(
         quick={"base": spec(Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "noise", "thick", "gain"]},
                               "partition": {"num_clients": 6}}),
-           "deviations": [SEEDS_NOTE]},
+           "deviations": []},
         paper={"base": dict(DOMAINNET), "deviations": [UNSTATED_R]},
         smoke={"base": {"data": {"train_per_domain": 24}}},
     ),

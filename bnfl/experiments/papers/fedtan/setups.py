@@ -94,7 +94,6 @@ P_MNIST: dict[str, Any] = {
 #: Repeats at quick: the catalog's 3 (the paper averages 5 runs). The batched engine trains an
 #: entry's seeds together in lock-step (``bnfl reproduce --batched auto``, the default).
 SEEDS = {"smoke": 1, "quick": 3, "paper": 5}
-SEEDS_NOTE = "3 seeds (the catalog's quick count) instead of the paper's 5 runs"
 OFFICE = {"data": {"name": "office_caltech10", "domains": ["amazon", "caltech", "dslr", "webcam"], "size": 256},
           "model": {"name": "alexnet_bn"}, "partition": {"num_clients": 4}, "rounds": 1000,
           "train": {"batch_size": 32, "lr": 0.01, "local_steps": 5, "eval_every": 20}}
