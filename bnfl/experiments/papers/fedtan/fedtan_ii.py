@@ -183,7 +183,7 @@ def compute_fig14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                      "paper's M=100 of R=500)", final_stats(runs[ref])[0], final_stats(same)[0], 1.0,
                      **acc_noise(runs[ref], same),
                      why=("the two differ by more than 1 pt; read the sign: FedTAN-II higher means freezing the "
-                          "statistics did not cost accuracy here; one seed cannot say whether that is systematic"))]
+                          "statistics did not cost accuracy here; the seed spread says whether that is systematic"))]
     claims.append(info("m-compare-constant-lr", f"acc({ref}) - acc(FedTAN at constant lr) (the paper's figure "
                        "compares these; a learning-rate effect, reported only)",
                        final_stats(runs[ref])[0] - final_stats(runs["FedTAN"])[0]))

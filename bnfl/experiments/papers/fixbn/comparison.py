@@ -151,8 +151,8 @@ _Q5_ROUNDS = round(rounds_for_epochs(12, Q_DIG_TRAIN, 20, 20, 5))  # 8.6 -> 9
 _T5_QUICK = {"base": spec(Q_RES, DECAY, {"partition": SHARDS, "rounds": _Q5_ROUNDS,
                                          "train": {"local_steps": 20, "eval_every": _Q5_ROUNDS}}),
              "fixup_model": "q_res_fixup",
-             "deviations": [f"Q-RES on Q-DIG-2, E = 20, 12 epochs = {_Q5_ROUNDS} rounds, 2 seeds instead of 3 "
-                            "(15-minute budget); GN+WN is GN with weight standardisation (WS, Qiao et al. 2019)"]}
+             "deviations": [f"Q-RES on Q-DIG-2, E = 20, 12 epochs = {_Q5_ROUNDS} rounds; "
+                            "GN+WN is GN with weight standardisation (WS, Qiao et al. 2019)"]}
 _T5_PAPER = {"base": spec(P_C10, DECAY, {"partition": SHARDS, "rounds": round(rounds_for_epochs(128, 50_000, 20, 100, 5)),
                                          "train": {"local_steps": 100, "eval_every": 32}}),
              "fixup_model": "resnet20_fixup", "deviations": ["GN+WN run as GN with weight standardisation (WS)"]}

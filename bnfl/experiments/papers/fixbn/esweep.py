@@ -100,8 +100,8 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                m[("fedavg+bn", "reset", e)], 0.0,
                                detail=f"FixBN {m[('fixbn', 'reset', e)]:.2f} vs BN {m[('fedavg+bn', 'reset', e)]:.2f}",
                                **acc_noise(runs[("fixbn", "reset", e)], runs[("fedavg+bn", "reset", e)]),
-                               why=("with many local steps client drift dominates for every normaliser and one "
-                                    "seed separates FixBN and BN by a few test samples")))
+                               why=("with many local steps client drift dominates for every normaliser and "
+                                    "FixBN and BN are a few test samples apart")))
     e0 = es[0]
     claims.append(at_least("fixbn-small-e", f"E = {e0}: FixBN >= BN + 10", m[("fixbn", "reset", e0)] -
                            m[("fedavg+bn", "reset", e0)], 10.0,
@@ -231,13 +231,13 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                    corner[0][4] - top[4], 0.0,
                                    detail=f"(Shards, E={es[0]}, steps): {corner[0][4]:+.2f}; largest: ({top[1]}, E={top[3]}, "
                                           f"{top[2]}) {top[4]:+.2f}",
-                                   why="on this reduced grid with one seed the largest GN - BN cell is elsewhere"))
+                                   why="on this reduced grid the largest GN - BN cell is elsewhere"))
         for p in config["grids"][g]["partitions"]:
             if (g, p, "steps") in gaps:
                 claims.append(monotone(f"{g}-{p}-gap-falls", f"{g}, {p}, fixed steps: GN - BN decreases in E",
                                        gaps[(g, p, "steps")], increasing=False, labels=[f"E={e}" for e in es],
                                        allowed_violations=1, max_violation=1.0,
-                                       why=("not monotone on the quick grid: one seed, 4 values of E and a small "
+                                       why=("not monotone on the quick grid: few seeds, 4 values of E and a small "
                                             "budget per cell; the paper's trend needs its larger runs")))
         share = float(np.mean([c[4] <= 0 for c in mine]))
         claims.append(info(f"{g}-bn-share", f"{g}: share of cells with BN >= GN (paper: most)", share,
@@ -310,7 +310,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "the paper's steady decline needs its longer budget")),
         monotone("gap-falls", f"{g}, {p}: Acc(GN) - Acc(BN) decreases in E", [a - b for a, b in zip(gn, bn, strict=True)],
                  increasing=False, labels=[f"E={e}" for e in es], allowed_violations=1, max_violation=1.0,
-                 why="follows GN's non-monotone curve (previous check) with one seed"),
+                 why="follows GN's non-monotone curve (previous check)"),
         info("bn-rises", f"{g}, {p}: Acc(BN) at the largest E minus at the smallest (paper: BN improves with E)",
              bn[-1] - bn[0], detail=", ".join(f"E={e}: {v:.2f}" for e, v in zip(es, bn, strict=True))),
     ]

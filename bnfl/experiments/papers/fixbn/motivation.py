@@ -302,7 +302,7 @@ def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                  detail=f"T*=0: {acc[min(acc)]:.2f} vs T*=50%: {acc.get(50, float('nan')):.2f}",
                  **acc_noise(freeze.get(50, freeze[min(acc)]), freeze[min(acc)]),
                  why=("on this proxy the statistics settle so early that freezing them at once costs nothing and "
-                      "removes the noisy local statistics sooner; earlier freezing wins (one seed)")),
+                      "removes the noisy local statistics sooner; earlier freezing wins")),
     ]
     loss = {p: np.array([x["train_loss"] for x in r], float).mean(0).tolist() for p, r in freeze.items()}
     return {"rows": rows, "paper": [], "claims": claims, "deviations": list(config.get("deviations", [])),

@@ -98,14 +98,14 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                    detail=f"FixBN {m[(p, 'fixbn')]:.2f} vs BN {m[(p, 'fedavg+bn')]:.2f}",
                                    **acc_noise(runs[(p, "fixbn")], runs[(p, "fedavg+bn")]),
                                    why=("where every method scores near chance (the 100-class Gaussian stand-in) "
-                                        "sub-point gaps are a few test samples with one seed")))
+                                        "sub-point gaps are a few test samples")))
         for p in [q for q in ("Dir(0.1)", "Shards") if (q, "fixbn") in m]:
             claims.append(at_least(f"{setting}-{p}-fixbn-gn", f"{setting}, {p}: FixBN >= GN",
                                    m[(p, "fixbn")] - m[(p, "fedavg+gn")], 0.0,
                                    detail=f"FixBN {m[(p, 'fixbn')]:.2f} vs GN {m[(p, 'fedavg+gn')]:.2f}",
                                    **acc_noise(runs[(p, "fixbn")], runs[(p, "fedavg+gn")]),
                                    why=("GN trains better than FixBN on this proxy's 2-class shards, or all methods "
-                                        "sit near chance (the 100-class stand-in); one seed")))
+                                        "sit near chance (the 100-class stand-in)")))
         diffs = {p: m[(p, "fedavg+bn")] - m[(p, "fedavg+gn")] for p, _ in parts}
         best = max(diffs, key=lambda p: diffs[p])
         claims.append(at_least(f"{setting}-bn-beats-gn", f"{setting}: BN > GN in at least one partition",
@@ -267,7 +267,7 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                detail=f"FixBN {miou['fixbn']:.2f} vs BN {miou['fedavg+bn']:.2f}",
                                noise=max([s for s in (std["fixbn"], std["fedavg+bn"]) if np.isfinite(s)] or [0.0]),
                                noise_label="seed std",
-                               why=("the Q-SEG proxy has a few small images per client and one seed; a 1-pt mIoU "
+                               why=("the Q-SEG proxy has a few small images per client; a 1-pt mIoU "
                                     "difference is within what a different seed moves")))
         claims.append(info(f"{backbone}-gn", f"{backbone}: GN mIoU (reported, not asserted)", miou["fedavg+gn"]))
     for i, (bb, lo, hi) in enumerate((("MobileNet-v2", 1, 2), ("ResNet18", 4, 5))):
