@@ -42,7 +42,8 @@ CONV_METHODS = ["fedavg+bn", "fedbn", "fedtan", "fixbn", "scaffold", "fedavg+gn"
 #: the 3 rounds of SPEC for every batched method (MLP) and CONV_METHODS (Q-SCNN): the largest
 #: |difference| of a state entry is 3.6e-7 (FedAdam/FedACG+GN's server state), except SCAFFOLD's
 #: control variates (a weight difference divided by steps * lr) at 8.0e-7; of a history float
-#: 3.4e-7. The bound leaves >= 12x.
+#: 3.4e-7. The bound leaves >= 12x. (On another CPU torch's float32 GroupNorm kernel adds more to
+#: the sequential run itself: see test_batched_equals_sequential_float32_to_rounding.)
 F32_ATOL = 1e-5
 
 
@@ -147,9 +148,29 @@ def test_batched_equals_sequential_float64_conv(method):
     _compare(method, 1e-12, conv=True)
 
 
+def _max_state_diff_to_float64(a: fl.Simulation, ref: fl.Simulation) -> float:
+    """Largest |difference| of a float32 run's state entries from a float64 run's (same keys)."""
+    ta, tr = _tensors(a), _tensors(ref)
+    assert ta.keys() == tr.keys()
+    return max(float((ta[k].double() - tr[k]).abs().max()) for k in ta if ta[k].is_floating_point() and ta[k].numel())
+
+
 @pytest.mark.parametrize("method", ["fedavg+bn", "fedtan", "scaffold", "fixbn-global", "fedavg+ln", "fedadam+gn"])
 def test_batched_equals_sequential_float32_to_rounding(method):
-    ds, dh = _compare(method, F32_ATOL, dtype="float32")
+    """float32: the two engines agree to ``F32_ATOL`` beyond what float32 costs the sequential
+    reference itself (its distance from the float64 run), and the batched run is no farther from
+    the float64 run than the sequential one. The allowance is needed on some CPUs: torch's float32
+    GroupNorm kernel loses digits when a group's mean is large against its spread (measured on an
+    AVX-512 machine: 2.4e-4 at mean 10, std 0.01), and on this setting FedAdam's server turns that
+    into a 1.7e-4 difference of the sequential run from float64 after 3 rounds, while the batched
+    one stays within 4e-8 of it (with GroupNorm computed in float64 both engines agree to 3e-8)."""
+    seq = _run(_spec(method, "off", dtype="float32"))
+    bat = _run(_spec(method, "on", dtype="float32"))
+    exact = _run(_spec(method, "off", dtype="float64"))
+    ds, dh = _max_state_diff(seq, bat), _max_history_diff(seq.history, bat.history)
+    seq_err, bat_err = _max_state_diff_to_float64(seq, exact), _max_state_diff_to_float64(bat, exact)
+    assert ds <= F32_ATOL + seq_err and dh <= F32_ATOL, (method, ds, dh, seq_err)
+    assert bat_err <= seq_err + F32_ATOL, (method, bat_err, seq_err)
     assert ds > 0 or dh > 0  # float32 rounding does differ: the tolerance is needed
 
 
