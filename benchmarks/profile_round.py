@@ -31,8 +31,10 @@ import cProfile
 import os
 import pstats
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -40,19 +42,10 @@ import torch  # noqa: E402
 
 from bnfl import fl  # noqa: E402
 
-torch.set_num_threads(1)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_seeds import SETTINGS  # noqa: E402  (HBN's and FedTAN's quick bases)
 
-SETTINGS = {
-    # HBN's quick base (bnfl/experiments/papers/hbn/setups.py): the heaviest paper at quick
-    "hbn-quick": {"method": "hbn", "data": {"name": "digits", "form": "image"}, "model": {"name": "q_scnn"},
-                  "partition": {"kind": "dirichlet", "phi": 0.6, "num_clients": 20},
-                  "train": {"local_unit": "epochs", "local_steps": 1, "batch_size": 4, "lr": 0.005,
-                            "momentum": 0.9, "participation": 0.25}},
-    # FedTAN's quick base (bnfl/experiments/papers/fedtan/setups.py) with FedAvg+BN
-    "fedtan-quick": {"method": "fedavg+bn", "data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"},
-                     "partition": {"kind": "classes_per_client", "k": 2, "num_clients": 5},
-                     "train": {"local_steps": 5, "batch_size": 32, "lr": 0.1}},
-}
+torch.set_num_threads(1)
 
 PHASES = ("local training", "server", "evaluation", "checkpoint", "other")
 
