@@ -11,6 +11,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bnfl import fl
 from bnfl.methods import METHODS
@@ -161,20 +162,31 @@ def _max_state_diff_to_float64(a: fl.Simulation, ref: fl.Simulation) -> float:
     return max(float((ta[k].double() - tr[k]).abs().max()) for k in ta if ta[k].is_floating_point() and ta[k].numel())
 
 
+def _group_norm_in_float64(x, num_groups, weight=None, bias=None, eps=1e-5, _f=F.group_norm):
+    """``F.group_norm`` computed in float64 and returned in the input's dtype."""
+    up = [None if t is None else t.double() for t in (weight, bias)]
+    return _f(x.double(), num_groups, *up, eps).to(x.dtype)
+
+
 @pytest.mark.parametrize("method", ["fedavg+bn", "fedtan", "scaffold", "fixbn-global", "fedavg+ln", "fedadam+gn"])
-def test_batched_equals_sequential_float32_to_rounding(method):
-    """float32: the two engines agree to ``F32_ATOL`` beyond what float32 costs the sequential
-    reference itself (its distance from the float64 run), and the batched run is no farther from
-    the float64 run than the sequential one. The allowance is needed on some CPUs: torch's float32
-    GroupNorm kernel loses digits when a group's mean is large against its spread (measured on an
-    AVX-512 machine: 2.4e-4 at mean 10, std 0.01), and on this setting FedAdam's server turns that
-    into a 1.7e-4 difference of the sequential run from float64 after 3 rounds, while the batched
-    one stays within 4e-8 of it (with GroupNorm computed in float64 both engines agree to 3e-8)."""
+def test_batched_equals_sequential_float32_to_rounding(method, monkeypatch):
+    """float32: the two engines agree to ``F32_ATOL``, and the batched run is no farther from the
+    float64 run than the sequential one.
+
+    torch's float32 GroupNorm CPU kernel loses digits when a group's mean is large against its
+    spread (2.4e-4 at mean 10, std 0.01), and which of its code paths does so depends on the CPU
+    and on the tensor's shape: on one AVX-512 machine the sequential fedadam+gn run ended 1.7e-4
+    from float64 while the batched one stayed within 4e-8, on another the other way round (the
+    batched run 1.7e-4 away, the sequential 2.8e-7). That error is the kernel's, not the engine's,
+    so GroupNorm (and LN/IN, which are GroupNorms) is computed in float64 here in both engines;
+    everything else stays float32. A 3e-4 relative learning-rate error in the batched SGD step
+    still fails every case."""
+    monkeypatch.setattr(F, "group_norm", _group_norm_in_float64)
     seq, bat = _pair(method, dtype="float32")
     exact = _run(_spec(method, "off", dtype="float64"))
     ds, dh = _max_state_diff(seq, bat), _max_history_diff(seq.history, bat.history)
     seq_err, bat_err = _max_state_diff_to_float64(seq, exact), _max_state_diff_to_float64(bat, exact)
-    assert ds <= F32_ATOL + seq_err and dh <= F32_ATOL, (method, ds, dh, seq_err)
+    assert ds <= F32_ATOL and dh <= F32_ATOL, (method, ds, dh, seq_err)
     assert bat_err <= seq_err + F32_ATOL, (method, bat_err, seq_err)
     assert ds > 0 or dh > 0  # float32 rounding does differ: the tolerance is needed
 
