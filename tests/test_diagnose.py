@@ -201,7 +201,7 @@ def test_cli_on_the_example_config(capsys, tmp_path):
     png = tmp_path / "d.png"
     assert cli.main(["diagnose", "--config", CONFIG, "--stat-samples", "64", "--figure", str(png), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "| features.4 |" in out and "Recommendation: FedTAN" in out and "label skew" in out  # FedTAN's config
+    assert "| 2: features.4 |" in out and "Recommendation: FedTAN" in out and "label skew" in out  # FedTAN's config
     assert png.stat().st_size > 10_000
     assert cli.main(["diagnose", "--config", CONFIG, "--stat-samples", "64", "--json", "--no-sync-rounds-ok"]) == 0
     d = json.loads(capsys.readouterr().out)
@@ -228,3 +228,19 @@ def test_diagnose_loss_fn_option():
     d = bnfl.diagnose(_model(), _digits_clients("k2"), loss_fn=lambda out, y: F.nll_loss(out.log_softmax(1), y),
                       **FAST)
     assert d.grad_error["fedtan"] < 1e-10
+
+
+def test_live_explorer_recomputes_on_a_slider(monkeypatch):
+    """The notebook's sliders: releasing one re-diagnoses with the new value (no kernel needed)."""
+    from bnfl.diagnosis import interactive
+
+    seen = []
+    monkeypatch.setattr(interactive, "show", seen.append)
+    ui = interactive.explorer(phi=100.0, clients=3, batch_size=8, local_steps=1)
+    assert len(seen) == 1 and seen[-1].shift == "none" and seen[-1].setting["clients"] == 3
+    phi = next(c for c in ui.children if getattr(c, "description", "").startswith("label skew"))
+    phi.value = 0.05
+    assert len(seen) == 2 and seen[-1].shift == "label" and "updated in" in ui.children[-2].value
+    clients = next(c for c in ui.children if getattr(c, "description", "") == "clients")
+    clients.value = 4
+    assert len(seen) == 3 and seen[-1].setting["clients"] == 4

@@ -42,10 +42,10 @@ def _bytes(b: int | None) -> str:
 def layer_rows(d: Diagnosis) -> list[dict[str, Any]]:
     """Table 1: per BN layer, the shares of its input's variance (mean over channels)."""
     b = d.setting["batch_size"]
-    return [{"layer": r["name"], "C": r["channels"],
+    return [{"BN layer": f"{i + 1}: {r['name']}", "C": r["channels"],
              "between clients (= bias of FedAvg's averaged var)": f"{r['between']:.1%}",
              "between, within classes": _num(r["between_given_label"], ".1%"),
-             f"batch noise at B={b}": f"{r['batch_noise']:.1%}"} for r in d.layers]
+             f"batch noise at B={b}": f"{r['batch_noise']:.1%}"} for i, r in enumerate(d.layers)]
 
 
 def gradient_rows(d: Diagnosis) -> list[dict[str, Any]]:
