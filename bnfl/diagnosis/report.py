@@ -42,8 +42,8 @@ def _bytes(b: int | None) -> str:
 def layer_rows(d: Diagnosis) -> list[dict[str, Any]]:
     """Table 1: per BN layer, the shares of its input's variance (mean over channels)."""
     b = d.setting["batch_size"]
-    return [{"BN layer": f"{i + 1}: {r['name']}", "C": r["channels"],
-             "between clients (= bias of FedAvg's averaged var)": f"{r['between']:.1%}",
+    return [{"#": i + 1, "BN layer": r["name"], "C": r["channels"],
+             "between clients": f"{r['between']:.1%}",
              "between, within classes": _num(r["between_given_label"], ".1%"),
              f"batch noise at B={b}": f"{r['batch_noise']:.1%}"} for i, r in enumerate(d.layers)]
 
@@ -86,10 +86,21 @@ def verdict_lines(d: Diagnosis) -> list[str]:
     ]
 
 
-def _markdown(rows: list[dict[str, Any]]) -> list[str]:
+def _text_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows as aligned plain-text columns (text left-aligned, numbers right-aligned)."""
     cols = list(rows[0])
-    return (["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-            + ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows])
+    cells = [[str(r[c]) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[j]) for row in cells)) for j, c in enumerate(cols)]
+
+    def numeric(text: str) -> bool:
+        return bool(text) and (text[0].isdigit() or text[0] in "+-.") and text != "-"
+
+    right = [any(numeric(row[j]) for row in cells) for j in range(len(cols))]  # number columns
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)).rstrip()
+
+    return [line(cols), "  ".join("-" * w for w in widths), *(line(row) for row in cells)]
 
 
 def format_table(d: Diagnosis, *, title: str = "") -> str:
@@ -104,11 +115,12 @@ def format_table(d: Diagnosis, *, title: str = "") -> str:
         "",
         "1. BN layers: share of each input's variance (mean over channels)",
         "",
-        *_markdown(layer_rows(d)),
+        *_text_table(layer_rows(d)),
+        "(between clients = the relative bias of the variance FedAvg+BN averages, sum_i p_i var_i)",
         "",
         "2. First local step: aggregated gradient vs the centralized gradient on the union batch",
         "",
-        *_markdown(gradient_rows(d)),
+        *_text_table(gradient_rows(d)),
         *([f"(FedTAN's update error after {steps} steps is client drift, not BN)"] if steps > 1 else []),
         "",
         "3. Shift (excess over an i.i.d. re-partition of the same samples)",
@@ -118,7 +130,7 @@ def format_table(d: Diagnosis, *, title: str = "") -> str:
     cut = verdict.index("")
     lines += verdict[:cut] + ["", "4. " + verdict[cut + 1]] + verdict[cut + 2:]
     lines += ["", f"5. Communication per round on this model ({s['clients']} clients, float32)", "",
-              *_markdown(cost_rows(d)), f"({s['seconds']:.1f} s)"]
+              *_text_table(cost_rows(d)), f"({s['seconds']:.1f} s)"]
     return "\n".join(lines)
 
 
@@ -130,7 +142,8 @@ def to_html(d: Diagnosis) -> str:
 
     verdict = "<br>".join(html.escape(line).replace("   ", "&nbsp;&nbsp;&nbsp;") for line in verdict_lines(d))
     return "\n".join([
-        html_table(layer_rows(d), caption="BN layers: share of each input's variance (mean over channels)"),
+        html_table(layer_rows(d), caption="BN layers: share of each input's variance (mean over channels; "
+                                          "between clients = the relative bias of FedAvg+BN's averaged variance)"),
         html_table(gradient_rows(d), caption="First local step: aggregated gradient vs the centralized one"),
         f"<p>{verdict}</p>",
         html_table(cost_rows(d), caption=f"Communication per round ({d.setting['clients']} clients, float32)"),
