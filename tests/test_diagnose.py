@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +20,8 @@ from bnfl.diagnosis.report import figure, format_table, to_json
 from bnfl.methods import METHODS
 from bnfl.nn import replace_norm
 
-CONFIG = "examples/fedtan_digits.toml"
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = str(ROOT / "examples" / "fedtan_digits.toml")
 FAST = {"batch_size": 32, "stat_samples": 64, "permutations": 2, "progress": False}
 
 
@@ -245,3 +247,21 @@ def test_live_explorer_recomputes_on_a_slider(monkeypatch):
     clients = next(c for c in ui.children if getattr(c, "description", "") == "clients")
     clients.value = 4
     assert len(seen) == 3 and seen[-1].setting["clients"] == 4
+
+
+def test_docs_example_numbers():
+    """docs/diagnose.md reads these numbers of `bnfl diagnose --config examples/fedtan_digits.toml`."""
+    from bnfl.diagnosis.cli import diagnose_config
+
+    d = diagnose_config(CONFIG, progress=False)
+    assert [round(r["between"], 2) for r in d.layers] == [0.11, 0.11] and d.feature_shift is None
+    assert round(d.label_divergence, 2) == 0.80 and round(d.label_floor, 2) == 0.07
+    assert round(d.grad_error["none"], 2) == 0.83 and round(d.grad_error["none"] / d.grad_error_floor["none"]) == 6
+    assert d.grad_error["stats"] > 0.75 and d.update_error["fedtan"] > 0.1
+    assert d.recommendation.fix == "fedtan" and d.setting["local_steps"] == 5
+    tan = next(c for c in d.communication if c["method"] == "fedtan")
+    assert round(100 * tan["extra"], 1) == 6.9 and tan["rounds"] == 7
+    text = (ROOT / "docs" / "diagnose.md").read_text(encoding="utf-8")
+    for phrase in ("about 11%", "$D_y = 0.80$ against 0.07", "83% of its norm", "six times", "6.9% more bytes",
+                   "7 communication rounds"):
+        assert phrase in text, phrase
