@@ -192,11 +192,14 @@ def test_report_table_json_and_figure(label_skew):
         assert s in text
     d = json.loads(to_json(label_skew))
     assert d["shift"] == "label" and d["recommendation"]["fix"] == "fixbn" and len(d["layers"]) == 2
-    fig = figure(label_skew)
-    assert len(fig.axes) == 3
     import matplotlib.pyplot as plt
 
-    plt.close(fig)
+    for columns, size in ((3, (3 * 3.8, 3.1)), (1, (5.2, 3 * 3.1))):
+        fig = figure(label_skew, columns=columns)
+        assert len(fig.axes) == 3 and tuple(fig.get_size_inches()) == pytest.approx(size)
+        plt.close(fig)
+    with pytest.raises(ValueError, match="columns must be 1 or 3"):
+        figure(label_skew, columns=2)
 
 
 def test_cli_on_the_example_config(capsys, tmp_path):

@@ -165,17 +165,28 @@ def to_json(d: Diagnosis) -> str:
     return json.dumps(clean(d.to_dict()), indent=2)
 
 
-def figure(d: Diagnosis):
+def figure(d: Diagnosis, *, columns: int = 3):
     """Three panels: per-layer variance shares, first-step gradient errors, the shift map.
 
-    Returns a matplotlib Figure (nothing written; :func:`bnfl.plots.save_figure` or
-    ``fig.savefig`` do that).
+    Parameters
+    ----------
+    d : Diagnosis
+    columns : {3, 1}, default 3
+        Panels side by side (a wide screen or a terminal's ``--figure``) or stacked (a narrow page).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Nothing is written (:func:`bnfl.plots.save_figure` or ``fig.savefig`` do that).
     """
     import numpy as np
 
     from bnfl import plots
 
-    fig, (ax1, ax2, ax3) = plots.new_figure(1, 3, width=3.8, height=3.1)
+    if columns not in (1, 3):
+        raise ValueError(f"columns must be 1 or 3, got {columns!r}")
+    shape = (1, 3) if columns == 3 else (3, 1)
+    fig, (ax1, ax2, ax3) = plots.new_figure(*shape, width=3.8 if columns == 3 else 5.2, height=3.1)
     names = [r["name"] for r in d.layers]
     x = np.arange(len(names))
     w = 0.27
@@ -216,8 +227,8 @@ def figure(d: Diagnosis):
     ax3.axvline(rules.LABEL_SKEW_THRESHOLD, color="grey", lw=1, ls="--")
     ax3.axhline(rules.FEATURE_SHIFT_THRESHOLD, color="grey", lw=1, ls="--")
     below = rules.FEATURE_SHIFT_THRESHOLD - 0.06 * lim_y
-    for tx, ty, text in ((0.0, below, "no shift"), (0.55 * lim_x, below, "label skew"),
-                         (0.0, 0.9 * lim_y, "feature shift"), (0.55 * lim_x, 0.9 * lim_y, "both")):
+    for tx, ty, text in ((0.0, below - 0.05 * lim_y, "no\nshift"), (0.55 * lim_x, below, "label skew"),
+                         (0.0, 0.85 * lim_y, "feature\nshift"), (0.55 * lim_x, 0.9 * lim_y, "both")):
         ax3.text(tx, ty, text, color="grey", fontsize=8)
     marker = "o" if d.feature_shift is not None else "^"
     ax3.scatter([lx], [fx], s=80, color=plots.color_for(d.recommendation.fix), marker=marker, zorder=3)
