@@ -282,8 +282,7 @@ def diagnose(
         bar.update()
         update_error = measure.local_update_error(work, steps, loss_fn, lr=lr)
         bar.update()
-        shift = rules.classify_shift(None if label_div is None else label_div - label_floor,
-                                     None if feature is None or feature_floor is None else feature - feature_floor)
+        shift = rules.classify_shift(label_div, label_floor, feature, feature_floor)
         small = float(np.mean([r["batch_noise"] for r in layers])) >= rules.SMALL_BATCH_THRESHOLD
         rec = rules.recommend(rules.Facts(shift=shift, small_batch=small, per_client_models=per_client_models,
                                           sync_rounds_ok=sync_rounds_ok))

@@ -74,7 +74,7 @@ def verdict_lines(d: Diagnosis) -> list[str]:
         f"label skew from +{rules.LABEL_SKEW_THRESHOLD})",
         "feature shift (first BN layer, between clients within classes) "
         + (f"{d.feature_shift:.3f} (i.i.d. {_num(d.feature_floor, '.3f')}; feature shift from "
-           f"+{rules.FEATURE_SHIFT_THRESHOLD})" if d.feature_shift is not None
+           f"{rules.FEATURE_SHIFT_RATIO:g}x and +{rules.FEATURE_SHIFT_MIN_EXCESS})" if d.feature_shift is not None
            else "not measurable: no class is held by two clients"),
         f"batch noise {noise:.3f} (small batches from {rules.SMALL_BATCH_THRESHOLD})",
         f"=> {SHIFT_WORDS[d.shift]}; batches {'small' if d.small_batch else 'not small'}",
@@ -222,21 +222,22 @@ def figure(d: Diagnosis, *, columns: int = 3):
     ax2.legend(loc="upper right")
 
     lx = 0.0 if d.label_divergence is None else d.label_divergence - d.label_floor
-    fx = 0.0 if d.feature_shift is None or d.feature_floor is None else d.feature_shift - d.feature_floor
-    lim_x, lim_y = max(1.0, lx * 1.1), max(0.5, fx * 1.2)
+    measurable = d.feature_shift is not None and d.feature_floor is not None and d.feature_floor > 0
+    fx = d.feature_shift / d.feature_floor if measurable else 0.0
+    lim_x, lim_y = max(1.0, lx * 1.1), max(3 * rules.FEATURE_SHIFT_RATIO, fx * 1.2)
     ax3.axvline(rules.LABEL_SKEW_THRESHOLD, color="grey", lw=1, ls="--")
-    ax3.axhline(rules.FEATURE_SHIFT_THRESHOLD, color="grey", lw=1, ls="--")
-    below = rules.FEATURE_SHIFT_THRESHOLD - 0.06 * lim_y
+    ax3.axhline(rules.FEATURE_SHIFT_RATIO, color="grey", lw=1, ls="--")
+    below = rules.FEATURE_SHIFT_RATIO - 0.06 * lim_y
     for tx, ty, text in ((0.0, below - 0.05 * lim_y, "no\nshift"), (0.55 * lim_x, below, "label skew"),
                          (0.0, 0.85 * lim_y, "feature\nshift"), (0.55 * lim_x, 0.9 * lim_y, "both")):
         ax3.text(tx, ty, text, color="grey", fontsize=8)
-    marker = "o" if d.feature_shift is not None else "^"
+    marker = "o" if measurable else "^"
     ax3.scatter([lx], [fx], s=80, color=plots.color_for(d.recommendation.fix), marker=marker, zorder=3)
     ax3.annotate(f"this setting\n-> {_label(d.recommendation.fix)}", (lx, fx), xytext=(0.5 * lim_x, 0.45 * lim_y),
                  fontsize=8, arrowprops={"arrowstyle": "->", "color": "grey"})
     ax3.set_xlim(-0.05 * lim_x, lim_x)
     ax3.set_ylim(-0.05 * lim_y, lim_y)
     ax3.set_xlabel("label divergence above i.i.d.")
-    ax3.set_ylabel("within-class share above i.i.d.")
+    ax3.set_ylabel("within-class share / its i.i.d. value")
     ax3.set_title(f"Shift: {SHIFT_WORDS[d.shift]}")
     return fig

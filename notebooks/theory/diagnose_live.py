@@ -66,9 +66,9 @@ interactive.show(d)
 #   about half its norm, well above its error on an i.i.d. re-split of the same samples (the black
 #   ticks); FedTAN's is rounding. With $E > 1$ local steps even FedTAN's round update differs from
 #   $E$ centralized steps: that part is client drift, not BN.
-# * **Right panel.** Where this split sits between label skew and feature shift, measured as
-#   the excess over an i.i.d. re-partition of the same samples; the dashed lines are the
-#   thresholds of `bnfl.diagnosis.rules`.
+# * **Right panel.** Where this split sits between label skew ($D_y$ above its value on an
+#   i.i.d. re-partition of the same samples) and feature shift (the within-class share as a
+#   multiple of its i.i.d. value); the dashed lines are the thresholds of `bnfl.diagnosis.rules`.
 #
 # Try: $\phi = 100$ (the error drops to the i.i.d. floor and the verdict becomes "BN is not the
 # problem"), $B = 4$ (batch noise dominates: HBN or GroupNorm), more clients at small $\phi$ (each
