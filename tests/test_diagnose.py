@@ -117,7 +117,7 @@ def test_model_and_buffers_untouched_and_deterministic():
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert not model.training and all(p.grad is None for p in model.parameters())
     assert next(model.parameters()).dtype == torch.float32
-    b = bnfl.diagnose(model, clients, **FAST).to_dict()
+    b = bnfl.diagnose(model, clients, **FAST, device="cpu").to_dict()
     a["setting"].pop("seconds"), b["setting"].pop("seconds")
     assert a == b
 
@@ -293,3 +293,17 @@ def test_docs_example_numbers():
     for phrase in ("about 11%", "$D_y = 0.80$ against 0.07", "83% of its norm", "six times", "6.9% more bytes",
                    "7 communication rounds"):
         assert phrase in text, phrase
+
+
+def test_without_class_labels_feature_shift_reads_the_plain_between_share():
+    split = digit_domains(form="flat", seed=0)
+    owners = partition.by_domain(split.domain_train.numpy())
+    clients = [(split.x_train[torch.as_tensor(o[:60])], split.y_train[torch.as_tensor(o[:60])].float()[:, None])
+               for o in owners]  # regression-like targets: no classes
+    mse = lambda out, y: F.mse_loss(out[:, :1], y)  # noqa: E731
+    d = bnfl.diagnose(_model(), clients, loss_fn=mse, **FAST)
+    assert d.label_divergence is None and d.layers[0]["between_given_label"] is None
+    assert d.shift == "feature" and d.feature_shift == d.layers[0]["between"]
+    iid = _digits_clients("iid")
+    d = bnfl.diagnose(_model(), [(x, y.float()[:, None]) for x, y in iid], loss_fn=mse, **FAST)
+    assert d.shift == "none" and d.grad_error["fedtan"] < 1e-10

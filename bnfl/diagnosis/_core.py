@@ -44,7 +44,7 @@ class Diagnosis:
         :math:`D_y` and its value on an i.i.d. re-partition (``None`` without class labels).
     feature_shift, feature_floor : float or None
         First BN layer's ``between_given_label`` and its i.i.d. floor (``None`` when no class
-        is held by two clients).
+        is held by two clients); without class labels its ``between`` share and floor.
     shift : str
         ``"none"``, ``"label"``, ``"feature"`` or ``"label+feature"`` (:func:`rules.classify_shift`).
     small_batch : bool
@@ -124,18 +124,19 @@ def _check(model: nn.Module, clients: list[tuple[Tensor, Tensor]], batch_size: i
 
 def _floors(h0: Tensor, owner: Tensor, y: Tensor | None, *, permutations: int, seed: int
             ) -> tuple[float | None, float | None]:
-    """Label divergence and first-layer within-class share on i.i.d. re-partitions (same sizes)."""
-    if y is None:
-        return None, None
+    """Label divergence and first-layer within-class share on i.i.d. re-partitions (same sizes);
+    without class labels (``y`` None), no label divergence and the unconditional between share."""
     g = torch.Generator().manual_seed(seed + 7919)
     labels, feats = [], []
     for _ in range(permutations):
         perm = owner[torch.randperm(owner.numel(), generator=g)]  # the same sizes, rows dealt at random
-        labels.append(measure.label_divergence(y, perm))
-        f = measure.layer_shares(h0, perm, y, batch_size=2)["between_given_label"]
+        shares = measure.layer_shares(h0, perm, y, batch_size=2)
+        f = shares["between"] if y is None else shares["between_given_label"]
+        if y is not None:
+            labels.append(measure.label_divergence(y, perm))
         if f is not None:
             feats.append(f)
-    return float(np.mean(labels)), (float(np.mean(feats)) if feats else None)
+    return (float(np.mean(labels)) if labels else None), (float(np.mean(feats)) if feats else None)
 
 
 def _iid_batches(x: Tensor, y: Tensor, owner: Tensor, batch_size: int, gen: torch.Generator
@@ -145,7 +146,7 @@ def _iid_batches(x: Tensor, y: Tensor, owner: Tensor, batch_size: int, gen: torc
     out = []
     for i in range(int(owner.max()) + 1):
         rows = torch.nonzero(perm == i).flatten()[:batch_size]
-        out.append((x[rows], y[rows]))
+        out.append((x[rows], y[rows].to(x.device)))
     return out
 
 
@@ -163,6 +164,7 @@ def diagnose(
     permutations: int = 4,
     seed: int = 0,
     progress: bool = True,
+    device: str | torch.device | None = None,
 ) -> Diagnosis:
     r"""Diagnose BN on a federated partition: statistics, gradients, shift, recommended fix, costs.
 
@@ -221,6 +223,9 @@ def diagnose(
         i.i.d. re-partitions that estimate the shift floors.
     seed : int, default 0
         Which samples and batches are drawn; the same seed gives the same result (bitwise on CPU).
+    device : str or torch.device, optional
+        Where the float64 copy of the model runs (default: the model's device); the clients'
+        samples are moved there, the statistics are reduced on the CPU.
     progress : bool, default True
         A tqdm progress bar (shown only if the diagnosis takes more than half a second).
 
@@ -242,27 +247,30 @@ def diagnose(
     _check(model, clients, batch_size, local_steps)
     if stat_samples < 2:
         raise ValueError(f"stat_samples must be >= 2, got {stat_samples}")
-    work = copy.deepcopy(model).double()  # float64 on a copy: the caller's model is never touched
+    if device is None:
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    # float64 on a copy: the caller's model is never touched
+    work = copy.deepcopy(model).to(device=torch.device(device), dtype=torch.float64)
     gen = torch.Generator().manual_seed(seed)
     xs, ys, owners, batches, steps = [], [], [], [], [[] for _ in range(local_steps)]
     for i, (x, y) in enumerate(clients):
         order = torch.randperm(x.shape[0], generator=gen)
-        x = x.detach().to(torch.float64)
+        x, y = x.detach().to(device=device, dtype=torch.float64), y.to(device)
         pick = order[: min(stat_samples, x.shape[0])]
         xs.append(x[pick])
-        ys.append(y[pick])
+        ys.append(y[pick].cpu())
         owners.append(torch.full((pick.numel(),), i, dtype=torch.long))
         b = min(batch_size, x.shape[0])
         for t in range(local_steps):  # step t's batch: the next b samples of the client's order, cycling
             rows = order[(torch.arange(b) + t * b) % x.shape[0]]
             steps[t].append((x[rows], y[rows]))
         batches.append(steps[0][i])
-    x_all, y_all, owner = torch.cat(xs), torch.cat(ys), torch.cat(owners)
+    x_all, y_all, owner = torch.cat(xs), torch.cat(ys), torch.cat(owners)  # y_all, owner: on the CPU
     categorical = y_all.dim() == 1 and not y_all.is_floating_point() and bool((y_all >= 0).all())
     bar = tqdm(total=5, desc="bnfl diagnose", disable=not progress, delay=0.5, leave=False)
     try:
         try:
-            hs = measure.bn_inputs(work, x_all)
+            hs = [h.cpu() for h in measure.bn_inputs(work, x_all)]
         except RuntimeError as err:
             raise ValueError(f"the model cannot take the clients' samples of shape {tuple(x_all.shape[1:])}: "
                              f"{err}") from None
@@ -275,7 +283,8 @@ def diagnose(
         label_div = measure.label_divergence(y_all, owner) if categorical else None
         label_floor, feature_floor = _floors(hs[0], owner, y_all if categorical else None,
                                              permutations=permutations, seed=seed)
-        feature = layers[0]["between_given_label"]
+        # P(x | y) across clients; without class labels, P(x) (FedBN Sec. 3's covariate shift)
+        feature = layers[0]["between_given_label"] if categorical else layers[0]["between"]
         bar.update()
         grad_error, b2 = measure.first_step_errors(work, batches, loss_fn)
         grad_floor, _ = measure.first_step_errors(work, _iid_batches(x_all, y_all, owner, batch_size, gen), loss_fn)

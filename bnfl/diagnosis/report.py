@@ -72,7 +72,8 @@ def verdict_lines(d: Diagnosis) -> list[str]:
     return [
         f"label divergence D_y {_num(d.label_divergence, '.3f')} (i.i.d. {_num(d.label_floor, '.3f')}; "
         f"label skew from +{rules.LABEL_SKEW_THRESHOLD})",
-        "feature shift (first BN layer, between clients within classes) "
+        "feature shift (first BN layer, between clients "
+        + ("within classes) " if d.label_divergence is not None else "; no class labels) ")
         + (f"{d.feature_shift:.3f} (i.i.d. {_num(d.feature_floor, '.3f')}; feature shift from "
            f"{rules.FEATURE_SHIFT_RATIO:g}x and +{rules.FEATURE_SHIFT_MIN_EXCESS})" if d.feature_shift is not None
            else "not measurable: no class is held by two clients"),
