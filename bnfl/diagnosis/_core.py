@@ -255,15 +255,20 @@ def diagnose(
     xs, ys, owners, batches, steps = [], [], [], [], [[] for _ in range(local_steps)]
     for i, (x, y) in enumerate(clients):
         order = torch.randperm(x.shape[0], generator=gen)
-        x, y = x.detach().to(device=device, dtype=torch.float64), y.to(device)
+
+        def rows_of(idx: Tensor, x: Tensor = x, y: Tensor = y) -> tuple[Tensor, Tensor]:
+            # only the rows used are converted: a client's whole data set may be large
+            idx = idx.to(x.device)
+            return x.detach()[idx].to(device=device, dtype=torch.float64), y[idx.to(y.device)].to(device)
+
         pick = order[: min(stat_samples, x.shape[0])]
-        xs.append(x[pick])
-        ys.append(y[pick].cpu())
+        xp, yp = rows_of(pick)
+        xs.append(xp)
+        ys.append(yp.cpu())
         owners.append(torch.full((pick.numel(),), i, dtype=torch.long))
         b = min(batch_size, x.shape[0])
         for t in range(local_steps):  # step t's batch: the next b samples of the client's order, cycling
-            rows = order[(torch.arange(b) + t * b) % x.shape[0]]
-            steps[t].append((x[rows], y[rows]))
+            steps[t].append(rows_of(order[(torch.arange(b) + t * b) % x.shape[0]]))
         batches.append(steps[0][i])
     x_all, y_all, owner = torch.cat(xs), torch.cat(ys), torch.cat(owners)  # y_all, owner: on the CPU
     categorical = y_all.dim() == 1 and not y_all.is_floating_point() and bool((y_all >= 0).all())
