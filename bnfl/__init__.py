@@ -10,4 +10,12 @@ __version__ = "0.1.0"
 
 from bnfl import fedtan, grads, stats  # noqa: E402  (the core math; torch only)
 
-__all__ = ["__version__", "fedtan", "grads", "stats"]
+__all__ = ["__version__", "diagnose", "fedtan", "grads", "stats"]
+
+
+def __getattr__(name: str):  # bnfl.diagnose(model, data, ...) without importing bnfl.fl at startup
+    if name == "diagnose":
+        from bnfl.diagnosis import diagnose
+
+        return diagnose
+    raise AttributeError(f"module 'bnfl' has no attribute {name!r}")

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 #: Modules that contribute sub-commands, in the order ``bnfl --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "bnfl.demo",
+    "bnfl.diagnosis.cli",
     "bnfl.fl.config",
     "bnfl.experiments.cli",
 )

@@ -17,7 +17,6 @@ Everything is float64 and seeded; the same seed prints the same numbers.
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 from dataclasses import dataclass
 
@@ -25,10 +24,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
-from bnfl import fedtan, stats
-from bnfl.fl.comm import weighted_sum
+from bnfl import stats
+from bnfl.diagnosis import measure
 
 #: How each ``aggregate`` mode is called in the papers.
 MODE_NAMES = {"fedtan": "FedTAN (Alg. 2+3)", "stats": "FedAvg+Algorithm 2", "none": "FedAvg+BN"}
@@ -94,22 +92,6 @@ def client_batches(
     return batches, classes
 
 
-def _bn_inputs(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
-    """The input of every BN layer for batch ``x`` (train mode, on a copy of the model)."""
-    work = copy.deepcopy(model).train()
-    seen: list[torch.Tensor] = []
-    for m in work.modules():
-        if isinstance(m, _BatchNorm):
-            m.register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach()))
-    with torch.no_grad():
-        work(x)
-    return seen
-
-
-def _norm(g: dict[str, torch.Tensor]) -> float:
-    return float(sum(v.double().square().sum() for v in g.values())) ** 0.5
-
-
 def run(
     *, seed: int = 0, clients: int = 5, classes_per_client: int = 2, batch_size: int = 32, device: str = "cpu"
 ) -> DemoResult:
@@ -119,18 +101,11 @@ def run(
     )
     model = build_model(seed).to(device)
     sizes = [int(x.shape[0]) for x, _ in batches]
-    p = [n / sum(sizes) for n in sizes]
-    central = fedtan.centralized_gradients(model, batches, F.cross_entropy)
-    c_norm = _norm(central)
-    per_mode = {m: fedtan.client_gradients(model, batches, F.cross_entropy, aggregate=m) for m in fedtan.AGGREGATES}
-    rel_error, mean_b2 = {}, {}
-    for mode, gs in per_mode.items():
-        agg = weighted_sum(gs, p)
-        rel_error[mode] = _norm({k: agg[k] - central[k] for k in central}) / c_norm
-        mean_b2[mode] = float(np.mean(fedtan.deviation(gs, per_mode["fedtan"]).numpy()))
+    rel_error, b2 = measure.first_step_errors(model, batches, F.cross_entropy)
+    mean_b2 = {mode: float(np.mean(v)) for mode, v in b2.items()}
     # statistics of each BN layer's input: clients' summaries vs the union computed directly
     x_union = torch.cat([x for x, _ in batches])
-    union_inputs = _bn_inputs(model, x_union)
+    union_inputs = measure.bn_inputs(model, x_union)
     layers = []
     for li, h in enumerate(union_inputs):
         parts = [stats.moments(hi) for hi in h.split(sizes)]
