@@ -74,6 +74,13 @@ class Claim:
     noise : float or None
         The noise the margin was compared with (seed std or one test sample), if any.
     kind : {"reproduction", "consistency"}
+    interval : dict or None
+        The interval estimate behind the verdict, for claims built by
+        :mod:`bnfl.experiments.interval_claims`: the per-seed values (paired differences where the
+        runs share seeds), the 95% interval and its method (``"t"`` or ``"bootstrap"``), the
+        smallest detectable effect and, when inconclusive, about how many seeds would decide it.
+        ``None`` for the margin-against-noise claims (left out of the JSON, so their results read
+        as before).
     """
 
     name: str
@@ -86,6 +93,7 @@ class Claim:
     why: str = ""
     noise: float | None = None
     kind: str = "reproduction"
+    interval: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -98,7 +106,10 @@ class Claim:
         return self.verdict == "pass"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["interval"] is None:  # claims without an interval serialise as they always did
+            del d["interval"]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claim:
