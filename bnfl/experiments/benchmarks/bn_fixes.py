@@ -208,7 +208,9 @@ def plot_bench_bn_fixes(result: Result) -> Any:
                 ax.text(x[j], bottom + 2.0, "diverged", rotation=90, ha="center", va="bottom", fontsize=7)
         ax.set_title(f"{setting}\n({p['scale']}; {p['metric']})", fontsize=9)
         ax.set_ylabel("test accuracy (%)")
-    axes[0][0].legend(fontsize=7, loc="lower left")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if handles:  # outside the panels: the bars fill their lower part
+        fig.legend(handles, labels, loc="upper left", fontsize=7, frameon=False)
     fig.suptitle(f"bench-bn-fixes: mean over {len(result.seeds)} seeds, 95% t-interval whiskers "
                  f"({result.profile} profile)", fontsize=10)
     return fig
