@@ -49,12 +49,13 @@ logger = logging.getLogger(__name__)
 DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
 GEN = DOCS / "_generated"
-PAPER_PREFIX = {"fedtan": "FedTAN", "hbn": "HBN", "fixbn": "FixBN", "fedbn": "FedBN"}
+PAPER_PREFIX = {"fedtan": "FedTAN", "hbn": "HBN", "fixbn": "FixBN", "fedbn": "FedBN", "bench": "Benchmarks"}
 PAPER_TITLE = {
     "FedTAN": "FedTAN: Why Batch Normalization Damage Federated Learning on Non-IID Data?",
     "HBN": "HBN: Hybrid Batch Normalisation",
     "FixBN": "FixBN: Making Batch Normalization Great in Federated Deep Learning",
     "FedBN": "FedBN: Local Batch Normalization for Non-IID Features",
+    "Benchmarks": "Common benchmarks (no paper has them)",
 }
 
 
@@ -993,11 +994,20 @@ def merge_info(app: Sphinx, env, docnames, other) -> None:  # noqa: ANN001
     env.bnfl_ledger_docs |= getattr(other, "bnfl_ledger_docs", set())
 
 
+def generate_which_fix(written: set[Path]) -> None:
+    """``which_fix.inc``: the tables of ``docs/which-fix.md`` (:func:`bnfl.which_fix.markdown`: the
+    communication counted by the engine, the engines, and the numbers of the committed results)."""
+    from bnfl.which_fix import markdown
+
+    write_if_changed(GEN / "which_fix.inc", markdown(ROOT / "figures"), written)
+
+
 def generate(app: Sphinx) -> None:
     written: set[Path] = set()
     generate_api(written)
     generate_ledger(app, written)
     generate_reproductions(written)
+    generate_which_fix(written)
     inputs = notebook_inputs_stamp()  # committed results and bnfl source: once per build
     generate_notebooks(written, mode=app.config.nb_execution_mode, kernels=max(1, app.parallel), inputs=inputs)
     remove_stale(GEN, written)
