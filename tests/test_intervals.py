@@ -214,3 +214,14 @@ def test_report_shows_the_interval_only_for_results_that_have_one():
     assert rows[1]["95% interval"] is None
     assert list(rows[0]) == ["check", "verdict", "measured", "threshold", "margin", "noise", "95% interval",
                              "numbers", "why"]
+
+
+def test_at_least_and_at_most_take_per_seed_values():
+    from bnfl.experiments.claims import at_most
+
+    fix, bn = [95.0, 94.4, 95.6, 94.2, 95.3], [76.1, 73.6, 81.4, 76.4, 77.5]
+    c = at_least("fix", "fix beats BN by 10", fix, 10.0, interval={"baseline": bn, "seeds": range(5), "n_test": 360})
+    assert c == interval_claim("fix", "fix beats BN by 10", fix, bn, threshold=10.0, seeds=range(5), n_test=360)
+    assert c.verdict == "pass" and c.interval["threshold"] == 10.0
+    assert at_most("bn", "BN at most 70", np.array(bn), 70.0).verdict == "fail"
+    assert at_least("plain", "", 2.0, 1.0).interval is None  # one number: the margin-against-noise claim
