@@ -51,3 +51,22 @@ def test_a_non_paper_entry_is_registered_and_documented():
     text = prose("bench-bn-fixes")
     assert "No paper has this benchmark" in text and "bnfl/experiments/benchmarks/" in text
     assert "papers/fedtan/" in prose("fedtan-fig4")  # paper entries keep their text
+
+
+def test_report_only_writes_the_report_from_stored_results_without_computing(tmp_path, monkeypatch):
+    import shutil
+
+    from bnfl.experiments import registry
+
+    stored = E.run("fedtan-tab3", profile="smoke", out=tmp_path)
+    shutil.rmtree(tmp_path / "_runs")  # no done marker: a normal reproduce would recompute it
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("report_only computed an entry")
+
+    entry = registry.get("fedtan-tab3")
+    monkeypatch.setitem(registry._REGISTRY, "fedtan-tab3", type(entry)(**{**entry.__dict__, "compute": refuse}))
+    results = E.reproduce(out=tmp_path, only=["fedtan-tab3", "fedtan-tab4"], report_only=True, progress=False)
+    assert [r.id for r in results] == ["fedtan-tab3"] and results[0].config_hash == stored.config_hash
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## fedtan-tab3" in report and "## fedtan-tab4" not in report
