@@ -12,7 +12,7 @@ written from the papers and bnfl's implementation (:data:`PROFILES`); every numb
   ``figures/<id>/result.json``;
 * :func:`benchmark`: the common benchmark's paired differences (``figures/bench-bn-fixes``).
 
-:func:`markdown` renders all of it; the docs build writes it into the which-fix page.
+:func:`markdown` and :func:`benchmark_markdown` render it; the docs build writes both into the which-fix page.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HEADLINES", "METHODS", "PROFILES", "Profile", "benchmark", "communication", "engines", "headlines",
-           "markdown"]
+__all__ = ["HEADLINES", "METHODS", "PROFILES", "Profile", "benchmark", "benchmark_markdown", "communication",
+           "engines", "headlines", "markdown"]
 
 #: The rows of the table: the four fixes, then the BN-free alternative; FedAvg+BN is the baseline.
 METHODS: tuple[str, ...] = ("fedtan", "hbn", "fixbn", "fedbn", "fedavg+gn")
@@ -36,6 +36,7 @@ class Profile:
     """What a method is for, in words (the computed columns are not here)."""
 
     shift: str
+    how: str
     models: str
     leaves_client: str
     overhead: str
@@ -44,36 +45,41 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     "fedtan": Profile(
-        shift="label skew (non-iid classes): makes FedAvg's aggregated gradient equal the centralized one",
-        models="one global model",
-        leaves_client="weights and BN statistics, plus each BN layer's batch means and variances and their "
-                      "statistic-gradients at every coupled step",
-        overhead="3L+1 synchronous exchanges per coupled step (L = BN layers); clients must be online together",
-        assumptions="all clients take part in every coupled step; the first local step of each round is coupled"),
+        shift="label skew",
+        how="exchanges layer-wise statistics so the aggregated gradient equals the centralized one",
+        models="one global",
+        leaves_client="weights, BN statistics; at each coupled step each layer's batch means, variances and "
+                      "their gradients",
+        overhead="3L+1 synchronous exchanges per coupled step (L BN layers): clients online together",
+        assumptions="every client takes part in each coupled step (bnfl couples the first local step of a round)"),
     "hbn": Profile(
-        shift="label skew with small local batches: mixes batch and global statistics (learned per client)",
-        models="one global model (each client keeps its mixing weight alpha)",
-        leaves_client="weights and the moments of eq. 7 (per-layer means and variances of the client's data)",
-        overhead="one extra forward pass per round for the eq. 7 statistics; a statistics-only round T+1",
-        assumptions="the global statistics' EMA (lambda) has had enough rounds to forget the initial model"),
+        shift="label skew, small batches",
+        how="mixes batch and global statistics with a learned per-client weight",
+        models="one global (alpha stays on the client)",
+        leaves_client="weights and the eq. 7 moments (per-layer means and variances of the client's data)",
+        overhead="one pass over the client's data per round for eq. 7; a statistics-only round T+1",
+        assumptions="the global statistics' EMA (lambda) had rounds enough to forget the initial model"),
     "fixbn": Profile(
-        shift="label skew: trains FedAvg+BN, then freezes the global statistics (phase 2)",
-        models="one global model",
+        shift="label skew",
+        how="FedAvg+BN, then the global statistics frozen from round T* on",
+        models="one global",
         leaves_client="weights and BN running statistics (as FedAvg+BN)",
         overhead="none beyond FedAvg+BN",
-        assumptions="the averaged running statistics at the switch round T* suit every client's data"),
+        assumptions="the averaged statistics at T* suit every client's data"),
     "fedbn": Profile(
-        shift="feature shift (each client its own input distribution): keeps BN layers local",
-        models="one model per client (BN layers local; the rest shared)",
-        leaves_client="weights except the BN layers: no BN statistics and no BN scale/shift leave the client",
-        overhead="none; less traffic than FedAvg+BN",
-        assumptions="every client keeps its own test data distribution (a new client has no BN layers yet)"),
+        shift="feature shift",
+        how="keeps every BN layer (statistics, scale, shift) on its client",
+        models="one per client",
+        leaves_client="weights except the BN layers: no statistics",
+        overhead="none (less traffic than FedAvg+BN)",
+        assumptions="each client is scored on its own data; a new client has no BN layers of its own"),
     "fedavg+gn": Profile(
-        shift="any: GroupNorm normalises each sample on its own, so no batch statistics cross clients",
-        models="one global model",
-        leaves_client="weights only (GN has no statistics)",
+        shift="any (no BN)",
+        how="GroupNorm normalises each sample on its own: no batch statistics at all",
+        models="one global",
+        leaves_client="weights only",
         overhead="none (GN costs a little more per sample than BN)",
-        assumptions="the architecture tolerates GN instead of BN (some lose accuracy centrally)"),
+        assumptions="the architecture tolerates GN instead of BN"),
 }
 
 
@@ -239,19 +245,23 @@ def _md(rows: list[list[str]]) -> str:
 
 
 def markdown(figures: str | Path, *, comm: Mapping[str, Mapping[str, float]] | None = None) -> str:
-    """The which-fix tables as markdown: the decision table, the headline numbers (paper vs ours) and
-    the common benchmark. ``comm``: :func:`communication`'s output (computed when not given)."""
+    """The which-fix tables as markdown: the decision table, privacy, cost and assumptions, and the
+    headline numbers (paper vs ours); the benchmark's table is :func:`benchmark_markdown`.
+    ``comm``: :func:`communication`'s output (computed when not given)."""
     comm = communication() if comm is None else comm
     bn = comm["fedavg+bn"]
-    table = [["method", "shift it addresses", "models", "extra communication per round (Q-MLP-BN, 5 clients)",
-              "what leaves the client", "compute overhead", "assumes", "engines"]]
+    table = [["method", "shift", "how", "models", "extra communication per round", "engines"]]
+    costs = [["method", "what leaves the client", "compute overhead", "assumes"]]
     for m in METHODS:
         p, c = PROFILES[m], comm[m]
-        extra = (f"{c['bytes'] - bn['bytes']:+,.0f} bytes ({100 * (c['vs_bn'] - 1):+.1f}%) in {c['rounds']:.0f} "
-                 f"exchange(s) per round; FedAvg+BN: {bn['bytes']:,.0f} bytes in 1")
-        table.append([f"**{_label(m)}**", p.shift, p.models, extra, p.leaves_client, p.overhead, p.assumptions,
-                      ", ".join(engines(m))])
-    out = ["### The decision table", "", _md(table)]
+        extra = (f"{c['bytes'] - bn['bytes']:+,.0f} bytes ({100 * (c['vs_bn'] - 1):+.1f}%), "
+                 f"{c['rounds']:.0f} exchange{'s' if c['rounds'] != 1 else ''}")
+        table.append([f"**{_label(m)}**", p.shift, p.how, p.models, extra, ", ".join(engines(m))])
+        costs.append([f"**{_label(m)}**", p.leaves_client, p.overhead, p.assumptions])
+    out = ["### The decision table", "",
+           f"Extra communication: one training round on the benchmark's model (Q-MLP-BN, 2 BN layers, 5 clients), "
+           f"against FedAvg+BN's {bn['bytes']:,.0f} bytes in 1 exchange, counted by the engine.", "", _md(table),
+           "### Privacy, cost and assumptions", "", _md(costs)]
     heads = headlines(figures)
     rows = [["method", "headline (setting)", "paper", "ours", "entry (profile, verdict)"]]
     for m in METHODS:
@@ -261,18 +271,21 @@ def markdown(figures: str | Path, *, comm: Mapping[str, Mapping[str, float]] | N
     out += ["### Headline numbers: the paper's and ours", "",
             "Accuracy (%) of the method against its paper's baseline; ours on the quick profile's stand-in data "
             "(the 8x8 digits), so the levels differ from the paper's and the gap is what to compare.", "", _md(rows)]
+    return "\n".join(out)
+
+
+def benchmark_markdown(figures: str | Path) -> str:
+    """The common benchmark's table as markdown (:func:`benchmark`), or a line saying how to compute it."""
     bench = benchmark(figures)
     if bench is None:
-        out += ["### The common benchmark", "", "*`figures/bench-bn-fixes` is not computed yet: run "
-                "`bnfl run bench-bn-fixes --profile quick --out figures`.*", ""]
-    else:
-        rows = [["method"] + [f"{s} ({bench['scales'][s]})" for s in bench["settings"]]]
-        rows.append(["FedAvg+BN, iid split (what BN reaches without the shift)"]
-                    + [bench["control"][s] for s in bench["settings"]])
-        for m in ("fedavg+bn", *METHODS):
-            rows.append([_label(m)] + [bench["cells"][m][s] for s in bench["settings"]])
-        out += ["### The common benchmark", "",
-                f"Accuracy (%), mean over {bench['seeds']} seeds ({bench['profile']} profile); in brackets the "
-                "paired difference from FedAvg+BN with its 95% t-interval, and the verdict of \"beats FedAvg+BN\".",
-                "", _md(rows)]
-    return "\n".join(out)
+        return ("*`figures/bench-bn-fixes` is not computed yet: run "
+                "`bnfl run bench-bn-fixes --profile quick --out figures`.*\n")
+    rows = [["method"] + [f"{s} ({bench['scales'][s]})" for s in bench["settings"]]]
+    rows.append(["FedAvg+BN, iid split (what BN reaches without the shift)"]
+                + [bench["control"][s] for s in bench["settings"]])
+    for m in ("fedavg+bn", *METHODS):
+        rows.append([_label(m)] + [bench["cells"][m][s] for s in bench["settings"]])
+    return "\n".join([
+        f"Accuracy (%), mean over {bench['seeds']} seeds ({bench['profile']} profile); in brackets the paired "
+        "difference from FedAvg+BN with its 95% t-interval, and the verdict of \"beats FedAvg+BN\".", "", _md(rows)])
+

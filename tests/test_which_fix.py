@@ -52,6 +52,8 @@ def test_markdown_has_every_row_and_section(comm):
     text = W.markdown(FIGURES, comm=comm)
     for label in ("FedTAN", "HBN", "FixBN", "FedBN", "FedAvg+GN"):
         assert f"**{label}**" in text
-    for heading in ("### The decision table", "### Headline numbers", "### The common benchmark"):
+    for heading in ("### The decision table", "### Privacy, cost and assumptions", "### Headline numbers"):
         assert heading in text
-    assert "not computed yet" in W.markdown(Path("/nonexistent"), comm=comm)
+    bench = W.benchmark_markdown(FIGURES)
+    assert "FedAvg+BN, iid split" in bench and "pass" in bench
+    assert "not computed yet" in W.benchmark_markdown(Path("/nonexistent"))

@@ -998,11 +998,13 @@ def merge_info(app: Sphinx, env, docnames, other) -> None:  # noqa: ANN001
 
 
 def generate_which_fix(written: set[Path]) -> None:
-    """``which_fix.inc``: the tables of ``docs/which-fix.md`` (:func:`bnfl.which_fix.markdown`: the
-    communication counted by the engine, the engines, and the numbers of the committed results)."""
-    from bnfl.which_fix import markdown
+    """``which_fix.inc`` and ``which_fix_benchmark.inc``: the tables of ``docs/which-fix.md``
+    (:func:`bnfl.which_fix.markdown`: the communication counted by the engine, the engines, and the
+    numbers of the committed results; :func:`bnfl.which_fix.benchmark_markdown`)."""
+    from bnfl.which_fix import benchmark_markdown, markdown
 
     write_if_changed(GEN / "which_fix.inc", markdown(ROOT / "figures"), written)
+    write_if_changed(GEN / "which_fix_benchmark.inc", benchmark_markdown(ROOT / "figures"), written)
 
 
 def generate(app: Sphinx) -> None:
