@@ -21,8 +21,33 @@ from bnfl.experiments.core import Context, deep_merge
 from bnfl.experiments.training import train
 
 
+def frozen_vs_pooled() -> None:
+    """FedAvg+BN (= FixBN before its switch) for T* = 50 rounds, seed 0: per BN layer, the pooled
+    variance of the layer's inputs over all training data against the global running variance that
+    FixBN freezes."""
+    from bnfl.experiments.training import _build, canonical
+
+    spec = canonical(deep_merge(setting_spec("feature shift", CHOSEN["feature shift"], "fedavg+bn"),
+                                {"rounds": 50, "seed": 0}))
+    sim, split = _build(spec, device="cpu", data_root=None, progress=False)
+    sim.run()
+    model = sim.global_model().eval()
+    inputs: dict[str, torch.Tensor] = {}
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.register_forward_hook(lambda mod, inp, out, n=name: inputs.__setitem__(n, inp[0].detach()))
+    with torch.no_grad():
+        model(split.x_train)
+    for name, m in model.named_modules():
+        if name in inputs:
+            ratio = inputs[name].var(0, unbiased=False) / m.running_var
+            print(f"{name}: pooled variance / frozen running variance: median {ratio.median():.2f}, "
+                  f"max {ratio.max():.2f}")
+
+
 def main() -> None:
     torch.set_num_threads(1)
+    frozen_vs_pooled()
     for lr in (0.1, 0.05, 0.02):
         spec = deep_merge(setting_spec("feature shift", CHOSEN["feature shift"], "fixbn"),
                           {"seed": 0, "train": {"lr": lr, "eval_every": 50}})
