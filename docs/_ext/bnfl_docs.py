@@ -690,6 +690,12 @@ def provenance_dropdown(facts: dict[str, object]) -> list[str]:
 PROVENANCE_KEYS = ("profile", "seeds", "device", "duration_s", "git_commit", "config_hash", "command")
 
 
+def page_name(paper: str) -> str:
+    """The reproductions page of ``paper`` (a :data:`PAPER_TITLE` key) is ``<id prefix>.md``:
+    ``fedtan.md``, ..., ``bench.md`` for the benchmarks."""
+    return next((key for key, name in PAPER_PREFIX.items() if name == paper), paper.lower())
+
+
 def generate_reproductions(written: set[Path]) -> None:
     catalog = load_catalog()
     known = registry()
@@ -736,11 +742,11 @@ def generate_reproductions(written: set[Path]) -> None:
         done = [e for e in entries if e["id"] in by_id]
         registered = [e for e in entries if e["id"] in known]
         index.append(
-            f"| [{paper}]({paper.lower()}.md) | {len(entries)} | {len(registered)} | {len(done)} | "
+            f"| [{paper}]({page_name(paper)}.md) | {len(entries)} | {len(registered)} | {len(done)} | "
             f"{len(entries) - len(done)} |"
         )
     index.append("")
-    toc = [p.lower() for p in papers]
+    toc = [page_name(p) for p in papers]
     if has_report:
         index += ["The reproduction report is [here](figures/REPORT.md).", ""]
         toc.append("figures/REPORT")
@@ -811,7 +817,7 @@ def generate_reproductions(written: set[Path]) -> None:
         else:
             page += ["## Not yet reproduced", "", "Every catalog entry of this paper has a figure."]
         page.append("")
-        write_if_changed(out_dir / f"{paper.lower()}.md", "\n".join(page), written)
+        write_if_changed(out_dir / f"{page_name(paper)}.md", "\n".join(page), written)
 
 
 # --------------------------------------------------------------------------------------------
