@@ -74,6 +74,13 @@ class Claim:
     noise : float or None
         The noise the margin was compared with (seed std or one test sample), if any.
     kind : {"reproduction", "consistency"}
+    interval : dict or None
+        The interval estimate behind the verdict, for claims built by
+        :mod:`bnfl.experiments.interval_claims`: the per-seed values (paired differences where the
+        runs share seeds), the 95% interval and its method (``"t"`` or ``"bootstrap"``), the
+        smallest detectable effect and, when inconclusive, about how many seeds would decide it.
+        ``None`` for the margin-against-noise claims (left out of the JSON, so their results read
+        as before).
     """
 
     name: str
@@ -86,6 +93,7 @@ class Claim:
     why: str = ""
     noise: float | None = None
     kind: str = "reproduction"
+    interval: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -98,7 +106,10 @@ class Claim:
         return self.verdict == "pass"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["interval"] is None:  # claims without an interval serialise as they always did
+            del d["interval"]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claim:
@@ -129,15 +140,37 @@ def _judge(
                  why or f"measured {measured:.4g} misses the threshold {threshold:.4g} by {-margin:.3g}", nz, kind)
 
 
-def at_least(name: str, statement: str, measured: float, threshold: float, *, detail: str = "",
+def _per_seed(measured: Any) -> bool:
+    """Whether ``measured`` holds one value per seed (a sequence), not one number."""
+    return isinstance(measured, Sequence) or (hasattr(measured, "ndim") and getattr(measured, "ndim", 0) == 1)
+
+
+def _by_interval(name: str, statement: str, measured: Any, threshold: float, side: str, *, detail: str, why: str,
+                 kind: str, interval: Mapping[str, Any] | None) -> Claim:
+    from bnfl.experiments.interval_claims import interval_claim
+
+    opts = dict(interval or {})
+    return interval_claim(name, statement, list(measured), opts.pop("baseline", None), threshold=threshold,
+                          side=side, detail=detail, why=why, kind=kind, **opts)
+
+
+def at_least(name: str, statement: str, measured: float | Sequence[float], threshold: float, *, detail: str = "",
              soft: bool = False, noise: float | None = None, noise_label: str = "", why: str = "",
-             kind: str = "reproduction") -> Claim:
+             kind: str = "reproduction", interval: Mapping[str, Any] | None = None) -> Claim:
     """Claim ``measured >= threshold``; margin ``measured - threshold``.
 
     ``soft=True`` records the margin but reports verdict ``"info"`` (the catalog says "report
     it rather than fail hard" for uncalibrated checks). ``noise``: a margin smaller than it in
     absolute value is ``"inconclusive"``. ``why``: the one-line reason printed if it fails.
+
+    ``measured`` given per seed (a sequence) makes the verdict an interval's
+    (:func:`bnfl.experiments.interval_claims.interval_claim`): ``interval`` holds its options,
+    e.g. ``{"baseline": bn_per_seed, "seeds": [0, 1, 2], "n_test": 360, "method": "t"}`` for the
+    paired difference ``measured - baseline``; ``soft`` and ``noise`` do not apply then.
     """
+    if _per_seed(measured):
+        return _by_interval(name, statement, measured, threshold, "above", detail=detail, why=why, kind=kind,
+                            interval=interval)
     m, t = _finite(measured), float(threshold)
     margin = None if m is None else m - t
     text = detail or f"measured {m if m is None else round(m, 4)} >= {round(t, 4)}"
@@ -145,10 +178,14 @@ def at_least(name: str, statement: str, measured: float, threshold: float, *, de
                   why=why, kind=kind)
 
 
-def at_most(name: str, statement: str, measured: float, threshold: float, *, detail: str = "",
+def at_most(name: str, statement: str, measured: float | Sequence[float], threshold: float, *, detail: str = "",
             soft: bool = False, noise: float | None = None, noise_label: str = "", why: str = "",
-            kind: str = "reproduction") -> Claim:
-    """Claim ``measured <= threshold``; margin ``threshold - measured`` (options: see :func:`at_least`)."""
+            kind: str = "reproduction", interval: Mapping[str, Any] | None = None) -> Claim:
+    """Claim ``measured <= threshold``; margin ``threshold - measured`` (options, and ``measured``
+    per seed: see :func:`at_least`)."""
+    if _per_seed(measured):
+        return _by_interval(name, statement, measured, threshold, "below", detail=detail, why=why, kind=kind,
+                            interval=interval)
     m, t = _finite(measured), float(threshold)
     margin = None if m is None else t - m
     text = detail or f"measured {m if m is None else round(m, 4)} <= {round(t, 4)}"

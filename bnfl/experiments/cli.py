@@ -90,7 +90,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         results = reproduce(args.paper, profile=args.profile, out=args.out, device=args.device,
                             seeds=args.seeds, data_root=args.data_root, force=args.force,
-                            only=args.only, progress=True, jobs=args.jobs, batched=args.batched)
+                            only=args.only, progress=True, jobs=args.jobs, batched=args.batched,
+                            report_only=args.report_only)
     except (KeyError, ValueError) as err:
         print(f"bnfl reproduce: error: {err.args[0]}", file=sys.stderr)
         return 2
@@ -128,4 +129,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="run N entries at once in worker processes, one torch thread each (default 1; "
                         "use the number of cores; results are the same)")
+    p.add_argument("--report-only", action="store_true",
+                   help="compute nothing: write REPORT.md from the results stored in --out")
     p.set_defaults(func=_cmd_reproduce)

@@ -10,8 +10,9 @@ An entry is registered beside the function that computes it (as timm's
     @plotter("fedtan-tab3")
     def plot_tab3(result: Result) -> Figure: ...
 
-Papers live in sub-packages of :mod:`bnfl.experiments.papers`; the registry imports every
-one of them the first time it is asked for an id, without naming any paper.
+Papers live in sub-packages of :mod:`bnfl.experiments.papers`, and entries that no paper has
+(common benchmarks, id ``bench-...``, "paper" key ``bench``) in :mod:`bnfl.experiments.benchmarks`;
+the registry imports every one of them the first time it is asked for an id, without naming any.
 """
 
 from __future__ import annotations
@@ -156,15 +157,16 @@ _LOADED = False
 
 
 def _load_papers() -> None:
-    """Import every paper package under :mod:`bnfl.experiments.papers` (importing registers)."""
+    """Import every package under :mod:`bnfl.experiments.papers` and
+    :mod:`bnfl.experiments.benchmarks` (importing registers)."""
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    pkg = importlib.import_module("bnfl.experiments.papers")
-
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        importlib.import_module(f"{pkg.__name__}.{info.name}")
+    for name in ("bnfl.experiments.papers", "bnfl.experiments.benchmarks"):
+        pkg = importlib.import_module(name)
+        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
     unplotted = [i for i, e in _REGISTRY.items() if e.plot is None]
     if unplotted:
         raise RuntimeError(f"registered entries without a plot: {', '.join(sorted(unplotted))}")

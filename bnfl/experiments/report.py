@@ -13,7 +13,7 @@ from typing import Any
 from bnfl.experiments.core import Result, labels_first
 from bnfl.experiments.registry import get
 
-__all__ = ["claim_counts", "claim_rows", "claims_table", "markdown_table", "write_report"]
+__all__ = ["claim_counts", "claim_rows", "claims_table", "interval_text", "markdown_table", "write_report"]
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "info": "info", "n/a": "n/a"}
 _COUNTED = ("pass", "fail", "inconclusive", "info")
@@ -56,21 +56,40 @@ def claims_table(result: Result) -> str:
     return markdown_table(claim_rows(result))
 
 
+def interval_text(c: Any) -> str | None:
+    """A claim's stored interval as ``"[low, high] (95% t, paired, 5 seeds; detects >= 0.9)"``, or
+    ``None`` for a claim without one (:mod:`bnfl.experiments.interval_claims`)."""
+    iv = getattr(c, "interval", None)
+    if not iv:
+        return None
+    kind = {True: "paired", False: "unpaired"}.get(iv.get("paired"), "one sample")
+    text = (f"[{iv['low']:.2f}, {iv['high']:.2f}] ({round(100 * iv['level'])}% {iv['method']}, {kind}, "
+            f"{iv['n']} seeds; detects >= {iv['detectable_effect']:.2f}")
+    if c.verdict == "inconclusive":
+        n = iv.get("seeds_to_decide")
+        text += f"; ~{n} seeds to decide" if n is not None else "; > 10,000 seeds to decide"
+    return text + ")"
+
+
 def claim_rows(result: Result) -> list[dict[str, Any]]:
-    """One row per claim of ``result`` (what :func:`claims_table` renders)."""
-    return [
-        {
+    """One row per claim of ``result`` (what :func:`claims_table` renders). A result with interval
+    claims gets a ``95% interval`` column (results without keep their columns as they were)."""
+    intervals = any(getattr(c, "interval", None) for c in result.claims)
+    rows = []
+    for c in result.claims:
+        row = {
             "check": c.statement + (" *(consistency check)*" if c.kind == "consistency" else ""),
             "verdict": _MARK[c.verdict],
             "measured": c.measured,
             "threshold": c.threshold,
             "margin": c.margin,
             "noise": c.noise,
-            "numbers": c.detail,
-            "why": c.why,
         }
-        for c in result.claims
-    ]
+        if intervals:
+            row["95% interval"] = interval_text(c)
+        row.update({"numbers": c.detail, "why": c.why})
+        rows.append(row)
+    return rows
 
 
 def claim_counts(results: Sequence[Result]) -> dict[str, int]:
@@ -181,6 +200,8 @@ def write_report(
         lines += ["**Our numbers:**", "", markdown_table(labels_first(r.rows))]
         if r.paper:
             lines += ["**The paper's numbers (verbatim):**", "", markdown_table(labels_first(r.paper))]
+        elif entry.paper == "bench":
+            lines += ["**The paper's numbers:** none: no paper has this benchmark.", ""]
         else:
             lines += ["**The paper's numbers:** none printed (figure only).", ""]
         lines += ["**Claim checks:**", "", claims_table(r)]

@@ -329,6 +329,7 @@ def reproduce(
     report: bool = True,
     jobs: int = 1,
     batched: str = "auto",
+    report_only: bool = False,
 ) -> list[Result]:
     """Run every registered entry of ``paper`` (``None``: of every registered paper, one progress
     bar per paper), resumable, and write figures and ``REPORT.md``.
@@ -338,6 +339,9 @@ def reproduce(
     :class:`RunCache` on ``out/_runs``.
 
     ``batched`` is the engine of every training run, as in :func:`run`.
+
+    ``report_only=True`` computes nothing: it writes ``REPORT.md`` from the results stored under
+    ``out`` (e.g. after ``bnfl run <id> --out figures`` added one entry) and returns them.
 
     ``jobs > 1`` runs that many entries at once in worker processes (one torch thread each; one
     progress bar over all entries). The results are the same as with ``jobs=1``: every training
@@ -369,9 +373,11 @@ def reproduce(
         by_paper.setdefault(get(eid).paper, []).append(eid)
     options = {"profile": profile, "device": device, "seeds": seeds, "out": out_dir, "data_root": data_root,
                "force": force, "batched": batched}
-    if jobs > 1:
+    if report_only:
+        results = [r for r in (load_result(out_dir, eid) for eid in todo) if r is not None]
+    elif jobs > 1:
         results, timings = _run_parallel(todo, options, jobs, progress)
-    for key, eids in by_paper.items() if jobs <= 1 else ():
+    for key, eids in by_paper.items() if jobs <= 1 and not report_only else ():
         bar = tqdm(eids, desc=f"reproduce {key} ({profile})", unit="entry", disable=not progress)
         for eid in bar:
             bar.set_postfix_str(eid)

@@ -49,12 +49,13 @@ logger = logging.getLogger(__name__)
 DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
 GEN = DOCS / "_generated"
-PAPER_PREFIX = {"fedtan": "FedTAN", "hbn": "HBN", "fixbn": "FixBN", "fedbn": "FedBN"}
+PAPER_PREFIX = {"fedtan": "FedTAN", "hbn": "HBN", "fixbn": "FixBN", "fedbn": "FedBN", "bench": "Benchmarks"}
 PAPER_TITLE = {
     "FedTAN": "FedTAN: Why Batch Normalization Damage Federated Learning on Non-IID Data?",
     "HBN": "HBN: Hybrid Batch Normalisation",
     "FixBN": "FixBN: Making Batch Normalization Great in Federated Deep Learning",
     "FedBN": "FedBN: Local Batch Normalization for Non-IID Features",
+    "Benchmarks": "Common benchmarks (no paper has them)",
 }
 
 
@@ -689,6 +690,12 @@ def provenance_dropdown(facts: dict[str, object]) -> list[str]:
 PROVENANCE_KEYS = ("profile", "seeds", "device", "duration_s", "git_commit", "config_hash", "command")
 
 
+def page_name(paper: str) -> str:
+    """The reproductions page of ``paper`` (a :data:`PAPER_TITLE` key) is ``<id prefix>.md``:
+    ``fedtan.md``, ..., ``bench.md`` for the benchmarks."""
+    return next((key for key, name in PAPER_PREFIX.items() if name == paper), paper.lower())
+
+
 def generate_reproductions(written: set[Path]) -> None:
     catalog = load_catalog()
     known = registry()
@@ -735,11 +742,11 @@ def generate_reproductions(written: set[Path]) -> None:
         done = [e for e in entries if e["id"] in by_id]
         registered = [e for e in entries if e["id"] in known]
         index.append(
-            f"| [{paper}]({paper.lower()}.md) | {len(entries)} | {len(registered)} | {len(done)} | "
+            f"| [{paper}]({page_name(paper)}.md) | {len(entries)} | {len(registered)} | {len(done)} | "
             f"{len(entries) - len(done)} |"
         )
     index.append("")
-    toc = [p.lower() for p in papers]
+    toc = [page_name(p) for p in papers]
     if has_report:
         index += ["The reproduction report is [here](figures/REPORT.md).", ""]
         toc.append("figures/REPORT")
@@ -756,7 +763,8 @@ def generate_reproductions(written: set[Path]) -> None:
         done = [e for e in entries if e["id"] in by_id]
         missing = [e for e in entries if e["id"] not in by_id]
         page += [
-            f"{len(done)} of {len(entries)} catalog entries have a reproduced figure.",
+            (f"{len(done)} of {len(entries)} catalog entries have a reproduced figure." if paper != "Benchmarks" else
+             "Entries that no paper has, registered and run like the reproductions (`bnfl run <id>`)."),
             "",
         ]
         for e in done:
@@ -790,8 +798,10 @@ def generate_reproductions(written: set[Path]) -> None:
                 page += [f"Notebook: {{doc}}`{e['id']} <../notebooks/{book.parent.name}/{e['id']}>`", ""]
             if facts:
                 page += provenance_dropdown(facts)
-        page += ["## Not yet reproduced", ""]
-        if missing:
+        if paper == "Benchmarks":  # no catalog lists them: nothing can be missing
+            pass
+        elif missing:
+            page += ["## Not yet reproduced", ""]
             page += [
                 "Registered entries run with `bnfl run <id> --profile quick` (or all of them with "
                 "`bnfl reproduce`); the others have no implementation yet.",
@@ -805,9 +815,9 @@ def generate_reproductions(written: set[Path]) -> None:
                 for e in missing
             ]
         else:
-            page += ["Every catalog entry of this paper has a figure."]
+            page += ["## Not yet reproduced", "", "Every catalog entry of this paper has a figure."]
         page.append("")
-        write_if_changed(out_dir / f"{paper.lower()}.md", "\n".join(page), written)
+        write_if_changed(out_dir / f"{page_name(paper)}.md", "\n".join(page), written)
 
 
 # --------------------------------------------------------------------------------------------
@@ -993,11 +1003,22 @@ def merge_info(app: Sphinx, env, docnames, other) -> None:  # noqa: ANN001
     env.bnfl_ledger_docs |= getattr(other, "bnfl_ledger_docs", set())
 
 
+def generate_which_fix(written: set[Path]) -> None:
+    """``which_fix.inc`` and ``which_fix_benchmark.inc``: the tables of ``docs/which-fix.md``
+    (:func:`bnfl.which_fix.markdown`: the communication counted by the engine, the engines, and the
+    numbers of the committed results; :func:`bnfl.which_fix.benchmark_markdown`)."""
+    from bnfl.which_fix import benchmark_markdown, markdown
+
+    write_if_changed(GEN / "which_fix.inc", markdown(ROOT / "figures"), written)
+    write_if_changed(GEN / "which_fix_benchmark.inc", benchmark_markdown(ROOT / "figures"), written)
+
+
 def generate(app: Sphinx) -> None:
     written: set[Path] = set()
     generate_api(written)
     generate_ledger(app, written)
     generate_reproductions(written)
+    generate_which_fix(written)
     inputs = notebook_inputs_stamp()  # committed results and bnfl source: once per build
     generate_notebooks(written, mode=app.config.nb_execution_mode, kernels=max(1, app.parallel), inputs=inputs)
     remove_stale(GEN, written)

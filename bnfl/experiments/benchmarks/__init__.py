@@ -1,0 +1,8 @@
+"""Entries that no paper has: common benchmarks of bnfl's methods on shared settings.
+
+Each module registers its entries like a paper's (:mod:`bnfl.experiments.registry` imports every
+module found here); their ids start with ``bench-`` and their "paper" key is ``bench``:
+
+- :mod:`.bn_fixes`: ``bench-bn-fixes``, the four BN fixes (FedTAN, HBN, FixBN, FedBN), FedAvg+BN
+  and FedAvg+GN on the same three settings, with paired 95% intervals over seeds.
+"""

@@ -1,0 +1,216 @@
+"""``bench-bn-fixes``: the four BN fixes, FedAvg+BN and FedAvg+GN on the same three settings.
+
+No paper compares these six methods on common ground: FedTAN compares with FedAvg+BN/GN and FedBN
+on label skew, HBN with BN/GN/FixBN under small batches, FixBN with FedTAN and GN, FedBN with FedAvg
+under feature shift, each on its own setting. Here every method trains on the same partitions with
+the same seeds (:mod:`.bn_fixes_settings`), so each comparison with FedAvg+BN is a paired difference
+over seeds, judged by its 95% t-interval (:func:`bnfl.experiments.interval_claims.interval_claim`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from bnfl.experiments.benchmarks.bn_fixes_settings import (
+    CALIBRATION,
+    CHOSEN,
+    DAMAGE_MIN,
+    ROUNDS,
+    SETTINGS,
+    metric,
+    score,
+    setting_spec,
+)
+from bnfl.experiments.core import Context, Result, deep_merge
+from bnfl.experiments.curves import train_runs
+from bnfl.experiments.interval_claims import interval_claim
+from bnfl.experiments.intervals import estimate
+from bnfl.experiments.registry import entry, plotter
+
+__all__ = ["FIXES", "METHODS"]
+
+#: The four fixes, in the order of the which-fix page.
+FIXES: tuple[str, ...] = ("fedtan", "hbn", "fixbn", "fedbn")
+#: Every method of the benchmark: the damaged baseline, the BN-free alternative, the fixes.
+METHODS: tuple[str, ...] = ("fedavg+bn", "fedavg+gn", *FIXES)
+
+_SMOKE = {"rounds": 2, "train": {"local_steps": 2, "eval_every": 2}}
+
+_QUICK: dict[str, Any] = {"settings": {s: CHOSEN.get(s, "") for s in SETTINGS}, "deviations": []}
+_SMOKE_CFG: dict[str, Any] = {**_QUICK, "override": _SMOKE,
+                              "deviations": ["smoke profile: 2 rounds of 2 local steps, 2 seeds: checks the "
+                                             "machinery, not the comparison"]}
+_PAPER: dict[str, Any] = {**_QUICK, "deviations": ["no paper has this benchmark: the paper profile runs the quick "
+                                                   "settings (the embedded data) with 5 seeds"]}
+
+
+def _label(method: str) -> str:
+    from bnfl.methods import METHODS as ALL
+
+    return ALL[method].label
+
+
+def _fmt(iv: Any) -> str:
+    return f"{iv.estimate:+.2f} [{iv.low:+.2f}, {iv.high:+.2f}]"
+
+
+def _setting(ctx: Context, config: dict[str, Any], setting: str) -> dict[str, Any]:
+    """Per-seed scores of every method and of the FedAvg+BN iid control in ``setting``."""
+    cand = config["settings"][setting]
+    over = config.get("override") or {}
+    scores: dict[str, list[float]] = {}
+    stopped: dict[str, list[int]] = {}  # the round each diverged run stopped at
+    n_test = 0
+    for m in (*METHODS, "control"):
+        spec = setting_spec(setting, cand, "fedavg+bn" if m == "control" else m, control=m == "control")
+        runs = train_runs(ctx, deep_merge(spec, over))
+        scores[m] = [score(setting, r) for r in runs]
+        stopped[m] = [int(r.get("rounds_done", 0)) for r in runs if r.get("diverged")]
+        n_test = int(runs[0].get("n_test") or 0)
+    if metric(setting) == "own domain":  # each domain's own test set: one sample of the smallest
+        n_test = n_test // max(1, len(setting_spec(setting, cand, "fedbn")["data"].get("domains") or [1]))
+    return {"scores": scores, "n_test": n_test, "scale": cand, "stopped": stopped}
+
+
+def _mean_iv(values: list[float]) -> tuple[float, float, float]:
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):  # one seed, or a diverged run
+        m = float(np.mean(values)) if values else float("nan")
+        return m, float("nan"), float("nan")
+    iv = estimate(values, method="t")
+    return iv.estimate, iv.low, iv.high
+
+
+@entry(
+    "bench-bn-fixes",
+    title="FedTAN, HBN, FixBN, FedBN, FedAvg+BN and FedAvg+GN on the same settings",
+    summary=("A benchmark no paper has: the four BN fixes (FedTAN, HBN, FixBN, FedBN), FedAvg+BN (the damage) and "
+             "FedAvg+GN (the BN-free alternative) on three common settings at quick scale: label skew (Q-DIG, "
+             "clients with k classes), feature shift (Q-DOM, one client per styled domain) and small batches with "
+             "strong skew (Dirichlet clients, B <= 4). Every method trains on the same partitions with the same "
+             "5 seeds; each comparison with FedAvg+BN is a paired 95% t-interval over seeds. The settings' scales "
+             "were chosen from FedAvg+BN-only calibration runs before any fix ran."),
+    look_for=("Each panel is one setting; the dashed line is FedAvg+BN with an iid split of the same data (what BN "
+              "reaches without the shift), so the gap from the FedAvg+BN bar to it is the damage. A fix repairs the "
+              "damage when its bar reaches the line; its claim passes when the paired interval of (fix - FedAvg+BN) "
+              "lies above 0. FedBN keeps one model per client: on the label-skew settings its client models are "
+              "scored on the global test set, which is not what FedBN was designed for (it targets feature shift)."),
+    kind="training",
+    seeds={"smoke": 2, "quick": 5, "paper": 5},
+    configs={"smoke": _SMOKE_CFG, "quick": _QUICK, "paper": _PAPER},
+)
+def compute_bench_bn_fixes(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
+    from tqdm.auto import tqdm
+
+    data: dict[str, dict[str, Any]] = {}
+    for setting in tqdm(SETTINGS, desc="bench-bn-fixes", unit="setting", disable=not ctx.progress):
+        data[setting] = _setting(ctx, config, setting)
+    rows: list[dict[str, Any]] = []
+    claims = []
+    series: dict[str, Any] = {"settings": list(SETTINGS), "methods": list(METHODS),
+                              "labels": [_label(m) for m in METHODS], "panels": {}}
+    for setting in SETTINGS:
+        d = data[setting]
+        sc, n_test = d["scores"], d["n_test"]
+        bn = sc["fedavg+bn"]
+        panel = {"mean": [], "low": [], "high": [], "scale": d["scale"], "metric": metric(setting)}
+        for m in (*METHODS, "control"):
+            mean, lo, hi = _mean_iv(sc[m])
+            row = {"setting": setting, "scale": d["scale"],
+                   "method": "FedAvg+BN, iid split (control)" if m == "control" else _label(m),
+                   "acc (%)": round(mean, 2),
+                   "95% t-interval of the mean": f"[{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) else None,
+                   "per seed": [round(v, 2) for v in sc[m]]}
+            bad = sum(not math.isfinite(v) for v in sc[m])
+            if bad:
+                row["note"] = f"diverged (non-finite loss) on {bad} of {len(sc[m])} seeds"
+            if m not in ("fedavg+bn", "control") and len(bn) > 1:
+                if bad or not all(math.isfinite(v) for v in bn):
+                    row["vs FedAvg+BN, paired t"] = row["vs FedAvg+BN, paired bootstrap"] = "a run diverged"
+                else:
+                    row["vs FedAvg+BN, paired t"] = _fmt(estimate(sc[m], bn, method="t"))
+                    row["vs FedAvg+BN, paired bootstrap"] = _fmt(estimate(sc[m], bn, method="bootstrap"))
+            rows.append(row)
+            if m != "control":
+                panel["mean"].append(mean)
+                panel["low"].append(lo)
+                panel["high"].append(hi)
+        panel["control"] = _mean_iv(sc["control"])[0]
+        series["panels"][setting] = panel
+        if len(bn) < 2:
+            continue
+        slug = setting.replace(" + ", "-").replace(" ", "-")
+        claims.append(interval_claim(
+            f"{slug}-damage", f"{setting}: the shift hurts FedAvg+BN (iid control - skewed > 0)", sc["control"], bn,
+            seeds=ctx.seeds, n_test=n_test, why="BN is not hurt at this scale: nothing for the fixes to repair"))
+        for m in ("fedavg+gn", *FIXES):
+            claims.append(interval_claim(
+                f"{slug}-{m}", f"{setting}: {_label(m)} beats FedAvg+BN (paired difference > 0)", sc[m], bn,
+                seeds=ctx.seeds, n_test=n_test, why=f"{_label(m)} does not repair FedAvg+BN's damage here"))
+    notes = [
+        "Verdicts: 95% Student t-interval of the per-seed paired difference (the methods share each seed's "
+        "initialisation draw and partition); the rows also give the stratified percentile bootstrap of the same "
+        "difference (10,000 resamples, seed 0) for comparison. Claims whose interval contains 0 are inconclusive "
+        "and state the smallest effect 5 seeds could detect and about how many seeds would decide them.",
+        "Protocols: label-skew settings score every model on the whole test set (FedBN and its per-client models: "
+        "their mean there, FedTAN's protocol); the feature-shift setting scores each domain on its own test set "
+        "with its client's model (FedBN's protocol; a shared model is the same model on every domain).",
+        f"All settings: Q-MLP-BN (GN with 2 groups for FedAvg+GN), R = {ROUNDS} rounds of E = 5 local steps, "
+        "plain SGD; HBN with lambda = 0.01, FixBN switching at 50% of the rounds (bnfl's defaults).",
+        "Calibration (FedAvg+BN only, before any fix ran; rule: among the candidate scales whose damage, iid "
+        f"control minus skewed, has its 95% interval above {DAMAGE_MIN:g} pts, the one with the smallest damage, "
+        "else the largest): " + "; ".join(
+            f"{s}: " + ", ".join(f"{c} damage {v['damage'][1]:+.2f} [{v['damage'][0]:.2f}, {v['damage'][2]:.2f}] "
+                                 f"(iid {v['iid']:.2f}, skewed {v['skewed']:.2f})"
+                                 for c, v in CALIBRATION.get(s, {}).get("candidates", {}).items())
+            + f" -> chose {CHOSEN.get(s, '?')}" for s in SETTINGS) + ".",
+    ]
+    for setting in SETTINGS:
+        for m, at in data[setting]["stopped"].items():
+            if at:
+                notes.append(f"{setting}: {_label(m) if m != 'control' else 'the iid control'} diverged (non-finite "
+                             f"loss) on {len(at)} of {len(ctx.seeds)} seeds, stopping at round(s) "
+                             f"{', '.join(map(str, at))}; its claim fails with no interval.")
+    return {"rows": rows, "paper": [], "claims": claims, "series": series,
+            "deviations": list(config.get("deviations", [])), "notes": notes}
+
+
+@plotter("bench-bn-fixes")
+def plot_bench_bn_fixes(result: Result) -> Any:
+    from bnfl.plots import color_for, new_figure
+
+    s = result.series
+    settings = s["settings"]
+    fig, axes = new_figure(1, len(settings), width=3.6, height=3.4, squeeze=False)
+    x = np.arange(len(s["methods"]))
+
+    def num(v: Any) -> float:
+        return float("nan") if v is None else float(v)
+
+    for ax, setting in zip(axes[0], settings, strict=True):
+        p = s["panels"][setting]
+        mean = np.array([num(v) for v in p["mean"]])
+        low, high = np.array([num(v) for v in p["low"]]), np.array([num(v) for v in p["high"]])
+        err = np.vstack([mean - low, high - mean])
+        err = np.where(np.isfinite(err), err, 0.0)
+        ax.bar(x, mean, 0.7, color=[color_for(m) for m in s["methods"]], yerr=err, capsize=3,
+               error_kw={"elinewidth": 1.0, "ecolor": "#333333"})
+        if p.get("control") is not None and math.isfinite(num(p["control"])):
+            ax.axhline(num(p["control"]), color="#0072B2", ls="--", lw=1.0, label="FedAvg+BN, iid split")
+        ax.set_xticks(x, s["labels"], rotation=40, ha="right", fontsize=8)
+        finite = [v for v in np.concatenate([low, mean]) if math.isfinite(v)]
+        bottom = max(0.0, min(finite) - 5.0) if finite else 0.0
+        ax.set_ylim(bottom, 100)
+        for j, v in enumerate(mean):
+            if not math.isfinite(v):  # a method that diverged on some seed has no mean
+                ax.text(x[j], bottom + 2.0, "diverged", rotation=90, ha="center", va="bottom", fontsize=7)
+        ax.set_title(f"{setting}\n({p['scale']}; {p['metric']})", fontsize=9)
+        ax.set_ylabel("test accuracy (%)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if handles:  # outside the panels: the bars fill their lower part
+        fig.legend(handles, labels, loc="upper left", fontsize=7, frameon=False)
+    fig.suptitle(f"bench-bn-fixes: mean over {len(result.seeds)} seeds, 95% t-interval whiskers "
+                 f"({result.profile} profile)", fontsize=10)
+    return fig
