@@ -163,3 +163,27 @@ def test_silo_files_round_trip_and_bad_silos_are_named(tmp_path):
         Silo(x, y[:5], x, y)
     with pytest.raises(RuntimeError, match="needs a process group"):
         build_cross_silo(_cfg("fedbn"), silo)
+
+
+def test_command_line_runs_one_silo_per_rank(tmp_path):
+    """``python -m bnfl.fl.cross_silo`` as torchrun starts it (here one rank, from the torchrun
+    environment variables): reads the rank's folder, writes the history with mode cross-silo."""
+    import json
+    import subprocess
+    import sys
+
+    x = torch.randn(40, 64)
+    y = torch.arange(40) % 10
+    save_silo(tmp_path / "rank0", Silo(x, y, x[:10], y[:10], [np.arange(20), np.arange(20, 40)]))
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('method = "fedbn"\nrounds = 2\n[model]\nname = "q_mlp_bn"\n'
+                   '[train]\nlocal_steps = 1\nbatch_size = 8\nprogress = false\n')
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "bnfl.fl.cross_silo", "--config", str(cfg), "--silo-root",
+                           str(tmp_path / "rank{rank}"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "cross-silo on 1 ranks: 2 rounds" in proc.stdout
+    hist = json.loads((tmp_path / "out" / "history.json").read_text())
+    assert hist["meta"]["mode"] == "cross-silo" and hist["meta"]["client_sizes"] == [20, 20]
