@@ -527,19 +527,27 @@ function next() {{
     setTimeout(() => {{
       const d = f.contentDocument;
       const col = d.querySelector('.bd-article') || d.body;
-      const right = col.getBoundingClientRect().right;
+      const all = col.querySelectorAll('mjx-container');  // the page's own text, not the side TOC
+      // the column's width as the layout intends it: a too wide formula widens the column itself
+      // (and pushes the page past the window), so measure it with every formula hidden
+      for (const m of all) m.style.display = 'none';
+      const cs = getComputedStyle(col);
+      const room = col.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+      for (const m of all) m.style.display = '';
       const wide = [];
-      const all = d.querySelectorAll('mjx-container');
       for (const m of all) {{
         const svg = m.querySelector('svg');
         if (!svg) continue;
-        const r = svg.getBoundingClientRect();
-        const box = m.getAttribute('display') === 'true' ? m.getBoundingClientRect() : col.getBoundingClientRect();
-        if (r.width > box.width + 1 || r.right > right + 1) {{
-          wide.push({{width: Math.round(r.width), room: Math.round(Math.min(box.width, right - r.left)),
+        // a tagged display is an SVG of width 100% whose min-width is what the formula needs
+        const need = Math.max(svg.getBoundingClientRect().width * (svg.getAttribute('width') === '100%' ? 0 : 1),
+                              parseFloat(getComputedStyle(svg).minWidth) || 0);
+        if (need > room + 1) {{
+          wide.push({{width: Math.round(need), room: Math.round(room),
                       tex: (m.getAttribute('aria-label') || m.textContent || '').slice(0, 80)}});
         }}
       }}
+      const page_w = d.documentElement.scrollWidth, win_w = d.documentElement.clientWidth;
+      if (page_w > win_w + 1) wide.push({{width: page_w, room: win_w, tex: '(the page scrolls sideways)'}});
       out[page] = {{n: all.length, wide: wide}};
       next();
     }}, 3000);
