@@ -97,7 +97,7 @@ def test_docs_build_leaves_figures_folder_alone(site: Path) -> None:
 
 
 def test_docs_build_with_warnings_as_errors(site: Path) -> None:
-    for page in ("index.html", "getting-started.html", "theory.html", "algorithms.html",
+    for page in ("index.html", "getting-started.html", "theory.html", "algorithms.html", "recipes.html",
                  "_generated/api/index.html", "_generated/ledger.html",
                  "_generated/reproductions/index.html", "_generated/notebooks/index.html"):
         assert (site / page).is_file(), f"{page} missing from the built site"
@@ -285,6 +285,41 @@ def test_getting_started_snippets_run_and_fedtan_matches_centralized() -> None:
         torch.testing.assert_close(avg[name], reference[name], rtol=1e-4, atol=1e-5)
 
 
+def _hrefs(page: Path) -> list[str]:
+    parser = _Assets()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser.links
+
+
+def test_landing_page_has_three_paths_a_run_first_line_and_a_headline_figure(site: Path) -> None:
+    page = site / "index.html"
+    body = page.read_text(encoding="utf-8")
+    body = body[body.find('<article'):] if '<article' in body else body
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", "", body, flags=re.S))).split())
+    for path in ("Learn why", "Reproduce and compare", "Use it in my code"):
+        assert path in text, f"the landing page has no '{path}' path"
+    # run first, with measured times
+    assert re.search(r"Run this first.*bnfl demo.*\d+ s.*make test.*\d+ min.*make run.*74.*\d+ min", text, re.S)
+    # the headline figure: a committed result showing BN breaking FL and a fix repairing it
+    assert re.search(r'<img[^>]+src="[^"]*fedtan-fig4\.png"', page.read_text(encoding="utf-8"))
+    links = " ".join(_hrefs(page))
+    for target in ("theory.html", "_generated/notebooks/theory/", "_generated/reproductions/index.html",
+                   "recipes.html", "flower.html", "distributed.html"):
+        assert target in links, f"the landing page does not link {target}"
+
+
+def test_theory_page_has_figures_and_links_each_fix_to_its_notebook(site: Path) -> None:
+    page = (site / "theory.html").read_text(encoding="utf-8")
+    figures = re.findall(r'<img[^>]+src="([^"]+\.png)"', page)
+    assert len(figures) >= 3, f"the theory page shows {len(figures)} figures"
+    for src in figures:
+        assert (site / unquote(src)).is_file(), src
+    notebooks = sorted({m for m in re.findall(r'href="(_generated/notebooks/theory/[^"#]+)', page)})
+    books = sorted(p.stem for p in (ROOT / "notebooks" / "theory").glob("*.py"))
+    for name in books:
+        assert any(name in n for n in notebooks), f"the theory page does not link the notebook {name}"
+
+
 # ---------------------------------------------------------------------------------------------
 # Real browser
 # ---------------------------------------------------------------------------------------------
@@ -389,7 +424,7 @@ def _notebook_page(site: Path) -> str | None:
 
 
 def _pages(site: Path) -> list[str]:
-    pages = ["index.html", "theory.html"]
+    pages = ["index.html", "theory.html", "recipes.html"]
     nb = _notebook_page(site)
     pages.append(nb if nb else "_generated/notebooks/index.html")
     return pages
@@ -463,7 +498,7 @@ def test_pages_typeset_math_load_images_and_resolve_links(
 def test_screenshot_of_theory_page(site: Path, server: tuple[str, list[str]]) -> None:
     base, _ = server
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for page, name in (("theory.html", "theory.png"), ("index.html", "index.png")):
+    for page, name in (("theory.html", "theory.png"), ("index.html", "index.png"), ("recipes.html", "recipes.png")):
         shot = SCREENSHOTS / name
         shot.unlink(missing_ok=True)
         chromium(base + page, f"--screenshot={shot}", "--window-size=1280,1600")
@@ -472,6 +507,84 @@ def test_screenshot_of_theory_page(site: Path, server: tuple[str, list[str]]) ->
         header = shot.read_bytes()[:24]
         assert header[:8] == b"\x89PNG\r\n\x1a\n"
         assert int.from_bytes(header[16:20], "big") == 1280
+
+
+MATH = """<!doctype html><html><body>
+<iframe id="f" style="width:1280px;height:1600px"></iframe>
+<pre id="result">pending</pre>
+<script>
+const pages = {pages};
+const f = document.getElementById('f');
+const out = {{}};
+let i = 0;
+function next() {{
+  if (i >= pages.length) {{
+    document.getElementById('result').textContent = JSON.stringify(out);
+    return;
+  }}
+  const page = pages[i++];
+  f.onload = () => {{
+    setTimeout(() => {{
+      const d = f.contentDocument;
+      const col = d.querySelector('.bd-article') || d.body;
+      const all = col.querySelectorAll('mjx-container');  // the page's own text, not the side TOC
+      // the column's width as the layout intends it: a too wide formula widens the column itself
+      // (and pushes the page past the window), so measure it with every formula hidden
+      for (const m of all) m.style.display = 'none';
+      const cs = getComputedStyle(col);
+      const room = col.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+      for (const m of all) m.style.display = '';
+      const wide = [];
+      for (const m of all) {{
+        const svg = m.querySelector('svg');
+        if (!svg) continue;
+        // a tagged display is an SVG of width 100% whose min-width is what the formula needs
+        const need = Math.max(svg.getBoundingClientRect().width * (svg.getAttribute('width') === '100%' ? 0 : 1),
+                              parseFloat(getComputedStyle(svg).minWidth) || 0);
+        if (need > room + 1) {{
+          wide.push({{width: Math.round(need), room: Math.round(room),
+                      tex: (m.getAttribute('aria-label') || m.textContent || '').slice(0, 80)}});
+        }}
+      }}
+      const page_w = d.documentElement.scrollWidth, win_w = d.documentElement.clientWidth;
+      if (page_w > win_w + 1) wide.push({{width: page_w, room: win_w, tex: '(the page scrolls sideways)'}});
+      out[page] = {{n: all.length, wide: wide}};
+      next();
+    }}, 3000);
+  }};
+  f.src = '/' + page;
+}}
+next();
+</script></body></html>"""
+
+
+@needs_chromium
+@pytest.mark.browser
+def test_no_math_display_is_wider_than_its_container(site: Path, server: tuple[str, list[str]]) -> None:
+    """At a 1280 px window, every typeset formula of the landing, theory and recipe pages and of
+    the theory notebooks fits its column: none is cut off at the right edge or needs scrolling."""
+    base, _ = server
+    pages = ["index.html", "theory.html", "recipes.html"]
+    pages += sorted(p.relative_to(site).as_posix() for p in (site / "_generated" / "notebooks" / "theory").glob("*.html"))
+    harness = site / "__check_math__.html"
+    harness.write_text(MATH.format(pages=json.dumps(pages)), encoding="utf-8")
+    try:
+        dom = chromium(base + harness.name, "--dump-dom", f"--virtual-time-budget={4000 * len(pages) + 5000}")
+    finally:
+        harness.unlink()
+    m = re.search(r'<pre id="result">(.*?)</pre>', dom, re.DOTALL)
+    assert m and m.group(1) != "pending", "the harness did not finish"
+    seen = json.loads(html.unescape(m.group(1)))
+    problems = []
+    for page in pages:
+        info = seen.get(page)
+        if info is None:
+            problems.append(f"{page}: not inspected")
+            continue
+        if page in ("index.html", "theory.html"):
+            assert info["n"] > 0, f"{page}: no typeset math found (did MathJax run?)"
+        problems += [f"{page}: formula {w['width']} px wide in {w['room']} px: {w['tex']!r}" for w in info["wide"]]
+    assert not problems, "\n".join(problems)
 
 
 MANY = """<!doctype html><html><body>

@@ -119,6 +119,7 @@ def test_three_ranks_equal_the_simulator(ranks):
         hist = sim.run()
         d = got[m]
         assert d["meta"]["engine"] == "torch.distributed" and d["meta"]["world_size"] == 3
+        assert d["meta"]["mode"] == "simulation-over-ranks", m  # every rank loaded the whole data set
         # each rank keeps only its own clients' training samples
         assert [h for h, _ in d["held"]] == [n for _, n in d["held"]], (m, d["held"])
         assert sum(h for h, _ in d["held"]) == sum(len(c) for c in sim.data.clients) < sim.x_train.shape[0], m

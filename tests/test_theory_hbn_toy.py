@@ -72,3 +72,10 @@ def test_bad_inputs_and_plot():
         h.hybrid_normalize(h.make_clusters(n=5), alpha=float("inf"))
     fig = h.plot_clusters(h.all_normalizations(h.make_clusters(n=20)))
     assert len(fig.axes) == 5
+    # readable on a page: a 2 x 3 grid (not one row of five), each panel at least 3.4 inches wide
+    width, height = fig.get_size_inches()
+    assert width / 3 >= 3.4 and height >= 6.5
+    rows = sorted({round(ax.get_position().y0, 2) for ax in fig.axes})
+    assert len(rows) == 2
+    with pytest.raises(ValueError, match="ncols"):
+        h.plot_clusters(h.all_normalizations(h.make_clusters(n=20)), ncols=0)

@@ -90,14 +90,25 @@ class DistributedSimulation(Simulation):
             raise RuntimeError("DistributedSimulation needs a process group: call bnfl.fl.distributed.init_from_env() "
                                "(or start the program with torchrun)")
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self.blocks = client_blocks(1 if algorithm.centralized else len(data.clients), self.world_size)
+        self.blocks = self._place_clients(data, algorithm)
         self.owned = set(self.blocks[self.rank])
         super().__init__(model, data, algorithm, config, **kwargs)
         self.barrier_timeout = datetime.timedelta(seconds=barrier_timeout_s)
-        self.history.meta.update({"engine": "torch.distributed", "world_size": self.world_size,
-                                  "backend": dist.get_backend()})
+        self.history.meta.update(self._engine_meta())
 
     # -- where the clients and their data are ------------------------------------------------------
+    #: the history meta's ``mode``: every rank loads the whole data set and keeps its clients' rows
+    #: (a simulation spread over ranks); :class:`bnfl.fl.cross_silo.CrossSiloSimulation`: ``"cross-silo"``
+    mode = "simulation-over-ranks"
+
+    def _engine_meta(self) -> dict[str, Any]:
+        return {"engine": "torch.distributed", "mode": self.mode, "world_size": self.world_size,
+                "backend": dist.get_backend()}
+
+    def _place_clients(self, data: FederatedData, algorithm: Algorithm) -> list[list[int]]:
+        """The clients of each rank: contiguous blocks (:func:`client_blocks`)."""
+        return client_blocks(1 if algorithm.centralized else len(data.clients), self.world_size)
+
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """Only the samples of this rank's clients (``_rows``: -1 for another rank's sample)."""
         return self._keep_clients_samples(data, sorted(self.owned), dtype)
@@ -218,8 +229,7 @@ class DistributedSimulation(Simulation):
             self.client_local = {c: {k: v.to(self.device) for k, v in s.items()} for c, s in self.client_local.items()}
             self.client_momentum = {c: {k: v.to(self.device) for k, v in s.items()}
                                     for c, s in self.client_momentum.items()}
-            self.history.meta.update({"engine": "torch.distributed", "world_size": self.world_size,
-                                      "backend": dist.get_backend()})
+            self.history.meta.update(self._engine_meta())
         return loaded
 
     def _write_history(self) -> None:

@@ -15,7 +15,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from bnfl.nn import bn_modules
 from bnfl.nn import state_groups as _nn_state_groups
 
-__all__ = ["GROUPS", "state_groups", "bn_modules"]
+__all__ = ["GROUPS", "keys_in", "state_groups", "bn_modules"]
 
 GROUPS = ("bn_affine", "bn_stats", "local", "other", "bn_count")
 
@@ -33,3 +33,18 @@ def state_groups(model: nn.Module) -> dict[str, set[str]]:
     for g in GROUPS:
         groups.setdefault(g, set())
     return groups
+
+
+def keys_in(model: nn.Module, *groups: str) -> list[str]:
+    """The ``state_dict`` keys of ``model`` in ``groups`` (names of :data:`GROUPS`), in
+    ``state_dict`` order: what to keep on the client or send, selected by layer type.
+
+    FedBN keeps ``keys_in(model, "bn_affine", "bn_stats", "bn_count")`` local and averages the
+    rest; FedAvg+BN sends everything but ``keys_in(model, "bn_count")``.
+    """
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown or not groups:
+        raise ValueError(f"keys_in: unknown group(s) {unknown or '(none given)'}; valid: {', '.join(GROUPS)}")
+    found = state_groups(model)
+    chosen = set().union(*(found[g] for g in groups))
+    return [k for k in model.state_dict() if k in chosen]

@@ -143,10 +143,20 @@ def std_ratio(clusters: Sequence[np.ndarray]) -> float:
     return float(np.max(np.maximum(r, 1 / r)))
 
 
-def plot_clusters(panels: dict[str, list[np.ndarray]]) -> Figure:
-    """One scatter panel per normalisation (HBN Fig. 2): clients coloured consistently."""
-    fig, axes = new_figure(1, len(panels), width=2.8, height=2.8)
-    axes = np.atleast_1d(axes)
+def plot_clusters(panels: dict[str, list[np.ndarray]], *, ncols: int = 3) -> Figure:
+    """One scatter panel per normalisation (HBN Fig. 2): clients coloured consistently.
+
+    The panels fill a grid of ``ncols`` columns (five panels: 2 x 3, the empty cell removed), so
+    each stays large enough to read on a page."""
+    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"ncols must be a positive integer, got {ncols!r}")
+    ncols = min(ncols, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, grid = new_figure(nrows, ncols, width=3.6, height=3.4, squeeze=False)
+    cells = list(grid.flat)
+    for ax in cells[len(panels):]:
+        fig.delaxes(ax)
+    axes = cells[:len(panels)]
     for ax, (name, clusters) in zip(axes, panels.items(), strict=True):
         for i, c in enumerate(clusters):
             ax.scatter(c[:, 0], c[:, 1], s=4, alpha=0.5, color=color_for(f"client-{i}", i),
@@ -154,6 +164,7 @@ def plot_clusters(panels: dict[str, list[np.ndarray]]) -> Figure:
         ax.set_title(name)
         ax.set_aspect("equal", adjustable="datalim")
         ax.set_xlabel("feature 1")
-    axes[0].set_ylabel("feature 2")
+    for ax in axes[::ncols]:
+        ax.set_ylabel("feature 2")
     axes[0].legend(markerscale=3)
     return fig

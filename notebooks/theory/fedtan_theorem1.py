@@ -14,24 +14,32 @@
 # %% [markdown]
 # # FedTAN Theorem 1: why BN with local statistics leaves a floor in FL convergence
 #
-# FedTAN (Wang, Shi, Chang; TNNLS) bounds the average squared gradient norm of FedAvg with BN after
-# $T = RE$ local steps per client (eq. 12):
+# **The idea first.** Each client normalises with its *own* batch statistics and back-propagates
+# through its *own* stat-gradients, so its gradient is not the one it would have inside the union
+# batch. Call that gap $B_i$ (FedTAN Assumption 1). Ordinary non-i.i.d. data adds a second gap,
+# $V_i$: how far client $i$'s gradient is from the global one *at the right statistics*. Training
+# longer shrinks the effect of $V_i$, but not that of $B_i$: FedAvg+BN converges only to a
+# neighbourhood whose size is set by the BN mismatch. FedTAN makes $B_i = 0$ by aggregating the
+# statistics and their gradients layer by layer.
 #
-# $$\frac1R\sum_{r}\|\nabla F(\bar w_{r-1})\|^2 \le \frac{24L}{\sqrt{TN}}\big(F(\bar w_0)-\underline F\big)
-# + \underbrace{\frac{2}{\sqrt{TN}}\sum_i p_iV_i^2}_{(a)\ \text{non-i.i.d. data}}
-# + \underbrace{\frac{2}{\sqrt{TN}}\sum_i p_iB_i^2 + 6\sum_i p_iB_i^2}_{(b)\ \text{BN statistics mismatch}}$$
+# **The bound.** FedTAN (Wang, Shi, Chang; TNNLS) states it for the average squared gradient norm
+# of FedAvg with BN after $T = RE$ local steps per client (eq. 12):
+#
+# $$
+# \begin{aligned}
+# \frac1R\sum_{r}\|\nabla F(\bar w_{r-1})\|^2 \le{}& \frac{24L}{\sqrt{TN}}\big(F(\bar w_0)-\underline F\big)
+# + \underbrace{\frac{2}{\sqrt{TN}}\sum_i p_iV_i^2}_{(a)\ \text{non-i.i.d. data}} \\
+# &+ \underbrace{\frac{2}{\sqrt{TN}}\sum_i p_iB_i^2 + 6\sum_i p_iB_i^2}_{(b)\ \text{BN statistics mismatch}}
+# \end{aligned}
+# $$
 #
 # with step size $\gamma = N^{1/2}/(4LT^{1/2})$, $E \le T^{1/4}/N^{3/4}$ and $T \ge N^3$.
 # (The printed equation reads "$-E$" where the lower bound $\underline F$ belongs; the proof's last
 # line substitutes $F(\bar w_R) \ge \underline F$. `theorem1_rhs` takes $F(\bar w_0) - \underline F$.)
 #
-# * $V_i$ measures how far client $i$'s gradient is from the global one, *at the right statistics*.
-# * $B_i$ measures how far client $i$'s gradient moves because it uses **local** BN statistics and
-#   local stat-gradients instead of the global ones (Assumption 1).
-#
-# Everything in the bound decays like $1/\sqrt{TN}$ except $6\sum_i p_i B_i^2$: more rounds cannot
-# remove the error caused by local BN statistics. FedTAN makes $B_i = 0$ by aggregating the
-# statistics and their gradients layer by layer.
+# Everything in the bound decays like $1/\sqrt{TN}$ except $6\sum_i p_i B_i^2$. Below we first
+# *measure* $B_i$ and $V_i$ on real data (section 1), then watch term (b) become a floor as $T$
+# grows (section 2); the proof's constants, which explain the factor 6, come last (section 3).
 
 # %% tags=["parameters"]
 import os
@@ -53,20 +61,7 @@ SEED = 0
 N = 5
 
 # %% [markdown]
-# ## 1. The proof's constants (eqs. 49-51)
-#
-# The proof reaches (12) from (49) by showing, at the chosen step size, $H_2 = 4L/\sqrt{TN}$,
-# $H_3 \le 1/(3\sqrt{TN})$ and $H_1 \ge 1/6$ (then dividing by $H_1$ multiplies by at most 6; this
-# is where the 6 in term (b) comes from). We evaluate them on a small grid of admissible $(N,T,E)$.
-
-# %%
-for n, T, E in [(1, 1, 1), (2, 64, 1), (5, 125, 1), (5, 10_000, 2), (10, 10**6, 5)]:
-    c = fedtan_bound.proof_constants(n, T, E, L=1.0)
-    print(f"N={n:2d} T={T:8d} E={E}: H1={c['H1']:.4f} (>= 1/6)  H2={c['H2']:.3e} (= {c['H2_claim']:.3e})  "
-          f"H3={c['H3']:.2e} (<= {c['H3_bound']:.2e})")
-
-# %% [markdown]
-# ## 2. Measuring $B_i$ and $V_i$ on digits with $k$ classes per client
+# ## 1. Measuring $B_i$ and $V_i$ on digits with $k$ classes per client
 #
 # For a freshly initialised Q-MLP1 (64-30-BN-10) we compute, for each client, its first-step
 # gradient with local BN, with FedTAN's global statistics and stat-gradients, and the weighted mean
@@ -97,7 +92,7 @@ notebook.image(fig)
 # differ a little from the union's (Property 1 holds at the population level only).
 
 # %% [markdown]
-# ## 3. Term (b) against $T$: a floor
+# ## 2. Term (b) against $T$: a floor
 #
 # Using the most non-i.i.d. estimate ($k=2$), we evaluate every term for growing $T$ (with $E=1$,
 # $L=1$, $F(\bar w_0)-\underline F = 1$, so the conditions hold).
@@ -117,3 +112,16 @@ print("term (b):", np.round(terms["term_b"], 4), " floor 6 sum p B^2 =", round(f
 # The optimisation term and term (a) fall like $T^{-1/2}$; term (b) flattens at
 # $6\sum_i p_i B_i^2$. Running FedAvg with BN longer does not cure the statistics mismatch; making
 # $B_i = 0$ (FedTAN) removes the floor.
+
+# %% [markdown]
+# ## 3. Where the 6 comes from: the proof's constants (eqs. 49-51)
+#
+# The proof reaches (12) from (49) by showing, at the chosen step size, $H_2 = 4L/\sqrt{TN}$,
+# $H_3 \le 1/(3\sqrt{TN})$ and $H_1 \ge 1/6$ (then dividing by $H_1$ multiplies by at most 6; this
+# is where the 6 in term (b) comes from). We evaluate them on a small grid of admissible $(N,T,E)$.
+
+# %%
+for n, T, E in [(1, 1, 1), (2, 64, 1), (5, 125, 1), (5, 10_000, 2), (10, 10**6, 5)]:
+    c = fedtan_bound.proof_constants(n, T, E, L=1.0)
+    print(f"N={n:2d} T={T:8d} E={E}: H1={c['H1']:.4f} (>= 1/6)  H2={c['H2']:.3e} (= {c['H2_claim']:.3e})  "
+          f"H3={c['H3']:.2e} (<= {c['H3_bound']:.2e})")
