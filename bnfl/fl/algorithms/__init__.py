@@ -44,6 +44,7 @@ from bnfl.fl.algorithms._solvers import (
     representation,
 )
 from bnfl.fl.algorithms._statistics import FBN, HBN, hbn_client_stats
+from bnfl.registry import Registry
 
 __all__ = [
     "Algorithm", "FBN", "Centralized", "SingleNet", "FedAvg", "FedProx", "Scaffold", "FedBN", "SiloBN",
@@ -53,19 +54,23 @@ __all__ = [
 ]
 
 
-ALGORITHMS: dict[str, type[Algorithm]] = {
-    cls.name: cls
-    for cls in (Centralized, SingleNet, FedAvg, FBN, FedProx, Scaffold, FedBN, SiloBN, FedAvgAlg2,
-                FedTAN, FedTAN2, FixBN, CentralizedFixBN, DecoupledBN, HBN, FedAdam, MOON, FedSAM, FedACG, FedWon)
-}
+def _as_algorithm(spec: str, obj: Any) -> type[Algorithm]:
+    if not (isinstance(obj, type) and issubclass(obj, Algorithm)):
+        raise ValueError(f"algorithm {spec!r} is {obj!r}, not a subclass of bnfl.fl.Algorithm")
+    return obj
+
+
+#: Every algorithm class by its ``name`` (a :class:`~bnfl.registry.Registry`; ``lookup`` also
+#: takes an import string ``"package.module:MyAlgorithm"`` naming an :class:`Algorithm` subclass).
+ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm", sort=True, lower=True, convert=_as_algorithm)
+for _cls in (Centralized, SingleNet, FedAvg, FBN, FedProx, Scaffold, FedBN, SiloBN, FedAvgAlg2, FedTAN, FedTAN2, FixBN,
+             CentralizedFixBN, DecoupledBN, HBN, FedAdam, MOON, FedSAM, FedACG, FedWon):
+    ALGORITHMS.register(_cls.name, _cls)
 
 
 def make_algorithm(name: str, **options: Any) -> Algorithm:
-    """Instantiate an algorithm by name (see :data:`ALGORITHMS`) with keyword options."""
-    key = name.lower()
-    if key not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {name!r}; valid names: {', '.join(sorted(ALGORITHMS))}")
-    cls = ALGORITHMS[key]
+    """Instantiate an algorithm by name (see :data:`ALGORITHMS`) or import string with keyword options."""
+    cls = ALGORITHMS.lookup(name)
     try:
         return cls(**options)
     except TypeError as err:
