@@ -366,6 +366,10 @@ def _cli_run(args: argparse.Namespace) -> int:
             d[key] = v
     if args.method is not None and args.method != cfg.method:
         d["model"].pop("norm", None)  # the new method brings its own norm
+    for key in ("model", "data"):  # a new model or data set starts from its own defaults
+        v = getattr(args, key)
+        if v is not None and v != d[key].get("name"):
+            d[key] = {"name": v}
     for key in ("lr", "local_steps", "batch_size"):
         v = getattr(args, key)
         if v is not None:
@@ -397,7 +401,10 @@ def register(subparsers: Any) -> None:
                               description="Run a federated simulation; writes history.json/.csv to --out.")
     p.add_argument("--config", help="TOML file (see bnfl.fl.config)")
     p.add_argument("--method", "--algorithm", dest="method", metavar="METHOD",
-                   help=f"method id (overrides the config's; --algorithm is an alias): {', '.join(METHODS)}")
+                   help=f"method id or import string 'package.module:Name' (overrides the config's; --algorithm "
+                        f"is an alias): {', '.join(METHODS.available())}")
+    p.add_argument("--model", help="model name or import string (replaces the config's [model] table)")
+    p.add_argument("--data", help="data set name or import string (replaces the config's [data] table)")
     p.add_argument("--rounds", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--device")
