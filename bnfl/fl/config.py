@@ -398,11 +398,12 @@ def register(subparsers: Any) -> None:
     from bnfl.methods import METHODS
 
     p = subparsers.add_parser("train", help="run a federated simulation from a TOML config or flags",
-                              description="Run a federated simulation; writes history.json/.csv to --out.")
+                              description="Run a federated simulation; writes history.json/.csv to --out. "
+                                          "--method, --model and --data also take an import string "
+                                          "'package.module:Name' (docs/own-fix.md).")
     p.add_argument("--config", help="TOML file (see bnfl.fl.config)")
     p.add_argument("--method", "--algorithm", dest="method", metavar="METHOD",
-                   help=f"method id or import string 'package.module:Name' (overrides the config's; --algorithm "
-                        f"is an alias): {', '.join(METHODS.available())}")
+                   help=f"method id (overrides the config's; --algorithm is an alias): {', '.join(METHODS.available())}")
     p.add_argument("--model", help="model name or import string (replaces the config's [model] table)")
     p.add_argument("--data", help="data set name or import string (replaces the config's [data] table)")
     p.add_argument("--rounds", type=int)
