@@ -18,6 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from bnfl.data.datasets import Split, validation_split
+from bnfl.data.digits import digits
+from bnfl.data.domains import digit_domains, digit_segmentation
+from bnfl.data.fedbn_data import abide, digit5
+from bnfl.data.folders import cityscapes, imagenet
+from bnfl.data.loaders import cifar10, cifar100, image_domains, mnist, tiny_imagenet
+from bnfl.data.synthetic import abide_sites, fedbn_synthetic, gaussian_mixture
 from bnfl.registry import Registry
 
 __all__ = ["DATASETS", "Dataset", "load", "register"]
@@ -52,11 +58,13 @@ class Dataset:
 
     def function(self) -> Callable[..., Any]:
         """The loader function."""
-        if callable(self.loader):
-            return self.loader
-        from bnfl import data
+        return self.loader if callable(self.loader) else _LOADERS[self.loader]
 
-        return getattr(data, self.loader)
+
+#: bnfl's loader functions by name (a :class:`Dataset`'s ``loader``)
+_LOADERS: dict[str, Callable[..., Any]] = {f.__name__: f for f in (
+    digits, digit_domains, digit_segmentation, gaussian_mixture, abide_sites, fedbn_synthetic, cifar10, cifar100, mnist,
+    tiny_imagenet, image_domains, imagenet, cityscapes, digit5, abide)}
 
 
 def _as_dataset(spec: str, obj: Any) -> Dataset:

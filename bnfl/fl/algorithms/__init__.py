@@ -18,8 +18,6 @@ through the simulation's :class:`~bnfl.fl.comm.Channel`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bnfl.fl.algorithms._base import Algorithm
 from bnfl.fl.algorithms._fedavg import (
     Centralized,
@@ -33,6 +31,7 @@ from bnfl.fl.algorithms._fedavg import (
 from bnfl.fl.algorithms._fedtan import FedAvgAlg2, FedTAN, FedTAN2
 from bnfl.fl.algorithms._fixbn import CentralizedFixBN, DecoupledBN, FixBN
 from bnfl.fl.algorithms._hbn_options import hbn_reference_stats
+from bnfl.fl.algorithms._registry import ALGORITHMS, make_algorithm
 from bnfl.fl.algorithms._solvers import (
     MOON,
     FedACG,
@@ -44,7 +43,6 @@ from bnfl.fl.algorithms._solvers import (
     representation,
 )
 from bnfl.fl.algorithms._statistics import FBN, HBN, hbn_client_stats
-from bnfl.registry import Registry
 
 __all__ = [
     "Algorithm", "FBN", "Centralized", "SingleNet", "FedAvg", "FedProx", "Scaffold", "FedBN", "SiloBN",
@@ -52,26 +50,3 @@ __all__ = [
     "FedWon", "adaptive_clip_", "moon_contrastive_loss", "representation", "ALGORITHMS", "make_algorithm",
     "hbn_client_stats", "hbn_reference_stats",
 ]
-
-
-def _as_algorithm(spec: str, obj: Any) -> type[Algorithm]:
-    if not (isinstance(obj, type) and issubclass(obj, Algorithm)):
-        raise ValueError(f"algorithm {spec!r} is {obj!r}, not a subclass of bnfl.fl.Algorithm")
-    return obj
-
-
-#: Every algorithm class by its ``name`` (a :class:`~bnfl.registry.Registry`; ``lookup`` also
-#: takes an import string ``"package.module:MyAlgorithm"`` naming an :class:`Algorithm` subclass).
-ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm", sort=True, lower=True, convert=_as_algorithm)
-for _cls in (Centralized, SingleNet, FedAvg, FBN, FedProx, Scaffold, FedBN, SiloBN, FedAvgAlg2, FedTAN, FedTAN2, FixBN,
-             CentralizedFixBN, DecoupledBN, HBN, FedAdam, MOON, FedSAM, FedACG, FedWon):
-    ALGORITHMS.register(_cls.name, _cls)
-
-
-def make_algorithm(name: str, **options: Any) -> Algorithm:
-    """Instantiate an algorithm by name (see :data:`ALGORITHMS`) or import string with keyword options."""
-    cls = ALGORITHMS.lookup(name)
-    try:
-        return cls(**options)
-    except TypeError as err:
-        raise TypeError(f"bad options for algorithm {name!r}: {err}") from None
