@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from bnfl.fl._volume import CommVolume, closed_form_volume
 from bnfl.fl.algorithms import ALGORITHMS, Algorithm, make_algorithm
 from bnfl.registry import Registry
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from bnfl.fl.accounting import CommVolume
 
 __all__ = ["COMM_SCHEMES", "METHODS", "Method", "get"]
 
@@ -127,9 +127,8 @@ class Method:
 
     def comm_volume(self, model: nn.Module, num_clients: int, **kwargs: Any) -> CommVolume:
         """:func:`bnfl.fl.comm_volume` of this method on ``model``."""
-        from bnfl.fl.accounting import comm_volume
-
-        return comm_volume(model, num_clients, self.id, **kwargs)
+        return closed_form_volume(model, num_clients, method_id=self.id, comm=self.comm, local_state=self.local_state,
+                                  **kwargs)
 
 
 def _m(id: str, label: str, color: str, marker: str, algorithm: str, norm: str, comm: str | None,
