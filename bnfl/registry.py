@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, overload
 
@@ -110,6 +111,8 @@ class Registry(Mapping[str, T], Generic[T]):
         self._convert = convert
         self._entries: dict[str, T] = {}
         self._plugins: dict[str, T] = {}  # import strings and entry points already resolved
+        # the defining module, as typing.TypeVar records it (the API docs document it there)
+        self.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)
 
     # -- the Mapping of registered entries ----------------------------------------------------
     def __getitem__(self, name: str) -> T:
