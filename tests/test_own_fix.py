@@ -8,14 +8,14 @@ for the simulator runs in this process; its torchrun command (3 gloo ranks on 12
 run the sequential and batched simulators, register the pieces under names, and add a round hook.
 
 Equality, float64, 2 rounds, 3 clients: the batched engine and the 3 ranks match the simulator's
-global state to 1e-12 (measured: the ranks 0.0, batched ~1e-16), and Flower's history rows
-(losses, accuracies, counters) match to 1e-12 (measured: equal). Each launch has a time limit,
-and its process group is killed when the limit passes.
+global state to 1e-12, as test_fl_batched.py and test_fl_distributed.py assert for bnfl's methods
+(measured: batched 2.2e-16, the ranks 0.0), and Flower's history rows (losses, accuracies,
+counters) equal the simulator's bit for bit, as test_fl_flower.py measured for bnfl's methods.
+Each launch has a time limit, and its process group is killed when the limit passes.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import signal
@@ -188,7 +188,9 @@ def test_the_median_is_what_the_server_computes(page):
 def test_batched_equals_the_sequential_simulator(page):
     _, ns = page
     assert ns["batched"].history.meta["batched"]["used"] and not ns["sequential"].history.meta["batched"]["used"]
-    assert _max_diff(ns["batched"].global_state, ns["sequential"].global_state) < 1e-12
+    gap = _max_diff(ns["batched"].global_state, ns["sequential"].global_state)
+    print(f"batched vs sequential: {gap:.1e}")
+    assert gap < 1e-12
 
 
 def test_bnfl_train_simulator_is_the_python_run(page):
@@ -202,7 +204,9 @@ def test_three_torchrun_ranks_equal_the_simulator(page):
     from bnfl.fl.engine import History
 
     home, _ = page
-    assert _max_diff(_state(home / "runs" / "ranks"), _state(home / "runs" / "simulator")) < 1e-12
+    gap = _max_diff(_state(home / "runs" / "ranks"), _state(home / "runs" / "simulator"))
+    print(f"3 ranks vs simulator: {gap:.1e}")
+    assert gap < 1e-12
     ranks, sim = (History.from_json(home / "runs" / d / "history.json") for d in ("ranks", "simulator"))
     assert ranks.meta["engine"] == "torch.distributed" and ranks.meta["world_size"] == 3
     assert ranks.without_time() == sim.without_time()
@@ -215,14 +219,8 @@ def test_flower_equals_the_simulator(page):
     fl, sim = (History.from_json(home / "runs" / d / "history.json") for d in ("flower", "simulator"))
     assert fl.meta["engine"] == "flower"
     got, want = fl.without_time(), sim.without_time()
-    assert len(got) == len(want) == 2 and "test_loss" in want[-1]
-    for g, w in zip(got, want, strict=True):
-        assert sorted(g) == sorted(w)
-        for k, v in w.items():
-            if isinstance(v, float) and not math.isnan(v):
-                assert g[k] == pytest.approx(v, abs=1e-12, rel=0), k
-            else:
-                assert g[k] == v, k
+    assert len(got) == len(want) == 2 and {"test_loss", "test_acc", "train_loss"} <= set(want[-1])
+    assert got == want  # bit for bit
 
 
 def test_the_named_pieces_and_the_round_hook(page):
