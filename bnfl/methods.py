@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from bnfl.fl.algorithms import ALGORITHMS, make_algorithm
+from bnfl.fl._volume import CommVolume, closed_form_volume
+from bnfl.fl.algorithms import ALGORITHMS, Algorithm, make_algorithm
+from bnfl.registry import Registry
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from bnfl.fl.accounting import CommVolume
-    from bnfl.fl.algorithms import Algorithm
 
 __all__ = ["COMM_SCHEMES", "METHODS", "Method", "get"]
 
@@ -57,7 +57,8 @@ class Method:
     marker : str
         Matplotlib marker.
     algorithm_name : str
-        Key of :data:`bnfl.fl.ALGORITHMS`.
+        Key of :data:`bnfl.fl.ALGORITHMS`, or the import string of an :class:`~bnfl.fl.Algorithm`
+        subclass (``"mypkg.algos:MedianStats"``).
     norm : str
         Normalisation kind of the model (:data:`bnfl.nn.NORM_KINDS`).
     comm : str or None
@@ -81,8 +82,11 @@ class Method:
 
     def __post_init__(self) -> None:
         if self.algorithm_name not in ALGORITHMS:
-            raise ValueError(f"method {self.id!r}: unknown algorithm {self.algorithm_name!r}; "
-                             f"valid: {', '.join(sorted(ALGORITHMS))}")
+            try:
+                ALGORITHMS.lookup(self.algorithm_name)  # an import string
+            except ValueError:
+                raise ValueError(f"method {self.id!r}: unknown algorithm {self.algorithm_name!r}; "
+                                 f"valid: {', '.join(sorted(ALGORITHMS))}") from None
         if self.comm is not None and self.comm not in COMM_SCHEMES:
             raise ValueError(f"method {self.id!r}: comm must be one of {', '.join(COMM_SCHEMES)} or None")
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
@@ -90,7 +94,7 @@ class Method:
     @property
     def algorithm_class(self) -> type[Algorithm]:
         """The :class:`~bnfl.fl.Algorithm` subclass."""
-        return ALGORITHMS[self.algorithm_name]
+        return ALGORITHMS.lookup(self.algorithm_name)
 
     def algorithm(self, **options: Any) -> Algorithm:
         """A fresh algorithm instance: the method's default options updated by ``options``."""
@@ -123,9 +127,8 @@ class Method:
 
     def comm_volume(self, model: nn.Module, num_clients: int, **kwargs: Any) -> CommVolume:
         """:func:`bnfl.fl.comm_volume` of this method on ``model``."""
-        from bnfl.fl.accounting import comm_volume
-
-        return comm_volume(model, num_clients, self.id, **kwargs)
+        return closed_form_volume(model, num_clients, method_id=self.id, comm=self.comm, local_state=self.local_state,
+                                  **kwargs)
 
 
 def _m(id: str, label: str, color: str, marker: str, algorithm: str, norm: str, comm: str | None,
@@ -134,8 +137,28 @@ def _m(id: str, label: str, color: str, marker: str, algorithm: str, norm: str, 
                   comm=comm, options=options, source=source)
 
 
-#: Every method of the four papers and their baselines, by id (insertion order = legend order).
-METHODS: Mapping[str, Method] = MappingProxyType({m.id: m for m in (
+def _as_method(spec: str, obj: Any) -> Method:
+    """What an import string or entry point of group ``bnfl.methods`` names, as a :class:`Method`:
+    a :class:`Method` as is; an :class:`~bnfl.fl.Algorithm` subclass as a method of that
+    algorithm with its defaults, the norm of its class attribute ``norm`` (default ``"bn"``), and
+    no closed-form cost (the simulation's channel counts its traffic)."""
+    if isinstance(obj, Method):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Algorithm):
+        return Method(id=spec, label=obj.__name__, color="#444444", marker="o",
+                      algorithm_name=f"{obj.__module__}:{obj.__qualname__}", norm=getattr(obj, "norm", "bn"),
+                      comm=None, source=spec)
+    raise ValueError(f"method {spec!r} is {obj!r}: a method is a bnfl.methods.Method or a subclass of "
+                     "bnfl.fl.Algorithm")
+
+
+#: Every method of the four papers and their baselines, by id (insertion order = legend order): a
+#: read-only :class:`~bnfl.registry.Registry`; :func:`get` also takes an import string
+#: (``"mypkg.algos:MedianStats"``: an Algorithm subclass or a Method) or an entry point of group
+#: ``bnfl.methods``.
+METHODS: Registry[Method] = Registry("method", group="bnfl.methods", listing="valid ids", lower=True,
+                                     convert=_as_method)
+for _method in (
     _m("centralized", "Centralized+BN", "#000000", "s", "centralized", "bn", "none", "CATALOG §0.2"),
     _m("fedtan", "FedTAN", "#D55E00", "*", "fedtan", "bn", "fedtan", "FedTAN Alg. 1-3"),
     _m("fedtan2", "FedTAN-II", "#E69F00", "P", "fedtan2", "bn", "fedtan2", "FedTAN Sec. 5.4"),
@@ -171,19 +194,19 @@ METHODS: Mapping[str, Method] = MappingProxyType({m.id: m for m in (
     _m("fedacg+gn", "FedACG+GN", "#447733", "$C$", "fedacg", "gn", "model", "Kim, Kim, Ham 2024, Alg. 1"),
     _m("fedacg+bn", "FedACG+BN", "#77AA55", "$c$", "fedacg", "bn", "model", "Kim, Kim, Ham 2024, Alg. 1"),
     _m("fedwon", "FedWon", "#555599", "$W$", "fedwon", "ws", "model", "Zhuang & Lyu 2024"),
-)})
+):
+    METHODS.register(_method.id, _method)
 
 
 def get(name: str | Method) -> Method:
-    """The :class:`Method` with id ``name`` (a :class:`Method` is returned as is).
+    """The :class:`Method` with id ``name`` (a :class:`Method` is returned as is), an import
+    string ``"package.module:Name"`` or an entry point of group ``bnfl.methods``.
 
     Raises
     ------
     ValueError
-        For an unknown id, listing the valid ones.
+        For an unknown id, listing the valid ones, or an import string that does not import.
     """
     if isinstance(name, Method):
         return name
-    if isinstance(name, str) and name.lower() in METHODS:
-        return METHODS[name.lower()]
-    raise ValueError(f"unknown method {name!r}; valid ids: {', '.join(METHODS)}")
+    return METHODS.lookup(name)

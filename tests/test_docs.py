@@ -304,7 +304,8 @@ def test_landing_page_has_three_paths_a_run_first_line_and_a_headline_figure(sit
     assert re.search(r'<img[^>]+src="[^"]*fedtan-fig4\.png"', page.read_text(encoding="utf-8"))
     links = " ".join(_hrefs(page))
     for target in ("theory.html", "_generated/notebooks/theory/", "_generated/reproductions/index.html",
-                   "recipes.html", "flower.html", "distributed.html"):
+                   "recipes.html", "flower.html", "distributed.html", "which-fix.html", "diagnose.html",
+                   "own-fix.html"):
         assert target in links, f"the landing page does not link {target}"
 
 

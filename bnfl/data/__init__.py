@@ -30,7 +30,7 @@ from bnfl.data.fedbn_data import abide, digit5, morpho_mnist
 from bnfl.data.folders import CITYSCAPES_CLASSES, cityscapes, imagenet
 from bnfl.data.loaders import cifar10, cifar100, image_domains, mnist, tiny_imagenet
 from bnfl.data.partition import fedtan_class_table
-from bnfl.data.registry import DATASETS, Dataset, load
+from bnfl.data.registry import DATASETS, Dataset, load, register
 from bnfl.data.synthetic import abide_sites, fedbn_synthetic, gaussian_mixture
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "cityscapes",
     "imagenet",
     "DATASETS",
+    "register",
     "DOMAINS",
     "Dataset",
     "PartitionSummary",

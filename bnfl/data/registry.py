@@ -17,7 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DATASETS", "Dataset", "load"]
+from bnfl.data.datasets import Split, validation_split
+from bnfl.data.digits import digits
+from bnfl.data.domains import digit_domains, digit_segmentation
+from bnfl.data.fedbn_data import abide, digit5
+from bnfl.data.folders import cityscapes, imagenet
+from bnfl.data.loaders import cifar10, cifar100, image_domains, mnist, tiny_imagenet
+from bnfl.data.synthetic import abide_sites, fedbn_synthetic, gaussian_mixture
+from bnfl.registry import Registry
+
+__all__ = ["DATASETS", "Dataset", "load", "register"]
 
 
 @dataclass(frozen=True)
@@ -28,8 +37,9 @@ class Dataset:
     ----------
     name : str
         The one spelling used in configs and run specs.
-    loader : str
-        Function of :mod:`bnfl.data` that builds the :class:`~bnfl.data.Split`.
+    loader : str or callable
+        Function of :mod:`bnfl.data` (by name) that builds the :class:`~bnfl.data.Split`, or a
+        user's function itself (``loader(**options)``, with ``root=`` when a root is given).
     local : bool
         Read from a folder (needs ``root``) rather than embedded.
     subdir : str
@@ -40,7 +50,7 @@ class Dataset:
     """
 
     name: str
-    loader: str
+    loader: str | Callable[..., Any]
     local: bool
     subdir: str = ""
     fixed: dict[str, Any] = field(default_factory=dict)
@@ -48,13 +58,28 @@ class Dataset:
 
     def function(self) -> Callable[..., Any]:
         """The loader function."""
-        from bnfl import data
-
-        return getattr(data, self.loader)
+        return self.loader if callable(self.loader) else _LOADERS[self.loader]
 
 
-#: Every data set by name.
-DATASETS: dict[str, Dataset] = {d.name: d for d in (
+#: bnfl's loader functions by name (a :class:`Dataset`'s ``loader``)
+_LOADERS: dict[str, Callable[..., Any]] = {f.__name__: f for f in (
+    digits, digit_domains, digit_segmentation, gaussian_mixture, abide_sites, fedbn_synthetic, cifar10, cifar100, mnist,
+    tiny_imagenet, image_domains, imagenet, cityscapes, digit5, abide)}
+
+
+def _as_dataset(spec: str, obj: Any) -> Dataset:
+    if isinstance(obj, Dataset):
+        return obj
+    if not callable(obj):
+        raise ValueError(f"data set {spec!r} is {obj!r}, not a function returning a bnfl.data.Split")
+    return Dataset(spec, obj, False, summary=f"{spec} (a user's loader)")
+
+
+#: Every data set by name (a :class:`~bnfl.registry.Registry`): bnfl's below, a user's added with
+#: :func:`register`, and by import string (``"mypkg.data:load"``) or entry point of group
+#: ``bnfl.datasets`` any function ``load(**options) -> Split``.
+DATASETS: Registry[Dataset] = Registry("data set", group="bnfl.datasets", convert=_as_dataset)
+for _d in (
     Dataset("digits", "digits", False, summary="Q-DIG: scikit-learn 8x8 digits (CATALOG §0.3)"),
     Dataset("digit_domains", "digit_domains", False, summary="Q-DOM: digits in six styled domains"),
     Dataset("digit_segmentation", "digit_segmentation", False, summary="Q-SEG: per-pixel digit masks"),
@@ -74,7 +99,29 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("cityscapes", "cityscapes", True, "cityscapes", summary="Cityscapes leftImg8bit/gtFine, cities as domains"),
     Dataset("digit5", "digit5", True, "digit5", summary="FedBN digits: SVHN, USPS, SynthDigits, MNIST-M, MNIST partitions"),
     Dataset("abide", "abide", True, "abide", summary="ABIDE I connectomes: <site>.npz (NYU, USM, UM, UCLA)"),
-)}
+):
+    DATASETS.register(_d.name, _d)
+
+
+def register(name: str | None = None, *, summary: str = "", replace: bool = False) -> Callable[[Any], Any]:
+    """Decorator: register a data set loader under ``name`` (default: the function's name).
+
+    The loader takes the ``[data]`` options of a run config as keywords (and ``root=`` when the
+    config or ``--data-root`` gives one) and returns a :class:`~bnfl.data.Split`::
+
+        @data.register("my_blobs")
+        def my_blobs(*, n=200, seed=0) -> Split: ...
+
+    The same function also runs unregistered, by import string (``name = "mypkg.data:load"``)
+    or by an entry point of group ``bnfl.datasets``.
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        key = name or fn.__name__
+        DATASETS.register(key, Dataset(key, fn, False, summary=summary), replace=replace)
+        return fn
+
+    return deco
 
 
 def load(name: str, root: str | Path | None = None, **options: Any) -> Any:
@@ -83,7 +130,8 @@ def load(name: str, root: str | Path | None = None, **options: Any) -> Any:
     Parameters
     ----------
     name : str
-        A key of :data:`DATASETS`.
+        A key of :data:`DATASETS`, an import string ``"package.module:load"`` or an entry point
+        of group ``bnfl.datasets``.
     root : path, optional
         Folder of a local data set, or a data root holding its usual sub-folder. Embedded
         data sets take none.
@@ -105,13 +153,14 @@ def load(name: str, root: str | Path | None = None, **options: Any) -> Any:
     """
     validation = options.pop("validation", None)
     validation_seed = int(options.pop("validation_seed", 0))
-    entry = DATASETS.get(name) if isinstance(name, str) else None
-    if entry is None:
-        raise ValueError(f"unknown data set {name!r}; valid names: {', '.join(DATASETS)}")
-    if not entry.local:
+    entry = DATASETS.lookup(name)
+    args: tuple[Any, ...] = ()
+    if callable(entry.loader):  # a user's loader: it decides what a root means
+        if root is not None:
+            options["root"] = root
+    elif not entry.local:
         if root is not None:
             raise ValueError(f"{name} is embedded in bnfl and reads no folder; drop root={str(root)!r}")
-        args: tuple[Any, ...] = ()
     else:
         if root is None or str(root) == "":
             raise FileNotFoundError(
@@ -125,8 +174,8 @@ def load(name: str, root: str | Path | None = None, **options: Any) -> Any:
         split = entry.function()(*args, **{**entry.fixed, **options})
     except TypeError as err:
         raise TypeError(f"data set {name}: bad option ({err})") from None
+    if not isinstance(split, Split):
+        raise ValueError(f"data set {name!r} returned {type(split).__name__}, not a bnfl.data.Split")
     if validation is None:
         return split
-    from bnfl.data.datasets import validation_split
-
     return validation_split(split, validation, seed=validation_seed)

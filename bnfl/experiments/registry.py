@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bnfl.experiments.core import PROFILES, Context, Result
+from bnfl.registry import Registry
 
 __all__ = [
+    "EXPERIMENTS",
     "KINDS",
     "Entry",
     "entries",
@@ -92,19 +94,20 @@ class Entry:
         return copy.deepcopy(dict(self.configs[profile]))
 
 
-_REGISTRY: dict[str, Entry] = {}
+#: Every registered entry by id (a :class:`~bnfl.registry.Registry`, filled by :func:`register`).
+EXPERIMENTS: Registry[Entry] = Registry("experiment", listing="known")
 
 
 def register(item: Entry) -> Entry:
     """Add ``item`` to the registry (its id must be new and every profile present)."""
-    if item.id in _REGISTRY:
+    if item.id in EXPERIMENTS:
         raise ValueError(f"experiment {item.id!r} is registered twice")
     missing = [p for p in PROFILES if p not in item.configs]
     if missing:
         raise ValueError(f"experiment {item.id!r} lacks profile(s) {missing}")
     if item.kind not in KINDS:
         raise ValueError(f"experiment {item.id!r}: kind {item.kind!r} is not one of {', '.join(KINDS)}")
-    _REGISTRY[item.id] = item
+    EXPERIMENTS.register(item.id, item)
     return item
 
 
@@ -140,9 +143,9 @@ def plotter(experiment_id: str) -> Callable[[PlotFn], PlotFn]:
     """Decorator: the decorated ``plot(result)`` draws the registered entry ``experiment_id``."""
 
     def decorate(plot: PlotFn) -> PlotFn:
-        if experiment_id not in _REGISTRY:
+        if experiment_id not in EXPERIMENTS:
             raise ValueError(f"plotter for {experiment_id!r}: register the entry (@entry) before its plot")
-        _REGISTRY[experiment_id] = dataclasses.replace(_REGISTRY[experiment_id], plot=plot)
+        EXPERIMENTS.register(experiment_id, dataclasses.replace(EXPERIMENTS[experiment_id], plot=plot), replace=True)
         return plot
 
     return decorate
@@ -167,7 +170,7 @@ def _load_papers() -> None:
         pkg = importlib.import_module(name)
         for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
             importlib.import_module(f"{pkg.__name__}.{info.name}")
-    unplotted = [i for i, e in _REGISTRY.items() if e.plot is None]
+    unplotted = [i for i, e in EXPERIMENTS.items() if e.plot is None]
     if unplotted:
         raise RuntimeError(f"registered entries without a plot: {', '.join(sorted(unplotted))}")
 
@@ -175,12 +178,9 @@ def _load_papers() -> None:
 def get(experiment_id: str) -> Entry:
     """The registered entry ``experiment_id``; ``KeyError`` names the known ids."""
     _load_papers()
-    try:
-        return _REGISTRY[experiment_id]
-    except KeyError:
-        raise KeyError(
-            f"no experiment {experiment_id!r}; known: {', '.join(ids())}"
-        ) from None
+    if experiment_id not in EXPERIMENTS:
+        raise KeyError(f"no experiment {experiment_id!r}; known: {', '.join(ids())}")
+    return EXPERIMENTS[experiment_id]
 
 
 def _sort_key(eid: str) -> tuple[str, int, str]:
@@ -194,17 +194,17 @@ def _sort_key(eid: str) -> tuple[str, int, str]:
 def paper_keys() -> list[str]:
     """Keys of the registered papers (``["fedtan", ...]``)."""
     _load_papers()
-    return sorted({e.paper for e in _REGISTRY.values()})
+    return sorted({e.paper for e in EXPERIMENTS.values()})
 
 
 def ids(paper: str | None = None) -> list[str]:
     """Registered ids, figures first then tables in numeric order, optionally of one ``paper``."""
     _load_papers()
-    if paper is not None and paper not in {e.paper for e in _REGISTRY.values()}:
+    if paper is not None and paper not in {e.paper for e in EXPERIMENTS.values()}:
         raise ValueError(f"no paper {paper!r}; registered papers: {', '.join(paper_keys())}")
-    out = [e for e, item in _REGISTRY.items() if paper is None or item.paper == paper]
+    out = [e for e, item in EXPERIMENTS.items() if paper is None or item.paper == paper]
     return sorted(out, key=_sort_key)
 
 
 def entries(paper: str | None = None) -> list[Entry]:
-    return [_REGISTRY[i] for i in ids(paper)]
+    return [EXPERIMENTS[i] for i in ids(paper)]

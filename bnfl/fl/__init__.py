@@ -44,6 +44,7 @@ from bnfl.fl.comm import Channel, state_bytes, weighted_sum
 from bnfl.fl.config import RunConfig, build, load_config, run
 from bnfl.fl.context import ClientContext, ServerContext
 from bnfl.fl.coupled import coupled_first_step
+from bnfl.fl.distributed import DistributedSimulation, init_from_env
 from bnfl.fl.engine import (
     DivergenceError,
     FederatedData,
@@ -62,4 +63,5 @@ __all__ = [
     "FederatedData", "FixBN", "History", "Schedule", "Scaffold", "SiloBN", "Simulation",
     "SingleNet", "TrainConfig", "accuracy", "comm_volume", "coupled_first_step", "ema_global_stats", "hbn_client_stats",
     "hbn_reference_stats", "make_algorithm", "state_bytes", "state_groups", "weighted_sum",
+    "DistributedSimulation", "init_from_env",
 ]

@@ -11,55 +11,16 @@ algorithm, read through :data:`bnfl.methods.METHODS`) send only the rest. The va
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from bnfl.fl.state import bn_modules, state_groups
+from bnfl.fl._volume import GIB, MIB, CommVolume, closed_form_volume
 
 if TYPE_CHECKING:
     from bnfl.methods import Method
 
 __all__ = ["CommVolume", "comm_volume", "MIB", "GIB"]
-
-MIB = 2**20
-GIB = 2**30
-
-
-@dataclass(frozen=True)
-class CommVolume:
-    """Bytes and communication rounds of a run (or one iteration).
-
-    Attributes
-    ----------
-    bytes : int
-    rounds : int
-    model_elements : int
-        Elements of the model payload (parameters + statistics sent each iteration).
-    bn_layers : int
-        L, the number of BN layers.
-    """
-
-    bytes: int
-    rounds: int
-    model_elements: int
-    bn_layers: int
-
-    @property
-    def mib(self) -> float:
-        """Bytes / 2**20 (FedTAN Table 3's "MB")."""
-        return self.bytes / MIB
-
-    @property
-    def gib(self) -> float:
-        """Bytes / 2**30 (FedTAN Table 4's "GB")."""
-        return self.bytes / GIB
-
-    @property
-    def gibit(self) -> float:
-        """Bits / 2**30 (FedTAN Table 5's "GB")."""
-        return self.bytes * 8 / GIB
 
 
 def _resolve(method: str | Method) -> Method:
@@ -110,31 +71,6 @@ def comm_volume(model: nn.Module, num_clients: int, method: Any = "fedavg+bn", *
         FixBN with global momentum: count a simulated round with :class:`~bnfl.fl.comm.Channel`).
     """
     m = _resolve(method)
-    if m.comm is None:
-        raise ValueError(f"method {m.id!r} has no closed-form communication volume (it uploads more than its "
-                         f"model state); run a round and read Simulation.channel instead")
-    if num_clients < 1 or iterations < 0 or switch < 0:
-        raise ValueError("num_clients must be >= 1, iterations and switch >= 0")
-    groups = state_groups(model)
-    sd = model.state_dict()
-    skip = set(groups["bn_count"]) | (set() if count_bn_stats else set(groups["bn_stats"]))
-    skip |= set().union(*(groups[g] for g in m.local_state))
-    elements = sum(t.numel() for k, t in sd.items() if k not in skip)
-    bns = bn_modules(model)
-    stat_elements = sum(2 * b.num_features for _, b in bns)  # means + variances (= stat-gradients)
-    n_layers = len(bns)
-    factor = (num_clients + 1) * element_size
-    base = elements * factor
-    if m.comm == "none":
-        return CommVolume(bytes=0, rounds=0, model_elements=elements, bn_layers=n_layers)
-    per_avg, rounds_avg = base, 1
-    m_tan, per_tan, rounds_tan = 0, base, 1
-    if m.comm == "fedtan":
-        per_tan, m_tan, rounds_tan = base + 2 * stat_elements * factor, iterations, 3 * n_layers + 1
-    elif m.comm == "stats":
-        per_tan, m_tan, rounds_tan = base + stat_elements * factor, iterations, 2 * n_layers + 1
-    elif m.comm == "fedtan2":
-        per_tan, m_tan, rounds_tan = base + 2 * stat_elements * factor, min(switch, iterations), 3 * n_layers + 1
-    rest = iterations - m_tan
-    return CommVolume(bytes=m_tan * per_tan + rest * per_avg, rounds=m_tan * rounds_tan + rest * rounds_avg,
-                      model_elements=elements, bn_layers=n_layers)
+    return closed_form_volume(model, num_clients, method_id=m.id, comm=m.comm, local_state=m.local_state,
+                              iterations=iterations, switch=switch, count_bn_stats=count_bn_stats,
+                              element_size=element_size)

@@ -95,9 +95,8 @@ def batched_obstacle(sim: Simulation) -> str | None:
     FedSAM's perturbed weights); a model needs layers that
     :func:`~bnfl.nn.batched.batching_obstacle` accepts.
     """
-    from bnfl.fl.engine import Simulation
-
-    if type(sim)._run_clients is not Simulation._run_clients:
+    base = next(c for c in reversed(type(sim).__mro__) if "_run_clients" in vars(c))  # Simulation (no import cycle)
+    if type(sim)._run_clients is not base._run_clients:
         return f"{type(sim).__name__} runs the clients itself (its own _run_clients, e.g. on Flower nodes)"
     why = sim.algorithm.batching_obstacle()
     return why if why is not None else batching_obstacle(sim.model)

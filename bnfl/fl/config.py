@@ -4,7 +4,8 @@ A run is described by a :class:`RunConfig`; :func:`build` turns it (or a dict, o
 into a :class:`~bnfl.fl.engine.Simulation` and :func:`run` runs it. ``bnfl train`` and the
 experiments (:mod:`bnfl.experiments.training`) use this one builder. Example ``run.toml``::
 
-    method = "fedtan"               # an id of bnfl.methods.METHODS (sets algorithm and norm)
+    method = "fedtan"               # an id of bnfl.methods.METHODS (sets algorithm and norm),
+                                    # or an import string "mypkg.algos:MyAlgorithm" (docs/own-fix.md)
     seed = 0
     device = "cpu"
     rounds = 50
@@ -52,19 +53,12 @@ from typing import Any
 import tomllib
 import torch
 
+from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
 from bnfl.fl.engine import FederatedData, History, Simulation, TrainConfig
 from bnfl.fl.schedules import Schedule
 
 __all__ = ["PARTITIONS", "RunConfig", "build", "load_config", "register", "run"]
 
-#: Partition kinds of ``[partition] kind`` and the options each takes (besides num_clients, seed).
-PARTITIONS: dict[str, tuple[str, ...]] = {
-    "iid": (),
-    "classes_per_client": ("k", "balance"),
-    "dirichlet": ("phi", "min_size", "max_tries"),
-    "shards": ("shards_per_client",),
-    "by_domain": ("shards", "clients_per_domain"),
-}
 _SCHEDULE_KEYS = ("milestones", "fractions", "gamma", "decay", "steps")
 _NOT_TRAIN = {"rounds", "seed", "device", "schedule", "checkpoint_dir"}
 
@@ -128,21 +122,17 @@ class RunConfig:
                                  f"got {v!r}")
         if "name" not in self.model:
             raise ValueError(f"model.name is required; valid: {', '.join(models.available())}")
-        if self.model["name"] not in models.available():
-            raise ValueError(f"model.name: unknown {self.model['name']!r}; valid: {', '.join(models.available())}")
+        _lookup(models.MODELS, self.model["name"], "model.name", "valid")
         norm = self.model.get("norm", method.norm)
         if norm != method.norm:
             same = [m.id for m in _methods_like(method, norm)]
             raise ValueError(f"model.norm {norm!r} contradicts method {method.id!r} (norm {method.norm!r}): the "
                              f"norm is part of the method; " + (f"use method {same[0]!r}" if same else
                                                                 "drop model.norm"))
-        data = self.data.get("name", "digits")
-        if data not in DATASETS:
-            raise ValueError(f"data.name: unknown {data!r}; valid names: {', '.join(DATASETS)}")
+        _lookup(DATASETS, self.data.get("name", "digits"), "data.name", "valid names")
         kind = self.partition.get("kind", "classes_per_client")
-        if kind not in PARTITIONS:
-            raise ValueError(f"partition.kind: unknown {kind!r}; valid: {', '.join(PARTITIONS)}")
-        _check_keys(self.partition, {"kind", "num_clients", "seed", *PARTITIONS[kind]}, f"partition ({kind})")
+        options = _lookup(PARTITIONS, kind, "partition.kind", "valid").options
+        _check_keys(self.partition, {"kind", "num_clients", "seed", *options}, f"partition ({kind})")
         fields = {f.name for f in dataclasses.fields(TrainConfig)} - _NOT_TRAIN
         _check_keys(self.train, fields | set(_SCHEDULE_KEYS), "train")
         self.train_config()  # validates types and values now
@@ -186,6 +176,17 @@ def _methods_like(method: Any, norm: str) -> list[Any]:
 
     return [m for m in METHODS.values() if m.algorithm_name == method.algorithm_name and m.norm == norm
             and dict(m.options) == dict(method.options)]
+
+
+def _lookup(registry: Any, name: Any, where: str, listing: str) -> Any:
+    """``registry.lookup(name)``; an unknown name names the field (an import string that fails
+    names its module and the error)."""
+    if not registry.knows(name) and not (isinstance(name, str) and ":" in name):
+        raise ValueError(f"{where}: unknown {name!r}; {listing}: {', '.join(registry.available())}")
+    try:
+        return registry.lookup(name)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
 
 
 def _check_keys(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -238,15 +239,10 @@ def partition(cfg: RunConfig, split: Any) -> tuple[list, list | None]:
     n = opts.pop("num_clients", 5)
     seed = opts.pop("seed", cfg.seed)
     y = split.y_train.numpy()
+    fn = PARTITIONS.lookup(kind).split
     try:
-        if kind == "iid":
-            return P.iid(y, n, seed), None
-        if kind == "classes_per_client":
-            return P.classes_per_client(y, opts.pop("k", 2), n, seed, **opts), None
-        if kind == "dirichlet":
-            return P.dirichlet(y, n, opts.pop("phi", 0.5), seed, **opts), None
-        if kind == "shards":
-            return P.shards(y, n, opts.pop("shards_per_client", 2), seed), None
+        if fn is not None:
+            return fn(y, n, seed, **opts), None
     except TypeError as err:
         raise TypeError(f"partition: bad option for {kind}: {err}") from None
     if split.domain_train is None:
@@ -370,6 +366,10 @@ def _cli_run(args: argparse.Namespace) -> int:
             d[key] = v
     if args.method is not None and args.method != cfg.method:
         d["model"].pop("norm", None)  # the new method brings its own norm
+    for key in ("model", "data"):  # a new model or data set starts from its own defaults
+        v = getattr(args, key)
+        if v is not None and v != d[key].get("name"):
+            d[key] = {"name": v}
     for key in ("lr", "local_steps", "batch_size"):
         v = getattr(args, key)
         if v is not None:
@@ -398,10 +398,14 @@ def register(subparsers: Any) -> None:
     from bnfl.methods import METHODS
 
     p = subparsers.add_parser("train", help="run a federated simulation from a TOML config or flags",
-                              description="Run a federated simulation; writes history.json/.csv to --out.")
+                              description="Run a federated simulation; writes history.json/.csv to --out. "
+                                          "--method, --model and --data also take an import string "
+                                          "'package.module:Name' (docs/own-fix.md).")
     p.add_argument("--config", help="TOML file (see bnfl.fl.config)")
     p.add_argument("--method", "--algorithm", dest="method", metavar="METHOD",
-                   help=f"method id (overrides the config's; --algorithm is an alias): {', '.join(METHODS)}")
+                   help=f"method id (overrides the config's; --algorithm is an alias): {', '.join(METHODS.available())}")
+    p.add_argument("--model", help="model name or import string (replaces the config's [model] table)")
+    p.add_argument("--data", help="data set name or import string (replaces the config's [data] table)")
     p.add_argument("--rounds", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--device")

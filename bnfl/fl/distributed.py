@@ -57,15 +57,25 @@ def in_torchrun() -> bool:
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ and "MASTER_ADDR" in os.environ
 
 
-def init_from_env(*, timeout_s: float = 60.0) -> None:
-    """Join the process group from the ``torchrun`` environment (gloo on CPU, NCCL when CUDA is
-    available, the device then being ``cuda:LOCAL_RANK``); a no-op when already joined."""
+def init_from_env(*, rank: int | None = None, world_size: int | None = None, timeout_s: float = 60.0) -> None:
+    """Join the process group (gloo on CPU, NCCL when CUDA is available, the device then being
+    ``cuda:LOCAL_RANK``); a no-op when already joined.
+
+    ``rank`` and ``world_size`` default to the ``torchrun`` environment (``RANK``,
+    ``WORLD_SIZE``); give both to start ranks yourself (``torch.multiprocessing``, a scheduler),
+    with ``MASTER_ADDR`` and ``MASTER_PORT`` set in the environment.
+    """
     if dist.is_initialized():
         return
+    if (rank is None) != (world_size is None):
+        raise ValueError(f"give both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
+    if world_size is not None and not 0 <= rank < world_size:  # type: ignore[operator]
+        raise ValueError(f"rank must be in [0, world_size), got rank={rank}, world_size={world_size}")
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    given = {} if world_size is None else {"rank": int(rank), "world_size": int(world_size)}  # type: ignore[arg-type]
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **given)
 
 
 def client_blocks(num_clients: int, world_size: int) -> list[list[int]]:

@@ -56,6 +56,13 @@ class Simulation(CheckpointMixin):
     config : TrainConfig
     loss_fn : callable, default cross-entropy
         ``loss_fn(output, y)`` -> batch-mean loss.
+
+    Attributes
+    ----------
+    round_hooks : list of callable
+        Observers ``hook(sim, r) -> mapping or None`` called after round ``r``'s training, before its
+        evaluation, on every engine (each rank; Flower's ServerApp); a returned mapping is added to the
+        round's history row (e.g. :class:`bnfl.fl.statistics_log.StatisticsLog`). Empty by default.
     """
 
     def __init__(self, model: nn.Module, data: FederatedData, algorithm: Algorithm,
@@ -119,12 +126,10 @@ class Simulation(CheckpointMixin):
 
         rate = 1.0 if algorithm.centralized else self.config.participation
         self._participants = participation(self.num_clients, rate, self.config.rounds, self.config.seed)
-        #: observers called after each round as ``hook(sim, r)``; the mapping each returns is added
-        #: to the round's history row (e.g. :class:`bnfl.fl.statistics_log.StatisticsLog`)
         #: per BN layer, the union's element count of the coupled first step when this process
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
-        self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []
+        self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []  # see Attributes
         from bnfl.fl.batched import select_batched
 
         #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None

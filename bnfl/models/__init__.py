@@ -70,6 +70,7 @@ from bnfl.models.pretrained import LoadReport, load_pretrained
 from bnfl.models.resnet import CifarResNet, ResNet18, ResNet50
 from bnfl.models.vgg import VGG
 from bnfl.nn import NORM_KINDS
+from bnfl.registry import Registry, is_import_string
 
 __all__ = [
     "MLP",
@@ -90,27 +91,81 @@ __all__ = [
     "build",
     "build_for",
     "load_pretrained",
+    "MODELS",
+    "register",
 ]
 
 _Builder = Callable[..., nn.Module]
 
 
 class _Entry(NamedTuple):
-    builder: _Builder  # builder(in_channels, input_size, num_classes, norm, norm_kw, **kw)
+    builder: _Builder  # builder(in_channels, input_size, num_classes, norm, norm_kw, **kw); public: keywords
     in_channels: int  # default C
     input_size: int  # default H = W
     flat: bool  # takes in_channels * input_size**2 flat features (an MLP)
+    public: bool = False  # a user's builder: builder(input_shape=..., num_classes=..., norm=..., **options)
 
 
-_REGISTRY: dict[str, _Entry] = {}
+def _as_entry(spec: str, obj: Any) -> _Entry:
+    if isinstance(obj, _Entry):
+        return obj
+    if not callable(obj):
+        raise ValueError(f"model {spec!r} is {obj!r}, not a function or class that builds an nn.Module")
+    return _Entry(obj, 0, 0, False, True)
+
+
+#: Every model builder by name (a :class:`~bnfl.registry.Registry`): the papers' models below,
+#: a user's registered with :func:`register`, and by import string or entry point of group
+#: ``bnfl.models`` a function ``fn(*, input_shape, num_classes, norm, **options) -> nn.Module``.
+MODELS: Registry[_Entry] = Registry("model", group="bnfl.models", listing="available", sort=True,
+                                    convert=_as_entry)
 
 
 def _register(name: str, in_channels: int, input_size: int, *, flat: bool = False) -> Callable[[_Builder], _Builder]:
     def deco(fn: _Builder) -> _Builder:
-        _REGISTRY[name] = _Entry(fn, in_channels, input_size, flat)
+        MODELS.register(name, _Entry(fn, in_channels, input_size, flat))
         return fn
 
     return deco
+
+
+def register(name: str | None = None, *, replace: bool = False) -> Callable[[_Builder], _Builder]:
+    """Decorator: register a model builder under ``name`` (default: the function's name).
+
+    The builder is called with keywords ``input_shape`` (one sample's shape, ``(C, H, W)`` or
+    ``(D,)``), ``num_classes`` and ``norm`` (the method's kind, :data:`bnfl.nn.NORM_KINDS`), and
+    the norm options ``groups``, ``eps``, ``momentum`` where its signature names them, then the
+    ``[model]`` options of the run config; it returns an ``nn.Module``. Example::
+
+        @models.register("my_net")
+        def my_net(*, input_shape, num_classes, norm="bn", hidden=32):
+            ...
+
+    The same function also runs unregistered, by import string (``name = "mypkg.nets:my_net"``)
+    or by an entry point of group ``bnfl.models``.
+    """
+
+    def deco(fn: _Builder) -> _Builder:
+        MODELS.register(name or fn.__name__, _Entry(fn, 0, 0, False, True), replace=replace)
+        return fn
+
+    return deco
+
+
+def _build_public(name: str, fn: _Builder, input_shape: tuple[int, ...], num_classes: int, norm: str,
+                  nkw: dict[str, Any], kw: dict[str, Any]) -> nn.Module:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    norm_kw = {k: v for k, v in nkw.items() if takes_all or k in params}
+    net = fn(input_shape=input_shape, num_classes=num_classes, norm=norm, **norm_kw, **kw)
+    if not isinstance(net, nn.Module):
+        raise ValueError(f"model {name!r} returned {type(net).__name__}, not a torch.nn.Module")
+    return net
 
 
 @_register("fedtan_mlp", 1, 28, flat=True)
@@ -260,8 +315,9 @@ def _tiny_mobilenet(c: int, s: int, n: int, norm: str, nkw: dict, **kw: Any) -> 
 
 
 def available() -> list[str]:
-    """Names accepted by :func:`build`, sorted."""
-    return sorted(_REGISTRY)
+    """Names accepted by :func:`build`, sorted (registered builders and entry points of group
+    ``bnfl.models``; :func:`build` also takes an import string ``"package.module:builder"``)."""
+    return MODELS.available()
 
 
 def build(
@@ -303,16 +359,25 @@ def build(
     nn.Module
         In training mode, on the CPU in float32 (move it with ``.to(device)``).
     """
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown model {name!r}; available: {', '.join(available())}")
-    if not isinstance(norm, str) or norm.lower() not in NORM_KINDS:
+    entry = MODELS.lookup(name)
+    if not isinstance(norm, str) or not NORM_KINDS.knows(norm.lower()) and not is_import_string(norm):
         raise ValueError(f"unknown norm kind {norm!r}; valid kinds: {', '.join(NORM_KINDS)}")
     for label, v in (("num_classes", num_classes), ("in_channels", in_channels), ("input_size", input_size)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
             raise ValueError(f"{label} must be a positive int, got {v!r}")
-    fn, c0, s0, _ = _REGISTRY[name]
+    fn, c0, s0, _, public = entry
     nkw = {"groups": groups, "eps": eps, "momentum": momentum}
-    net = fn(in_channels or c0, input_size or s0, num_classes, norm.lower(), nkw, **kw)
+    norm = norm if is_import_string(norm) else norm.lower()
+    if public:
+        shape = kw.pop("input_shape", None)
+        if shape is None:
+            if in_channels is None or input_size is None:
+                raise ValueError(f"model {name!r} needs its input shape: use build_for(name, input_shape, ...) or "
+                                 "give in_channels and input_size")
+            shape = (in_channels, input_size, input_size)
+        net = _build_public(name, fn, tuple(shape), num_classes, norm, nkw, kw)
+    else:
+        net = fn(in_channels or c0, input_size or s0, num_classes, norm, nkw, **kw)
     if weights is not None:
         load_pretrained(net, weights)
     return net
@@ -347,16 +412,17 @@ def build_for(name: str, input_shape: Sequence[int], *, num_classes: int, **kw: 
         perfect square (give ``in_channels`` and ``input_size``, or ``in_features`` for ``"mlp"``);
         any other shape.
     """
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown model {name!r}; available: {', '.join(available())}")
+    entry = MODELS.lookup(name)
     shape = tuple(int(d) for d in input_shape)
+    if entry.public:
+        return build(name, num_classes=num_classes, input_shape=shape, **kw)
     derived: dict[str, int] = {}
     if len(shape) == 3:
         derived = {"in_channels": shape[0], "input_size": shape[1]}
     elif len(shape) == 1:
-        if not _REGISTRY[name].flat:
+        if not entry.flat:
             raise ValueError(f"model {name!r} takes (C, H, W) inputs, got flat shape {shape}; "
-                             f"use an MLP ({', '.join(n for n in available() if _REGISTRY[n].flat)}) "
+                             f"use an MLP ({', '.join(n for n in MODELS if MODELS[n].flat)}) "
                              "or unflattened data")
         given = "in_features" in kw or ("in_channels" in kw and "input_size" in kw)
         side = math.isqrt(shape[0])

@@ -30,6 +30,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.nn.frozen import FrozenStatsBatchNorm1d, FrozenStatsBatchNorm2d
 from bnfl.nn.hybrid import GlobalStatsMixin, HybridBatchNorm1d, HybridBatchNorm2d
+from bnfl.registry import Registry, is_import_string
 
 __all__ = [
     "NORM_KINDS",
@@ -46,10 +47,18 @@ __all__ = [
     "make_norm",
 ]
 
-#: Every kind :func:`make_norm` and :func:`bnfl.nn.replace_norm` accept.
-NORM_KINDS: tuple[str, ...] = (
-    "bn", "fixbn", "frozen_bn", "static_bn", "hbn", "fbn", "gn", "gn_ws", "ln", "in", "fedfn", "ws", "none", "identity",
-)
+def _as_factory(spec: str, obj: Any) -> Any:
+    if not callable(obj):
+        raise ValueError(f"norm kind {spec!r} is {obj!r}, not a function or class that builds a layer")
+    return obj
+
+
+#: Every kind :func:`make_norm` and :func:`bnfl.nn.replace_norm` accept (a
+#: :class:`~bnfl.registry.Registry` of layer factories ``f(num_features, *, dim, groups, eps,
+#: momentum, affine) -> nn.Module``, registered with :func:`make_norm` below; a factory also
+#: runs by import string, ``"mypkg.norms:my_norm"``). Iterating gives the kinds in this order:
+#: bn, fixbn, frozen_bn, static_bn, hbn, fbn, gn, gn_ws, ln, in, fedfn, ws, none, identity.
+NORM_KINDS: Registry[Any] = Registry("norm kind", listing="valid kinds", lower=True, convert=_as_factory)
 
 
 def _check_features(num_features: Any) -> int:
@@ -404,37 +413,72 @@ def make_norm(
     -------
     nn.Module
     """
-    if not isinstance(kind, str) or kind.lower() not in NORM_KINDS:
+    if not isinstance(kind, str) or not (NORM_KINDS.knows(kind) or is_import_string(kind)):
         raise ValueError(f"unknown norm kind {kind!r}; valid kinds: {', '.join(NORM_KINDS)}")
-    kind = kind.lower()
+    factory = NORM_KINDS.lookup(kind)
     _check_features(num_features)
     _check_dim(dim)
     _check_eps(eps)
-    if kind in ("bn", "fixbn", "frozen_bn"):
-        if not (0.0 <= momentum <= 1.0):
-            raise ValueError(f"momentum must be in [0, 1], got {momentum!r}")
-        table = {
-            "bn": (nn.BatchNorm1d, nn.BatchNorm2d),
-            "fixbn": (nn.BatchNorm1d, nn.BatchNorm2d),
-            "frozen_bn": (FrozenStatsBatchNorm1d, FrozenStatsBatchNorm2d),
-        }
-        cls = table[kind][dim - 1]
-        return cls(num_features, eps=eps, momentum=momentum, affine=affine)
-    if kind == "static_bn":  # HeteroFL's static BN: batch statistics in training and test, none kept
-        return (nn.BatchNorm1d, nn.BatchNorm2d)[dim - 1](num_features, eps=eps, affine=affine,
-                                                         track_running_stats=False)
-    if kind == "hbn":
-        cls = (HybridBatchNorm1d, HybridBatchNorm2d)[dim - 1]
-        return cls(num_features, eps=eps, affine=affine)
-    if kind == "fbn":
-        cls = (FederatedBatchNorm1d, FederatedBatchNorm2d)[dim - 1]
-        return cls(num_features, eps=eps, affine=affine)
-    if kind in ("gn", "gn_ws"):
-        return GroupNorm(num_features, groups=groups, eps=eps, affine=affine, dim=dim)
-    if kind == "ln":
-        return LayerNorm(num_features, eps=eps, affine=affine, dim=dim)
-    if kind == "in":
-        return InstanceNorm(num_features, eps=eps, affine=affine, dim=dim)
-    if kind == "fedfn":
-        return FeatureNorm(num_features, dim=dim)
-    return NormIdentity(num_features, dim=dim)  # "none" / "identity" / "ws" (the convolutions standardise)
+    return factory(num_features, dim=dim, groups=groups, eps=eps, momentum=momentum, affine=affine)
+
+
+def _bn_momentum(momentum: float) -> float:
+    if not (0.0 <= momentum <= 1.0):
+        raise ValueError(f"momentum must be in [0, 1], got {momentum!r}")
+    return momentum
+
+
+@NORM_KINDS.register("fixbn")  # the same layer: FixBN is standard BN until freeze_bn_stats freezes it
+@NORM_KINDS.register("bn")
+def _bn(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    return (nn.BatchNorm1d, nn.BatchNorm2d)[dim - 1](c, eps=eps, momentum=_bn_momentum(momentum), affine=affine)
+
+
+@NORM_KINDS.register("frozen_bn")
+def _frozen_bn(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    cls = (FrozenStatsBatchNorm1d, FrozenStatsBatchNorm2d)[dim - 1]
+    return cls(c, eps=eps, momentum=_bn_momentum(momentum), affine=affine)
+
+
+@NORM_KINDS.register("static_bn")
+def _static_bn(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    # HeteroFL's static BN: batch statistics in training and test, none kept
+    return (nn.BatchNorm1d, nn.BatchNorm2d)[dim - 1](c, eps=eps, affine=affine, track_running_stats=False)
+
+
+@NORM_KINDS.register("hbn")
+def _hbn(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    return (HybridBatchNorm1d, HybridBatchNorm2d)[dim - 1](c, eps=eps, affine=affine)
+
+
+@NORM_KINDS.register("fbn")
+def _fbn(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    return (FederatedBatchNorm1d, FederatedBatchNorm2d)[dim - 1](c, eps=eps, affine=affine)
+
+
+@NORM_KINDS.register("gn_ws")  # the GN part; model builders also standardise the conv weights
+@NORM_KINDS.register("gn")
+def _gn(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    return GroupNorm(c, groups=groups, eps=eps, affine=affine, dim=dim)
+
+
+@NORM_KINDS.register("ln")
+def _ln(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    return LayerNorm(c, eps=eps, affine=affine, dim=dim)
+
+
+@NORM_KINDS.register("in")
+def _in(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    return InstanceNorm(c, eps=eps, affine=affine, dim=dim)
+
+
+@NORM_KINDS.register("fedfn")
+def _fedfn(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    return FeatureNorm(c, dim=dim)
+
+
+@NORM_KINDS.register("identity")
+@NORM_KINDS.register("none")
+@NORM_KINDS.register("ws")  # the convolutions standardise (FedWon)
+def _identity(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
+    return NormIdentity(c, dim=dim)

@@ -16,6 +16,7 @@ from bnfl.nn.norms import (
     _SampleNorm,
     make_norm,
 )
+from bnfl.registry import is_import_string
 
 __all__ = ["is_norm_layer", "norm_signature", "replace_norm"]
 
@@ -89,9 +90,9 @@ def replace_norm(
     nn.Module
         ``model`` itself.
     """
-    if not isinstance(kind, str) or kind.lower() not in NORM_KINDS:
+    if not isinstance(kind, str) or not (NORM_KINDS.knows(kind) or is_import_string(kind)):
         raise ValueError(f"unknown norm kind {kind!r}; valid kinds: {', '.join(NORM_KINDS)}")
-    kind = kind.lower()
+    kind = kind if is_import_string(kind) else kind.lower()
     # Build every replacement first, so a bad option (e.g. groups not dividing C) changes nothing.
     plan = []
     for parent in model.modules():

@@ -18,8 +18,6 @@ through the simulation's :class:`~bnfl.fl.comm.Channel`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bnfl.fl.algorithms._base import Algorithm
 from bnfl.fl.algorithms._fedavg import (
     Centralized,
@@ -33,6 +31,7 @@ from bnfl.fl.algorithms._fedavg import (
 from bnfl.fl.algorithms._fedtan import FedAvgAlg2, FedTAN, FedTAN2
 from bnfl.fl.algorithms._fixbn import CentralizedFixBN, DecoupledBN, FixBN
 from bnfl.fl.algorithms._hbn_options import hbn_reference_stats
+from bnfl.fl.algorithms._registry import ALGORITHMS, make_algorithm
 from bnfl.fl.algorithms._solvers import (
     MOON,
     FedACG,
@@ -51,22 +50,3 @@ __all__ = [
     "FedWon", "adaptive_clip_", "moon_contrastive_loss", "representation", "ALGORITHMS", "make_algorithm",
     "hbn_client_stats", "hbn_reference_stats",
 ]
-
-
-ALGORITHMS: dict[str, type[Algorithm]] = {
-    cls.name: cls
-    for cls in (Centralized, SingleNet, FedAvg, FBN, FedProx, Scaffold, FedBN, SiloBN, FedAvgAlg2,
-                FedTAN, FedTAN2, FixBN, CentralizedFixBN, DecoupledBN, HBN, FedAdam, MOON, FedSAM, FedACG, FedWon)
-}
-
-
-def make_algorithm(name: str, **options: Any) -> Algorithm:
-    """Instantiate an algorithm by name (see :data:`ALGORITHMS`) with keyword options."""
-    key = name.lower()
-    if key not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {name!r}; valid names: {', '.join(sorted(ALGORITHMS))}")
-    cls = ALGORITHMS[key]
-    try:
-        return cls(**options)
-    except TypeError as err:
-        raise TypeError(f"bad options for algorithm {name!r}: {err}") from None

@@ -7,8 +7,10 @@ import torch
 from torch import Tensor
 
 from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._registry import register_algorithm
 
 
+@register_algorithm
 class FedAvg(Algorithm):
     """FedAvg (McMahan et al.); with BN layers it is FedAvg+BN: averages w, gamma, beta and the
     running statistics (FedTAN eq. 7). The normalisation (BN/GN/LN/none) is chosen by the model."""
@@ -16,6 +18,7 @@ class FedAvg(Algorithm):
     name = "fedavg"
 
 
+@register_algorithm
 class Centralized(Algorithm):
     """Pooled-data SGD: one learner with all clients' data, batch N*B (CATALOG §0.2). No exchange."""
 
@@ -24,6 +27,7 @@ class Centralized(Algorithm):
     centralized = True
 
 
+@register_algorithm
 class SingleNet(Algorithm):
     """Every client trains alone; nothing is sent; each client's model is evaluated."""
 
@@ -33,6 +37,7 @@ class SingleNet(Algorithm):
     personalized = True
 
 
+@register_algorithm
 class FedProx(Algorithm):
     r"""FedAvg with the proximal term :math:`\frac{\mu}{2}\|w - w_g\|^2` (Li et al. 2020).
 
@@ -62,6 +67,7 @@ class FedProx(Algorithm):
         return f"FedProx(mu={self.mu})"
 
 
+@register_algorithm
 class Scaffold(Algorithm):
     r"""SCAFFOLD (Karimireddy et al. 2020), option II control variates.
 
@@ -127,6 +133,7 @@ class Scaffold(Algorithm):
         self.ci = {int(k): dict(v) for k, v in state["ci"].items()}
 
 
+@register_algorithm
 class FedBN(Algorithm):
     """FedBN (Li et al. 2021, Alg. 1): BN gamma, beta and running statistics stay local;
     equal client weights (FedBN code); each client's own model is evaluated."""
@@ -137,6 +144,7 @@ class FedBN(Algorithm):
     personalized = True
 
 
+@register_algorithm
 class SiloBN(Algorithm):
     """SiloBN (Andreux et al. 2020): BN statistics local, gamma/beta shared."""
 

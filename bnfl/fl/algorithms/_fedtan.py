@@ -12,8 +12,10 @@ if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep
 
 from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._registry import register_algorithm
 
 
+@register_algorithm
 class FedAvgAlg2(Algorithm):
     """FedAvg+Algorithm 2 ("simplified FedDNA"): at local step 1 the forward pass uses the
     layer-wise global statistics (FedTAN eqs. 39-40), the backward the clients' own
@@ -25,6 +27,7 @@ class FedAvgAlg2(Algorithm):
         return "stats"
 
 
+@register_algorithm
 class FedTAN(Algorithm):
     r"""FedTAN (Wang et al., Algorithms 1-3): layer-wise statistics (eqs. 39-40) and
     stat-gradient (eq. 41) aggregation at the first local step of every iteration; steps
@@ -109,6 +112,7 @@ def _recorrect_running_var(model: nn.Module, coupled: CoupledStep, batch: int) -
         m.running_var.add_((rho * delta * var).to(m.running_var.dtype))
 
 
+@register_algorithm
 class FedTAN2(Algorithm):
     """FedTAN-II(M) (FedTAN Sec. 5.4): FedTAN for iterations ``<= M``, then BN normalises with
     the frozen statistics of iteration M (training and test) and plain FedAvg.

@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._registry import register_algorithm
 from bnfl.fl.comm import weighted_sum
 
 
+@register_algorithm
 class FixBN(Algorithm):
     """FixBN (Zhong et al., Sec. 4.2): FedAvg+BN for rounds ``<= T*``; afterwards BN normalises
     with the frozen statistics of round T* in local training and test (gamma, beta still trained).
@@ -56,6 +58,7 @@ class FixBN(Algorithm):
         return f"FixBN(switch_fraction={self.switch_fraction}, switch={self.switch}, momentum={self.momentum_mode!r})"
 
 
+@register_algorithm
 class CentralizedFixBN(FixBN):
     """Centralized+FixBN (FixBN Table 4): pooled-data SGD (batch N*B, as :class:`Centralized`) whose BN
     statistics are frozen after T* = ``switch_fraction`` of the iterations (:class:`FixBN`'s rule)."""
@@ -65,6 +68,7 @@ class CentralizedFixBN(FixBN):
     centralized = True
 
 
+@register_algorithm
 class DecoupledBN(Algorithm):
     """FixBN Sec. 3.3's "decoupled" statistics: each round (a) every client computes the BN
     statistics of the downloaded model on its local data with the weights frozen

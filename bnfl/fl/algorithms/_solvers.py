@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._registry import register_algorithm
 
 if TYPE_CHECKING:
     from bnfl.fl.context import ServerContext
@@ -49,6 +50,7 @@ def _server_keys(server: ServerContext, state: Mapping[str, Tensor], scope: str)
     return [k for k in server.upload_keys if k not in frozen and state[k].is_floating_point()]
 
 
+@register_algorithm
 class FedAdam(Algorithm):
     r"""FedAdam (Reddi et al., ICLR 2021, *Adaptive Federated Optimization*, Alg. 2).
 
@@ -145,6 +147,7 @@ def moon_contrastive_loss(z: Tensor, z_glob: Tensor, z_prev: Tensor, temperature
     return (torch.logsumexp(torch.stack([pos, neg], dim=1), dim=1) - pos).mean()
 
 
+@register_algorithm
 class MOON(Algorithm):
     r"""MOON (Li, He, Song, CVPR 2021, *Model-Contrastive Federated Learning*).
 
@@ -222,6 +225,7 @@ class MOON(Algorithm):
         return f"MOON(mu={self.mu}, temperature={self.temperature}{extra})"
 
 
+@register_algorithm
 class FedSAM(Algorithm):
     r"""FedSAM (Qu et al., ICML 2022, *Generalized Federated Learning via Sharpness Aware
     Minimization*; Caldarola et al., ECCV 2022): every local step is a SAM step (Foret et al. 2021).
@@ -281,6 +285,7 @@ class FedSAM(Algorithm):
         return f"FedSAM(rho={self.rho})"
 
 
+@register_algorithm
 class FedACG(Algorithm):
     r"""FedACG (Kim, Kim, Ham, CVPR 2024, *Communication-Efficient Federated Learning with
     Accelerated Client Gradient*, Alg. 1).
@@ -387,6 +392,7 @@ def adaptive_clip_(params: list[nn.Parameter], clip: float, eps: float = 1e-3) -
             g.mul_(factor)
 
 
+@register_algorithm
 class FedWon(Algorithm):
     r"""FedWon (Zhuang & Lyu, ICLR 2024, *FedWon: Triumphing Multi-domain Federated Learning
     Without Normalization*): FedAvg on a model without normalisation layers whose convolutions

@@ -29,6 +29,7 @@ from bnfl.fl.algorithms._hbn_options import (
     in_samples,
     pool,
 )
+from bnfl.fl.algorithms._registry import make_algorithm, register_algorithm
 
 
 def _global_stats_layers(model: nn.Module) -> list[tuple[str, _BatchNorm]]:
@@ -96,6 +97,7 @@ class _ServerStatistics:
         self.initialised = bool(state["initialised"])
 
 
+@register_algorithm
 class FBN(_ServerStatistics, Algorithm):
     r"""FedAvg with FBN layers (Guerraoui et al. 2024, as HBN's reference code runs it; see
     :class:`bnfl.nn.FederatedBatchNorm2d`). Build the model with ``norm="fbn"``.
@@ -195,6 +197,7 @@ def hbn_client_stats(model: nn.Module, x: Tensor) -> dict[str, stats.Moments]:
 _FIXED_ALPHA = {"global": math.inf, "batch": -math.inf, "equal": 0.0}
 
 
+@register_algorithm
 class HBN(_ServerStatistics, Algorithm):
     r"""HBN (Chen et al., Alg. 1), optionally on top of another FL solver.
 
@@ -283,8 +286,6 @@ class HBN(_ServerStatistics, Algorithm):
                  pooling: str = "eq8", alpha: str = "learned", count: str = "elements", stat_source: str = "eq7",
                  first_estimate: str = "replace", alpha_sharing: str = "local", clip_grad_norm: float | None = None,
                  eval_stats: str = "global") -> None:
-        from bnfl.fl.algorithms import make_algorithm
-
         if not (0 < lam <= 1):
             raise ValueError(f"HBN lam must be in (0, 1], got {lam!r}")
         if stat_samples is not None and (int(stat_samples) != stat_samples or stat_samples < 2):
