@@ -65,7 +65,7 @@ def test_report_only_writes_the_report_from_stored_results_without_computing(tmp
         raise AssertionError("report_only computed an entry")
 
     entry = registry.get("fedtan-tab3")
-    monkeypatch.setitem(registry._REGISTRY, "fedtan-tab3", type(entry)(**{**entry.__dict__, "compute": refuse}))
+    monkeypatch.setitem(registry.EXPERIMENTS._entries, "fedtan-tab3", type(entry)(**{**entry.__dict__, "compute": refuse}))
     results = E.reproduce(out=tmp_path, only=["fedtan-tab3", "fedtan-tab4"], report_only=True, progress=False)
     assert [r.id for r in results] == ["fedtan-tab3"] and results[0].config_hash == stored.config_hash
     report = (tmp_path / "REPORT.md").read_text()

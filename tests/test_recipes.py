@@ -162,7 +162,7 @@ def test_annotated_run_toml_names_every_field_of_the_schema():
     schema = {f.name for f in dataclasses.fields(RunConfig)}
     schema |= {f.name for f in dataclasses.fields(TrainConfig)} - {"rounds", "seed", "device", "schedule",
                                                                   "checkpoint_dir"}
-    schema |= set(_SCHEDULE_KEYS) | {"kind", "num_clients"} | {o for opts in PARTITIONS.values() for o in opts}
+    schema |= set(_SCHEDULE_KEYS) | {"kind", "num_clients"} | {o for kind in PARTITIONS.values() for o in kind.options}
     missing = sorted(schema - named)
     assert not missing, f"examples/run.annotated.toml does not name: {missing}"
     for kind in PARTITIONS:  # every partition kind is named too

@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from bnfl.experiments.claims import Claim
+from bnfl.experiments._claim import Claim
 from bnfl.experiments.intervals import (
     Interval,
     detectable_effect,
