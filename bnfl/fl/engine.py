@@ -125,11 +125,11 @@ class Simulation(CheckpointMixin):
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
         self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []
-        from bnfl.fl.batched import select_batched
+        from bnfl.fl.engine_choice import choose
 
-        #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None
-        self._batched, why = select_batched(self)
-        self.history.meta["batched"] = {"mode": self.config.batched, "used": self._batched is not None, "why": why}
+        #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None; the
+        #: choice and its reason in ``history.meta["batched"]`` (:mod:`bnfl.fl.engine_choice`)
+        self._batched, self.history.meta["batched"] = choose(self)
 
     # -- weights and batches ---------------------------------------------------------------
     def weights(self, clients: Sequence[int]) -> list[float]:
