@@ -4,8 +4,9 @@ equals the simulator, and a quick entry trained on the GPU reproduces its commit
 
 Skipped without CUDA. ``BNFL_GPU_TEST_DEVICE=cpu`` runs them on the CPU instead (gloo for the
 distributed case), which checks the tests themselves on a machine without a GPU. Every test
-needs only torch, numpy and pytest; the quick entry also needs what ``bnfl run`` imports
-(matplotlib, scipy, scikit-learn, tqdm) and skips, naming the missing package, without it.
+needs torch, numpy, pytest and tqdm (bnfl's training loop); the quick entry also needs what
+``bnfl run`` imports (matplotlib, scipy, scikit-learn). A test skips, naming the missing package,
+without them.
 ``BNFL_GPU_CHECK_OUT``: a folder where the quick-entry comparison is written as markdown.
 """
 
@@ -38,6 +39,7 @@ F32_ATOL = 1e-5
 
 @pytest.fixture(scope="module")
 def dev() -> torch.device:
+    _require("tqdm")  # Simulation.run's progress bar
     torch.set_num_threads(1)
     return torch.device(_FORCED or "cuda")
 
