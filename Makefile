@@ -57,5 +57,10 @@ lab: venv
 bench: venv
 	$(PY) benchmarks/run_all.py
 
+## bnfl on one NVIDIA GPU with the machine's own CUDA PyTorch, no venv (docs/engines.md): writes $(or $(OUT),gpu-check-out)/
+.PHONY: gpu-check
+gpu-check:
+	PYTHONPATH=. bash scripts/gpu_check.sh
+
 clean-venv:
 	rm -rf $(VENV)

@@ -29,7 +29,7 @@ def config(method: str, model: str, rounds: int) -> dict:
     return {"method": method, "seed": 0, "rounds": rounds, "model": {"name": model},
             "data": {"name": "digits", "form": MODELS[model]},
             "partition": {"kind": "classes_per_client", "num_clients": 10, "k": 2},
-            "train": {"local_steps": 5, "batch_size": 32, "lr": 0.05, "progress": False}}
+            "train": {"local_steps": 5, "batch_size": 32, "lr": 0.05, "progress": False, "batched": "off"}}
 
 
 def per_round(rows: list[dict]) -> float:

@@ -63,7 +63,7 @@ def time_round(setting: str, clients: int, algorithm: str, *, rounds: int, devic
     if algorithm == "hbn":
         alg.final_round = False
     cfg = fl.TrainConfig(rounds=rounds + 1, local_steps=1, batch_size=32, lr=0.01, momentum=0.9,
-                         eval_every=10_000, progress=False, device=device)
+                         eval_every=10_000, progress=False, device=device, batched="off")
     sim = fl.Simulation(model, data, alg, cfg)
     hist = sim.run(stop_after=rounds)  # no evaluation before the last round
     times = [r["round_time"] for r in hist.rows[1:]]  # drop the warm-up round
@@ -75,7 +75,7 @@ def _sim(setting: str, clients: int, algorithm: str, *, rounds: int, device: str
     torch.manual_seed(0)
     model = models.build(mname, norm="bn", num_classes=10, **kw)
     cfg = fl.TrainConfig(rounds=rounds + 1, local_steps=1, batch_size=32, lr=0.01, momentum=0.9,
-                         eval_every=10_000, progress=False, device=device)
+                         eval_every=10_000, progress=False, device=device, batched="off")
     return fl.Simulation(model, data, fl.make_algorithm(algorithm), cfg)
 
 

@@ -33,7 +33,7 @@ from bnfl import fl  # noqa: E402
 
 CONFIG = {"method": "fedavg+bn", "seed": 0, "model": {"name": "q_mlp_bn"}, "data": {"name": "digits", "form": "flat"},
           "partition": {"kind": "classes_per_client", "num_clients": 5, "k": 2},
-          "train": {"local_steps": 5, "batch_size": 32, "lr": 0.1, "progress": False}}
+          "train": {"local_steps": 5, "batch_size": 32, "lr": 0.1, "progress": False, "batched": "off"}}
 
 
 def bnfl_seconds(rounds: int, checkpoint: bool) -> tuple[float, float]:

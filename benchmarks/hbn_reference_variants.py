@@ -51,7 +51,7 @@ def config(options: dict[str, Any], rounds: int, seed: int) -> dict[str, Any]:
         "data": {"name": "digits", "form": "image"},
         "partition": {"kind": "dirichlet", "num_clients": 20, "phi": 0.6, "seed": seed},
         "train": {"participation": 0.25, "batch_size": 4, "local_steps": 1, "local_unit": "epochs",
-                  "momentum": 0.9, "lr": 0.005, "progress": False},
+                  "momentum": 0.9, "lr": 0.005, "progress": False, "batched": "off"},
         "rounds": rounds, "seed": seed,
     }
 

@@ -16,7 +16,8 @@ from bnfl.nn.recalibrate import bn_statistics, recalibrate_bn
 
 SPEC = {"data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"},
         "partition": {"kind": "classes_per_client", "k": 2, "num_clients": 5}, "rounds": 3,
-        "train": {"local_steps": 2, "batch_size": 16, "lr": 0.1, "eval_every": 3, "progress": False}}
+        "train": {"local_steps": 2, "batch_size": 16, "lr": 0.1, "eval_every": 3, "progress": False,
+                  "batched": "off"}}
 
 
 # -- recalibrate_bn (Sec. 3.4) -------------------------------------------------------------------

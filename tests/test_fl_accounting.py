@@ -71,7 +71,7 @@ def test_simulated_round_counts_equal_comm_volume(method):
     y = torch.arange(24) % 10
     data = fl.FederatedData(x, y, x[:4], y[:4], [np.arange(i * 8, i * 8 + 8) for i in range(3)])
     sim = fl.Simulation(model, data, fl.make_algorithm(method),
-                        fl.TrainConfig(rounds=2, local_steps=2, batch_size=4, progress=False))
+                        fl.TrainConfig(rounds=2, local_steps=2, batch_size=4, progress=False, batched="off"))
     sim.run()
     expect = fl.comm_volume(model, 3, method, iterations=2)
     assert sim.channel.bytes_total == expect.bytes
@@ -91,7 +91,7 @@ def test_every_closed_form_method_matches_its_simulated_channel(mid):
     data = fl.FederatedData(x, y, x[:4], y[:4], [np.arange(i * 8, i * 8 + 8) for i in range(3)])
     opts = {"switch": 1} if m.algorithm_name == "fedtan2" else {}
     sim = fl.Simulation(model, data, m.algorithm(**opts),
-                        fl.TrainConfig(rounds=3, local_steps=2, batch_size=4, progress=False))
+                        fl.TrainConfig(rounds=3, local_steps=2, batch_size=4, progress=False, batched="off"))
     sim.run()
     expect = m.comm_volume(model, 3, iterations=3, switch=1)
     assert (sim.channel.bytes_total, sim.channel.rounds) == (expect.bytes, expect.rounds)

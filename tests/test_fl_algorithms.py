@@ -36,7 +36,8 @@ def _mlp(bn: bool = True, dim=6, classes=3, seed=0):
 
 
 def _cfg(**kw):
-    base = dict(rounds=1, local_steps=1, batch_size=1000, lr=0.3, dtype="float64", progress=False)
+    base = dict(rounds=1, local_steps=1, batch_size=1000, lr=0.3, dtype="float64", progress=False,
+                batched="off")  # the sequential reference engine (the default is batched='auto')
     base.update(kw)
     return fl.TrainConfig(**base)
 
@@ -244,7 +245,8 @@ def test_every_algorithm_runs_two_rounds(name):
     model = models.build("q_mlp_bn", num_classes=4, in_channels=1, input_size=8, norm=norm)
     opts = {"fedtan2": {"switch": 1}}.get(name, {})
     sim = fl.Simulation(model, data, fl.make_algorithm(name, **opts),
-                        fl.TrainConfig(rounds=2, local_steps=2, batch_size=4, lr=0.05, progress=False))
+                        fl.TrainConfig(rounds=2, local_steps=2, batch_size=4, lr=0.05, progress=False,
+                                       batched="off"))
     hist = sim.run()
     assert len(hist) >= 2 and all(np.isfinite(r["test_acc"]) for r in hist.rows)
     if fl.ALGORITHMS[name].communicates:
@@ -310,7 +312,7 @@ def test_fedavg_with_other_norms_chosen_via_the_model(norm):
     torch.manual_seed(0)
     model = models.build("q_mlp_bn", num_classes=2, in_channels=1, input_size=8, norm=norm)
     sim = fl.Simulation(model, data, fl.FedAvg(), fl.TrainConfig(rounds=2, local_steps=2, batch_size=4,
-                                                                  progress=False))
+                                                                  progress=False, batched="off"))
     hist = sim.run()
     groups = fl.state_groups(model)
     assert not groups["bn_stats"] and not groups["bn_affine"]

@@ -13,7 +13,7 @@ from bnfl.methods import METHODS
 SPEC = {"data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"}, "rounds": 2, "seed": 1,
         "partition": {"kind": "dirichlet", "phi": 0.5, "num_clients": 4},
         "train": {"local_steps": 2, "lr": 0.05, "batch_size": 8, "momentum": 0.9, "participation": 0.75,
-                  "progress": False}}
+                  "progress": False, "batched": "off"}}  # the sequential reference engine
 #: every method that runs on the digits MLP (instance norm needs spatial positions)
 RUNNABLE = [m for m in METHODS if m != "fedavg+in"]
 SERVER_HOOKS = ("begin_round", "extra_download", "aggregate", "aggregate_statistics", "evaluation_state")

@@ -39,7 +39,8 @@ def _mlp(dim=6, classes=3, seed=0):
 
 
 def _cfg(**kw):
-    base = dict(rounds=1, local_steps=1, batch_size=1000, lr=0.3, dtype="float64", progress=False)
+    base = dict(rounds=1, local_steps=1, batch_size=1000, lr=0.3, dtype="float64", progress=False,
+                batched="off")  # the sequential reference engine (the default is batched='auto')
     base.update(kw)
     return fl.TrainConfig(**base)
 

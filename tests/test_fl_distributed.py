@@ -42,7 +42,7 @@ def _cfg(method: str) -> dict:
             "model": {"name": "q_mlp_bn"}, "data": {"name": "digits", "form": "flat"},
             "partition": {"kind": "classes_per_client", "num_clients": 5, "k": 2},
             "train": {"local_steps": 2, "batch_size": 16, "lr": 0.05, "momentum": 0.9,
-                      "dtype": "float64", "progress": False}}
+                      "dtype": "float64", "progress": False, "batched": "off"}}  # the sequential reference
 
 
 def _free_port() -> int:

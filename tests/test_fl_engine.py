@@ -27,7 +27,8 @@ def _model(seed=0):
 
 
 def _cfg(**kw):
-    base = dict(rounds=4, local_steps=3, batch_size=5, lr=0.1, momentum=0.9, participation=0.5, progress=False)
+    base = dict(rounds=4, local_steps=3, batch_size=5, lr=0.1, momentum=0.9, participation=0.5, progress=False,
+                batched="off")  # the sequential reference engine (the default is batched='auto')
     base.update(kw)
     return fl.TrainConfig(**base)
 

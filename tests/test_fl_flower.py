@@ -43,7 +43,8 @@ from bnfl.fl.flower import (  # noqa: E402
 ROUNDS = 2
 # partition: dirichlet gives the three clients different sample counts (the weights matter)
 BASE = {"seed": 3, "rounds": ROUNDS, "partition": {"kind": "dirichlet", "num_clients": 3, "phi": 1.0},
-        "train": {"local_steps": 2, "batch_size": 16, "lr": 0.05, "dtype": "float64", "progress": False}}
+        "train": {"local_steps": 2, "batch_size": 16, "lr": 0.05, "dtype": "float64", "progress": False,
+                  "batched": "off"}}  # the simulator the Flower runs are compared with: the sequential reference
 METHODS = {
     "fedavg+bn": {},
     "fedbn": {},
@@ -249,7 +250,7 @@ def user_sim():
     data = FederatedData(x, y, x[:12], y[:12], clients)
     torch.manual_seed(0)
     return Simulation(UserNet(), data, SiloBN(), TrainConfig(rounds=2, local_steps=2, batch_size=BATCH, lr=0.05,
-                                                            dtype="float64", progress=False))
+                                                            dtype="float64", progress=False, batched="off"))
 
 
 def _wire(state: dict) -> dict:
@@ -380,6 +381,9 @@ def test_bnfl_train_engine_flower_writes_the_default_engines_history(tmp_path):
         assert (tmp_path / engine / "history.csv").exists()
     sim, fl = (History.from_json(tmp_path / e / "history.json") for e in ("simulation", "flower"))
     assert fl.meta["engine"] == "flower" and "engine" not in sim.meta
+    # batched='auto' (the default): the simulator batches FedBN's clients, Flower's nodes run one client each
+    assert sim.meta["batched"]["used"] and sim.meta["batched"]["line"].startswith("batched: batched='auto' chose")
+    assert not fl.meta["batched"]["used"] and fl.meta["batched"]["line"].startswith("sequential: batched='auto' fell back")
     _assert_rows_close(_rows(fl), _rows(sim), 1e-12)
     assert (tmp_path / "flower" / "history.csv").read_text().splitlines()[0] == \
         (tmp_path / "simulation" / "history.csv").read_text().splitlines()[0]

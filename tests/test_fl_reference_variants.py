@@ -38,7 +38,7 @@ def _cnn(seed=0):
 def _round(model, data, *, local_steps, momentum, batch_size=4, **options):
     """Global state after one FedTAN round (float64, wd 1e-3)."""
     cfg = fl.TrainConfig(rounds=1, local_steps=local_steps, batch_size=batch_size, lr=0.2, momentum=momentum,
-                         weight_decay=1e-3, dtype="float64", progress=False)
+                         weight_decay=1e-3, dtype="float64", progress=False, batched="off")
     sim = fl.Simulation(model, data, fl.FedTAN(**options), cfg)
     sim.run()
     return {k: v.clone() for k, v in sim.global_state.items()}

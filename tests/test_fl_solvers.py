@@ -38,7 +38,8 @@ def _mlp(norm="bn", seed=0):
 
 
 def _cfg(**kw):
-    base = dict(rounds=1, local_steps=1, batch_size=1000, lr=0.3, dtype="float64", progress=False)
+    base = dict(rounds=1, local_steps=1, batch_size=1000, lr=0.3, dtype="float64", progress=False,
+                batched="off")  # the sequential reference engine (the default is batched='auto')
     base.update(kw)
     return fl.TrainConfig(**base)
 
@@ -266,7 +267,8 @@ def test_fedwon_without_clipping_is_fedavg_on_the_same_scaled_ws_model():
     def run(alg):
         torch.manual_seed(0)
         sim = fl.Simulation(models.build("q_scnn", norm="ws"), data, alg,
-                            fl.TrainConfig(rounds=2, local_steps=2, batch_size=8, lr=0.05, progress=False))
+                            fl.TrainConfig(rounds=2, local_steps=2, batch_size=8, lr=0.05, progress=False,
+                                           batched="off"))
         sim.run()
         return sim.global_state
 
@@ -310,7 +312,7 @@ def test_every_solver_runs_with_every_norm_and_is_deterministic(name, norm):
         model = models.build("q_scnn", norm=norm)
         alg = fl.HBN(solver=name) if norm == "hbn" else fl.make_algorithm(name)
         sim = fl.Simulation(model, data, alg, fl.TrainConfig(rounds=2, local_steps=2, batch_size=8, lr=0.05,
-                                                             progress=False))
+                                                             progress=False, batched="off"))
         return sim.run(), sim
 
     (h1, s1), (h2, _) = once(), once()

@@ -45,7 +45,8 @@ def _cnn(seed=0):
 
 
 def _cfg(**kw):
-    base = dict(rounds=1, local_steps=1, batch_size=1000, lr=0.3, dtype="float64", progress=False)
+    base = dict(rounds=1, local_steps=1, batch_size=1000, lr=0.3, dtype="float64", progress=False,
+                batched="off")  # the sequential reference engine (the default is batched='auto')
     base.update(kw)
     return fl.TrainConfig(**base)
 
@@ -313,7 +314,8 @@ def test_scaffold_under_hbn_keeps_alpha_out_of_its_control_variates():
     data = fl.FederatedData(split.x_train[:200], split.y_train[:200], split.x_test[:40], split.y_test[:40], parts)
     torch.manual_seed(0)
     sim = fl.Simulation(models.build("q_mlp_bn", norm="hbn"), data, fl.HBN(solver="scaffold"),
-                        fl.TrainConfig(rounds=2, local_steps=2, batch_size=8, lr=0.05, progress=False))
+                        fl.TrainConfig(rounds=2, local_steps=2, batch_size=8, lr=0.05, progress=False,
+                                       batched="off"))
     sent: list[str] = []
     gather = sim.channel.gather
 

@@ -69,11 +69,13 @@ class TrainConfig:
         Write a checkpoint there after every round; ``Simulation.run(resume=True)`` continues.
     progress : bool, default True
         Show a tqdm progress bar.
-    batched : {"off", "auto", "on"}, default "off"
-        Train a round's clients as one batched computation (:mod:`bnfl.fl.batched`): never,
-        where the algorithm and model allow it (else sequentially), or always (an error naming
-        what cannot be batched). Equal to the sequential engine up to rounding, not bitwise,
-        hence off by default; the choice is recorded in ``History.meta["batched"]``.
+    batched : {"off", "auto", "on"}, default "auto"
+        Train a round's clients as one batched computation (:mod:`bnfl.fl.batched`): never (the
+        sequential reference engine), where the algorithm and model allow it (else
+        sequentially), or always (an error naming what cannot be batched). The batched engine
+        is the faster one and equals the sequential one up to rounding, not bitwise: ``"off"``
+        gives the bitwise reference back. What ran and why is recorded in
+        ``History.meta["batched"]["line"]``.
     """
 
     rounds: int = 10
@@ -92,7 +94,7 @@ class TrainConfig:
     eval_every: int = 1
     checkpoint_dir: str | None = None
     progress: bool = True
-    batched: str = "off"
+    batched: str = "auto"
 
     def __post_init__(self) -> None:
         def pos_int(name: str) -> None:

@@ -47,8 +47,8 @@ FedSAM, HBN on them, HBN's moving-average and fixed-alpha ablations; a model wit
 :func:`~bnfl.nn.batched.batching_obstacle` refuses: weight-standardised convolutions, dropout)
 runs sequentially under ``batched="auto"`` and raises under
 ``batched="on"``. The results equal the sequential engine's up to rounding (float64: 1e-12;
-float32: 1e-5, see ``tests/test_fl_batched.py``), not bitwise, so ``TrainConfig.batched``
-defaults to ``"off"``.
+float32: 1e-5, see ``tests/test_fl_batched.py``), not bitwise; ``TrainConfig.batched`` defaults
+to ``"auto"`` and ``"off"`` is the bitwise reference (:mod:`bnfl.fl.engine_choice`).
 """
 
 from __future__ import annotations

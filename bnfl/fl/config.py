@@ -28,6 +28,7 @@ experiments (:mod:`bnfl.experiments.training`) use this one builder. Example ``r
     k = 2                           # phi (dirichlet), shards_per_client (shards); seed: default `seed`
 
     [train]                         # any TrainConfig field, plus schedule fields
+    batched = "auto"                # auto (default) | off (the bitwise sequential reference) | on
     local_steps = 5
     batch_size = 32
     lr = 0.1
@@ -376,6 +377,8 @@ def _cli_run(args: argparse.Namespace) -> int:
             d["train"][key] = v
     if args.quiet:
         d["train"]["progress"] = False
+    if args.batched is not None:
+        d["train"]["batched"] = args.batched
     cfg = RunConfig.from_dict(d)
     engine = resolve_engine(args.engine)
     hist = run(cfg, resume=args.resume, engine=engine)
@@ -389,7 +392,8 @@ def _cli_run(args: argparse.Namespace) -> int:
     last = hist.rows[-1] if hist.rows else {}
     print(f"{cfg.method}: {len(hist)} rounds, test_acc={last.get('test_acc')}, "
           f"comm_rounds={last.get('comm_rounds')}, bytes={last.get('bytes_total')}"
-          + (f"; wrote {cfg.out}/history.json" if cfg.out else ""))
+          + (f"; wrote {cfg.out}/history.json" if cfg.out else "")
+          + (f"\n{hist.meta['batched']['line']}" if "line" in hist.meta.get("batched", {}) else ""))
     return 0
 
 
@@ -415,6 +419,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--batch-size", dest="batch_size", type=int)
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--batched", choices=("off", "auto", "on"),
+                   help="engine of the clients' local steps (overrides train.batched; default auto): auto trains a "
+                        "round's clients as one computation where the run allows it (the faster engine, equal to off "
+                        "up to rounding, not bitwise), off is the sequential reference (bitwise), on is batched or "
+                        "an error naming what cannot be batched; history.json's meta.batched.line says what ran")
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="simulation (one process), distributed (one rank of a torchrun job; docs/distributed.md), "
                         "flower (Flower's simulation runtime, one node per client; docs/flower.md) "

@@ -120,8 +120,7 @@ class Simulation(CheckpointMixin):
         self.momentum_mode = algorithm.momentum_mode if algorithm.momentum_mode != "reset" else self.config.momentum_mode
         self._work = copy.deepcopy(self.model)
         self._eval_model = copy.deepcopy(self.model)
-        self._epoch_cache: dict[int, tuple[int, list[Tensor]]] = {}
-        self._index_arrays: list[np.ndarray] | None = None  # client_indices as int64 arrays, on first use
+        self._orders = None  # the clients' batch orders (bnfl.fl.batch_orders.BatchOrders), on first use
         from bnfl.data.partition import participation
 
         rate = 1.0 if algorithm.centralized else self.config.participation
@@ -130,11 +129,11 @@ class Simulation(CheckpointMixin):
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
         self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []  # see Attributes
-        from bnfl.fl.batched import select_batched
+        from bnfl.fl.engine_choice import choose
 
-        #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None
-        self._batched, why = select_batched(self)
-        self.history.meta["batched"] = {"mode": self.config.batched, "used": self._batched is not None, "why": why}
+        #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None; the
+        #: choice and its reason in ``history.meta["batched"]`` (:mod:`bnfl.fl.engine_choice`)
+        self._batched, self.history.meta["batched"] = choose(self)
 
     # -- weights and batches ---------------------------------------------------------------
     def weights(self, clients: Sequence[int]) -> list[float]:
@@ -191,19 +190,15 @@ class Simulation(CheckpointMixin):
         return self.channel.gather(uploads, tag=tag) if tag is not None else uploads
 
     def _epoch_batches(self, c: int, epoch: int) -> list[Tensor]:
-        cached = self._epoch_cache.get(c)
-        if cached is not None and cached[0] == epoch:
-            return cached[1]
-        from bnfl.data.datasets import as_index_array, epoch_batches
+        # = list(iterate_batches(idx, min(B, n_c), seed=seed * 1_000_003 + c, epoch=epoch, drop_last=True)),
+        # drawn for many clients and epochs at once (bitwise the same streams)
+        if self._orders is None:
+            from bnfl.data.datasets import as_index_array
+            from bnfl.fl.batch_orders import BatchOrders
 
-        if self._index_arrays is None:
-            self._index_arrays = [as_index_array(i) for i in self.client_indices]
-        idx = self._index_arrays[c]
-        b = min(self.batch_size, len(idx))
-        # = list(iterate_batches(idx, b, seed=..., epoch=epoch, drop_last=True))
-        batches = epoch_batches(idx, b, seed=self.config.seed * 1_000_003 + c, epoch=epoch, drop_last=True)
-        self._epoch_cache[c] = (epoch, batches)
-        return batches
+            self._orders = BatchOrders([as_index_array(i) for i in self.client_indices], self.batch_size,
+                                       self.config.seed)
+        return self._orders.batches(c, epoch, self.cursors)
 
     def next_batch(self, c: int) -> tuple[Tensor, Tensor]:
         """Client ``c``'s next mini-batch of its endless, epoch-shuffled stream."""

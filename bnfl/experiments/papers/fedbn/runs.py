@@ -72,7 +72,9 @@ def _run(spec: dict[str, Any], unseen: Sequence[str], *, device: str, data_root:
 
     start = time.perf_counter()
     split = load_data(spec["data"], data_root=data_root)
-    cfg = fl.RunConfig.from_dict({**spec, "device": device, "train": {**spec["train"], "progress": False}})
+    # sequential: these runs were never batched (their committed numbers are the sequential engine's)
+    cfg = fl.RunConfig.from_dict({**spec, "device": device, "train": {**spec["train"], "progress": False,
+                                                                      "batched": "off"}})
     sim = fl.build(cfg, data_root=data_root, split=split)
     personal = sim.algorithm.personalized
     clients = range(sim.num_clients)

@@ -1,0 +1,53 @@
+"""The CPU side of the GPU check (scripts/gpu_check.sh): the script parses, its benchmark runs in its
+tiny form, and the paper-profile plans it budgets from enumerate an entry's runs without training."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_check_script_parses():
+    script = ROOT / "scripts" / "gpu_check.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "tests/test_gpu.py -m gpu" in text and "benchmarks/bench_gpu.py" in text
+    assert 'OUT="${OUT:-$PWD/gpu-check-out}"' in text
+
+
+def test_bench_gpu_tiny_runs_on_the_cpu(tmp_path):
+    from bench_gpu import main
+
+    assert main(["--tiny", "--device", "cpu", "--out", str(tmp_path), "--entries", "fixbn-tab2,fedtan-tab3"]) == 0
+    md = (tmp_path / "bench_gpu.md").read_text()
+    assert "TINY" in md and "| fedtan round, batched |" in md and "plain PyTorch loop, union batch 8" in md
+    got = json.loads((tmp_path / "bench_gpu.json").read_text())
+    rows = {r["what"]: r for r in got["resnet20"]["rows"]}
+    assert len(rows) == 4 and all(r["images_per_s"] > 0 and r["efficiency"] > 0 for r in rows.values())
+    entries = {e["id"]: e for e in got["budget"]["entries"]}
+    assert list(entries) == ["fixbn-tab2"]  # fedtan-tab3 trains nothing (an exact table)
+    assert entries["fixbn-tab2"]["runs"] == 9 and entries["fixbn-tab2"]["complete"] and entries["fixbn-tab2"]["hours"] > 0
+
+
+def test_paper_plan_counts_an_entrys_runs_without_training():
+    from paper_plan import paper_plan, run_work
+
+    plan = paper_plan("fixbn-tab2")  # 3 methods x 3 seeds at the paper profile
+    assert plan.complete and plan.seeds == 3 and len(plan.specs) == 9
+    assert sorted({s["seed"] for s in plan.specs}) == [0, 1, 2]
+    spec = plan.specs[0]  # ImageNet (the loader's 64x64), 100 clients, 10 a round, 2 local epochs of B = 20
+    assert spec["data"]["name"] == "imagenet" and spec["train"]["local_unit"] == "epochs"
+    w = run_work(spec)
+    assert w.shape == (3, 64, 64) and w.classes == 1000 and w.batch == 20 and w.union == 10 * 20
+    assert w.images == pytest.approx(spec["rounds"] * 10 * 2 * 1_281_167 / 100)
+    assert w.eval_images == (spec["rounds"] // spec["train"]["eval_every"]) * 50_000
+    assert paper_plan("fedtan-tab3").specs == []  # an exact entry: no training run
