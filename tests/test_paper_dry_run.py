@@ -18,7 +18,7 @@ from bnfl.experiments.cache import RunCache
 from bnfl.experiments.dryrun import dry_run
 from bnfl.experiments.scale import SCALE_KEYS, scale_changes, shrink
 from bnfl.experiments.sources import SOURCES
-from tests.paper_fakes import write_paper_root, write_pretrained
+from tests.paper_fakes import PRETRAINED, write_paper_root, write_pretrained
 
 torch.set_num_threads(1)
 
@@ -29,9 +29,23 @@ IDS = [pytest.param(e, marks=pytest.mark.slow) if e in _HEAVY else e for e in E.
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    r = write_paper_root(tmp_path_factory.mktemp("paper_root"))
-    write_pretrained(r)
-    return r
+    return write_paper_root(tmp_path_factory.mktemp("paper_root"))
+
+
+@pytest.fixture(scope="module")
+def weights(root):
+    """``need(*names)`` writes HBN Table 5's weights files ``root/pretrained/<name>.pth`` once each
+    (half-precision constants: 7 MB for MobileNetV2 to 290 MB for VGG-19) and returns ``root``."""
+    written: set[str] = set()
+
+    def need(*names):
+        write_pretrained(root, [n for n in names if n not in written])
+        written.update(names)
+        return root
+
+    yield need
+    for f in (root / "pretrained").glob("*.pth"):
+        f.unlink()
 
 
 def _shrunk(eid: str) -> tuple[dict, dict]:
@@ -41,8 +55,11 @@ def _shrunk(eid: str) -> tuple[dict, dict]:
 
 # ------------------------------------------------------------------------------ the dry run
 @pytest.mark.parametrize("eid", IDS)
-def test_every_paper_entry_dry_runs_on_the_standard_layouts(eid, root, monkeypatch):
+def test_every_paper_entry_dry_runs_on_the_standard_layouts(eid, root, monkeypatch, request):
     from bnfl.fl.engine import Simulation
+
+    if E.get(eid).config("paper").get("pretrained"):
+        request.getfixturevalue("weights")(*PRETRAINED)
 
     def no_training(*a, **k):
         raise AssertionError("a dry run trained")
@@ -73,7 +90,7 @@ def test_dry_run_names_each_missing_data_set_with_its_layout_and_source(tmp_path
     assert all("no --data-root" in m for m in plan.missing)
 
 
-def test_dry_run_names_a_missing_pretrained_weights_file(tmp_path, root):
+def test_dry_run_names_a_missing_pretrained_weights_file(root, tmp_path):
     for item in root.iterdir():
         if item.name != "pretrained":
             (tmp_path / item.name).symlink_to(item)
@@ -82,16 +99,21 @@ def test_dry_run_names_a_missing_pretrained_weights_file(tmp_path, root):
 
 
 def test_dry_run_estimates_the_time_from_a_timed_step(root):
-    plan = dry_run("fedtan-fig4", profile="paper", data_root=str(root), seeds=2, time_steps=1)
+    plan = dry_run("hbn-fig5", profile="paper", data_root=str(root), seeds=1, time_steps=1)
     assert plan.ok and plan.estimate_s is not None and plan.estimate_s > 0
-    assert {r["seed"] for r in plan.runs} == {0, 1}
     assert all(m.step_s is not None and m.step_s > 0 for m in plan.models)
     assert plan.images >= plan.steps > 0
     assert re.search(r"estimate [\d.]+ (s|min|h) on cpu", "\n".join(plan.lines()))
 
 
+def test_dry_run_plans_every_seed(root):
+    one, two = (dry_run("fedtan-fig4", profile="paper", data_root=str(root), seeds=n, time_steps=0) for n in (1, 2))
+    assert len(two.runs) == 2 * len(one.runs) and {r["seed"] for r in two.runs} == {0, 1}
+    assert two.steps == 2 * one.steps
+
+
 def test_cli_dry_run_exit_codes(root, tmp_path, capsys):
-    assert main(["run", "fedtan-fig4", "--profile", "paper", "--data-root", str(root), "--dry-run",
+    assert main(["run", "hbn-fig5", "--profile", "paper", "--data-root", str(root), "--dry-run",
                  "--seeds", "1"]) == 0
     assert "estimate" in capsys.readouterr().out
     assert main(["run", "hbn-tab1", "--profile", "paper", "--data-root", str(tmp_path), "--dry-run"]) == 1
@@ -154,6 +176,7 @@ def test_hbn_resnet18_is_torchvisions_for_tiny_imagenet_and_table5():
 
 
 # ------------------------------------------------------------------------------ end to end, shrunk
+@pytest.mark.slow  # 56 runs, 14 of them torchvision's ResNet-18 at 64x64
 def test_hbn_tab1_paper_runs_end_to_end_shrunk_in_scale_only(root):
     paper, small = _shrunk("hbn-tab1")
     r = E.run("hbn-tab1", profile="paper", data_root=root, seeds=1, overrides=small, cache=RunCache(),
@@ -168,9 +191,28 @@ def test_hbn_tab1_paper_runs_end_to_end_shrunk_in_scale_only(root):
                for k in last if r.series["acc"][c][k] == r.series["acc"][c][k])
 
 
-@pytest.mark.slow
-def test_hbn_tab5_paper_runs_end_to_end_with_the_five_networks_and_their_weights(root, monkeypatch):
+def _planned(eid: str, config: dict, root) -> dict[str, dict]:
+    """The runs ``config`` asks for, by cache key (recorded, not trained: the dry run's cache)."""
+    from bnfl.experiments.core import Context
+    from bnfl.experiments.dryrun import PlanCache
+
+    cache = PlanCache(str(root))
+    E.get(eid).compute(Context(profile="paper", seeds=[0], data_root=str(root), cache=cache), config)
+    return cache.keys
+
+
+@pytest.mark.slow  # 4 runs of each network (VGG-11/19: 133M / 144M parameters, ~30 s a run on a busy 2-core CPU)
+@pytest.mark.parametrize("net", ["MobilenetV2", "ResNet-18", "ResNet-50", "VGG-11", "VGG-19"])
+def test_hbn_tab5_paper_runs_end_to_end_with_each_network_and_its_weights(net, weights, monkeypatch):
+    """Table 5 at the shrunken scale, one network per test: each runs exactly the runs the whole
+    table asks for that network (the same run specs: real architecture, weights file, fresh norm
+    layers for BN, GN and HBN, and BN from the file's norm entries)."""
     paper, small = _shrunk("hbn-tab5")
+    root = weights(*PRETRAINED)  # the whole table resolves its runs (every weights file must be there)
+    everything = _planned("hbn-tab5", small, root)
+    mine = {k: v for k, v in everything.items() if v["spec"]["model"]["weights"].endswith(
+        f"/{paper['archs'][net][0]}.pth")}
+    assert len(mine) == 4 and len(everything) == 4 * len(paper["archs"])
     loads: list[tuple[str, bool]] = []
     real = models.load_pretrained
 
@@ -179,19 +221,17 @@ def test_hbn_tab5_paper_runs_end_to_end_with_the_five_networks_and_their_weights
         return real(model, path, norm_state=norm_state)
 
     monkeypatch.setattr(models, "load_pretrained", spy)  # what models.build calls
+    cache = RunCache()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        r = E.run("hbn-tab5", profile="paper", data_root=root, seeds=1, overrides=small, cache=RunCache(),
-                  batched="off")
-    assert r.config == small
+        r = E.run("hbn-tab5", profile="paper", data_root=root, seeds=1, overrides={**small, "use": [net]},
+                  cache=cache, batched="off")
+    assert {cache.key(v) for v in mine.values()} == set(cache._memory)  # the table's runs of this network
     last = [row for row in r.rows if row["accuracy"] == "last"]
-    assert [row["model"] for row in last] == ["MobilenetV2", "ResNet-18", "ResNet-50", "VGG-11", "VGG-19"]
+    assert [row["model"] for row in last] == [net]
     assert set(last[0]) == {"model", "+BN", "+GN", "+HBN", "+BN (pretrained norm)", "accuracy"}
-    files = {p.rsplit("/", 1)[-1] for p, _ in loads}
-    assert files == {"mobilenet_v2.pth", "resnet18.pth", "resnet50.pth", "vgg11.pth", "vgg19.pth"}
-    # per network: BN, GN and HBN start with fresh norm layers (the authors), one BN run from the file's
-    assert sorted(s for _, s in loads) == [False] * 15 + [True] * 5
-
+    assert {p.rsplit("/", 1)[-1] for p, _ in loads} == {f"{paper['archs'][net][0]}.pth"}
+    assert sorted(s for _, s in loads) == [False, False, False, True]  # BN, GN, HBN fresh; BN from the file
 
 def test_the_gpu_page_lists_the_data_every_training_entry_reads():
     from pathlib import Path
@@ -212,3 +252,23 @@ def test_the_gpu_page_lists_the_data_every_training_entry_reads():
         names |= {"pretrained"} if c.get("pretrained") else set()
         assert listed.get(eid) == names, eid
     assert all(f"`{name}`" in page for name in SOURCES if name != "image_domains")
+
+
+def test_eval_last_also_evaluates_each_of_the_last_rounds():
+    from bnfl import fl
+
+    sim = fl.build({"method": "fedavg+bn", "rounds": 6,
+                    "train": {"local_steps": 1, "eval_every": 4, "eval_last": 2, "progress": False}})
+    assert [r["round"] for r in sim.run().rows if "test_acc" in r] == [4, 5, 6]
+    with pytest.raises(ValueError, match="eval_last"):
+        fl.TrainConfig(eval_last=-1)
+
+
+def test_hbn_reports_the_last_the_best_and_the_last_10_mean():
+    import math
+
+    from bnfl.experiments.papers.hbn.setups import reported
+
+    run = {"round": [10, 20, 25, 26, 27, 28, 29, 30], "test_acc": [50.0, 70.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0]}
+    assert reported(run) == {"last": 65.0, "best": 70.0, "last-10 mean": 62.5}  # rounds 21-30: 25..30
+    assert all(math.isnan(v) for v in reported({**run, "diverged": True}).values())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -276,7 +277,8 @@ def _time_model(spec: Mapping[str, Any], split: Any, device: str, steps: int) ->
     params = sum(p.numel() for p in model.parameters())
     b = int(spec["train"]["batch_size"])
     x = split.x_train[:b].to(device)
-    label = f"{name} ({norm}) on {spec['data']['name']}, batch {x.shape[0]}"
+    short = "" if x.shape[0] == b else f" (timed on the {x.shape[0]} images there are, scaled)"
+    label = f"{name} ({norm}) on {spec['data']['name']}, batch {b}{short}"
     if steps == 0:  # built and fed two samples of the batch: the model fits the data, no timing
         with torch.no_grad():
             model.to(device).train()(x[:2])
@@ -335,6 +337,7 @@ def dry_run(experiment_id: str, *, profile: str = "paper", device: str = "cpu", 
     from bnfl.experiments.registry import get
     from bnfl.experiments.runner import _resolve_data_root, _seed_list
     from bnfl.experiments.training import canonical, load_data
+    from bnfl.methods import get as get_method
 
     entry = get(experiment_id)
     config = deep_merge(entry.config(profile), overrides)
@@ -346,7 +349,9 @@ def dry_run(experiment_id: str, *, profile: str = "paper", device: str = "cpu", 
     cache = PlanCache(root)
     ctx = Context(profile=profile, device=device, seeds=plan.seeds, data_root=root, cache=cache, batched="off")
     try:
-        entry.compute(ctx, config)
+        with warnings.catch_warnings():  # the stand-in numbers are constant: warnings about them are noise
+            warnings.simplefilter("ignore")
+            entry.compute(ctx, config)
     except FileNotFoundError as err:  # e.g. a pretrained weights file under the data root
         name = "pretrained" if "pretrained" in str(err) else "data"
         plan.missing.append(_missing_line(name, root, err))
@@ -359,7 +364,8 @@ def dry_run(experiment_id: str, *, profile: str = "paper", device: str = "cpu", 
     total = 0.0
     for spec in plan.runs:
         split = load_data(spec["data"], data_root=root)
-        mkey = config_hash({"model": spec["model"], "norm": spec["method"], "data": spec["data"],
+        model = {k: v for k, v in spec["model"].items() if k != "pretrained_norm"}  # the same network and file
+        mkey = config_hash({"model": model, "norm": get_method(spec["method"]).norm, "data": spec["data"],
                             "b": spec["train"]["batch_size"]})
         if mkey not in timed:
             try:
