@@ -81,6 +81,18 @@ def test_dry_run_names_each_missing_data_set_with_its_layout_and_source(tmp_path
     assert all("no --data-root" in m for m in plan.missing)
 
 
+def test_dry_run_names_a_data_set_in_the_wrong_format_in_one_line(tmp_path):
+    import pickle
+
+    (tmp_path / "cifar-100-python").mkdir()
+    for part in ("train", "test"):  # CIFAR-100 batches without their fine_labels
+        with open(tmp_path / "cifar-100-python" / part, "wb") as f:
+            pickle.dump({b"data": torch.zeros(2, 3072, dtype=torch.uint8).numpy()}, f)
+    plan = dry_run("hbn-tab2", profile="paper", data_root=str(tmp_path), seeds=1)
+    assert not plan.ok and len(plan.missing) == 1
+    assert plan.missing[0].startswith("cifar100: unreadable") and "fine_labels" in plan.missing[0]
+
+
 def test_dry_run_names_a_missing_pretrained_weights_file(root, tmp_path):
     for item in root.iterdir():
         if item.name != "pretrained":

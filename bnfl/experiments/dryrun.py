@@ -237,6 +237,13 @@ def _check_data(config: Mapping[str, Any], root: str | None) -> tuple[list[DataC
             missing.append(_missing_line(name, root, None if root is None else err))
             checks.pop(name, None)
             continue
+        except (ValueError, OSError, KeyError, EOFError) as err:  # there, but not in the layout its loader reads
+            from bnfl.experiments.sources import source
+
+            missing.append(f"{name}: unreadable under {root} ({type(err).__name__}: {str(err).splitlines()[0]}); "
+                           f"expects {source(name).layout}")
+            checks.pop(name, None)
+            continue
         shape = "x".join(str(s) for s in split.input_shape)
         checks.setdefault(name, DataCheck(name, True, f"{name}: {len(split.y_train):,} train / {len(split.y_test):,} "
                                                       f"test, {shape}, {split.num_classes} classes"))
