@@ -3,6 +3,7 @@
     bnfl list [--paper fedtan] [--out figures]
     bnfl run fedtan-tab3 --profile quick --out runs/ [--device cuda] [--seeds 5] [--data-root PATH]
     bnfl reproduce --paper fedtan --profile quick [--out figures] [--force] [--only ID ...]
+    bnfl run hbn-tab1 --profile paper --data-root DIR --device cuda --dry-run
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def _add_common(p: argparse.ArgumentParser, *, out_default: str) -> None:
                    help="train each round's clients as one computation where possible (auto), and an entry's "
                         "seeds together; equal to the sequential engine up to rounding; cached apart "
                         "(default: auto; off is the sequential reference engine)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="train nothing: check the data under --data-root, resolve every run, build every model, "
+                        "time a few steps on --device and print the plan with an estimated time (exit 1 when "
+                        "data is missing)")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -67,15 +72,34 @@ def _print_result(result) -> None:  # noqa: ANN001 - Result
             print(f"       why: {c.why}")
 
 
+def _dry_run(eids: list[str], args: argparse.Namespace) -> int:
+    """Print each entry's plan (:func:`bnfl.experiments.dryrun.dry_run`); 1 if any lacks data or fails."""
+    from bnfl.experiments.dryrun import dry_run
+
+    bad = []
+    for eid in eids:
+        plan = dry_run(eid, profile=args.profile, device=args.device, seeds=args.seeds, data_root=args.data_root)
+        print("\n".join(plan.lines()), flush=True)
+        if not plan.ok:
+            bad.append(eid)
+    if bad:
+        print(f"dry run: {len(bad)} of {len(eids)} entries cannot run: {', '.join(bad)}", file=sys.stderr)
+    return 1 if bad else 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
+    from bnfl.experiments.registry import get
     from bnfl.experiments.runner import run, save_figures
 
     try:
-        result = run(args.id, profile=args.profile, device=args.device, seeds=args.seeds, out=args.out,
-                     data_root=args.data_root, force=args.force, progress=True, batched=args.batched)
+        get(args.id)  # only an unknown id is reported as such; an entry's own errors propagate
     except KeyError as err:
         print(f"bnfl run: error: {err.args[0]}", file=sys.stderr)
         return 2
+    if args.dry_run:
+        return _dry_run([args.id], args)
+    result = run(args.id, profile=args.profile, device=args.device, seeds=args.seeds, out=args.out,
+                 data_root=args.data_root, force=args.force, progress=True, batched=args.batched)
     written = save_figures(result, Path(args.out) / args.id)
     _print_result(result)
     print(f"wrote {Path(args.out) / args.id / 'result.json'} and "
@@ -84,15 +108,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from bnfl.experiments.registry import get, ids
     from bnfl.experiments.runner import reproduce
 
+    try:  # unknown ids and papers, before any work (an entry's own errors propagate)
+        todo = [get(eid).id for eid in args.only] if args.only else ids(args.paper)
+    except (KeyError, ValueError) as err:
+        print(f"bnfl reproduce: error: {err.args[0]}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        return _dry_run(todo, args)
     start = time.perf_counter()
     try:
         results = reproduce(args.paper, profile=args.profile, out=args.out, device=args.device,
                             seeds=args.seeds, data_root=args.data_root, force=args.force,
                             only=args.only, progress=True, jobs=args.jobs, batched=args.batched,
                             report_only=args.report_only)
-    except (KeyError, ValueError) as err:
+    except ValueError as err:
         print(f"bnfl reproduce: error: {err.args[0]}", file=sys.stderr)
         return 2
     elapsed = time.perf_counter() - start

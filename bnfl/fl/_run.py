@@ -65,6 +65,8 @@ class TrainConfig:
         Model and data precision (float64 for exactness tests).
     eval_every : int, default 1
         Evaluate every this many rounds (and the last).
+    eval_last : int, default 0
+        Also evaluate each of the last this many rounds (a "mean of the last 10 rounds" report).
     checkpoint_dir : str, optional
         Write a checkpoint there after every round; ``Simulation.run(resume=True)`` continues.
     progress : bool, default True
@@ -92,6 +94,7 @@ class TrainConfig:
     device: str = "cpu"
     dtype: str = "float32"
     eval_every: int = 1
+    eval_last: int = 0
     checkpoint_dir: str | None = None
     progress: bool = True
     batched: str = "auto"
@@ -103,6 +106,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         for name in ("rounds", "local_steps", "batch_size", "eval_every"):
             pos_int(name)
+        if isinstance(self.eval_last, bool) or not isinstance(self.eval_last, int) or self.eval_last < 0:
+            raise ValueError(f"eval_last must be an integer >= 0, got {self.eval_last!r}")
         if self.local_unit not in ("steps", "epochs"):
             raise ValueError(f"local_unit must be 'steps' or 'epochs', got {self.local_unit!r}")
         for name in ("lr", "momentum", "weight_decay", "participation"):

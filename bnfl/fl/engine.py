@@ -504,7 +504,7 @@ class Simulation(CheckpointMixin):
             for hook in self.round_hooks:
                 row.update(hook(self, r) or {})
             self.round = r
-            if r % cfg.eval_every == 0 or r == cfg.rounds:
+            if r % cfg.eval_every == 0 or r > cfg.rounds - cfg.eval_last or r == cfg.rounds:
                 row.update(self.evaluate())
             row.update(self._comm_fields())
             row["round_time"] = time.perf_counter() - t0

@@ -331,6 +331,7 @@ def build(
     eps: float = 1e-5,
     momentum: float = 0.1,
     weights: str | os.PathLike[str] | None = None,
+    pretrained_norm: bool = True,
     **kw: Any,
 ) -> nn.Module:
     """Build a registered model.
@@ -351,6 +352,9 @@ def build(
     weights : str or path-like, optional
         A local state_dict file to load after building (:func:`load_pretrained`, which warns
         about the head and norm entries it leaves out); nothing is downloaded.
+    pretrained_norm : bool, default True
+        With ``weights``: load the norm layers' entries where their kind takes them; ``False``
+        keeps every norm layer freshly initialised (HBN's reference code).
     **kw
         Model-specific options (e.g. ``hidden=(64, 64)`` for ``"mlp"``).
 
@@ -379,7 +383,7 @@ def build(
     else:
         net = fn(in_channels or c0, input_size or s0, num_classes, norm, nkw, **kw)
     if weights is not None:
-        load_pretrained(net, weights)
+        load_pretrained(net, weights, norm_state=bool(pretrained_norm))
     return net
 
 

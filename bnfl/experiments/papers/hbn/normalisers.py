@@ -14,6 +14,7 @@ from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
+    LAST_K,
     METHODS,
     P_BASES,
     P_LR,
@@ -26,6 +27,7 @@ from bnfl.experiments.papers.hbn.setups import (
     explain,
     noise_of,
     profiles,
+    reported,
     run,
 )
 from bnfl.experiments.registry import entry, plotter
@@ -42,10 +44,12 @@ _TAB1_QUICK = {
         "Q-SCNN, B = 4, T = 60", "Tiny-ImageNet -> Q-GAUSS(100) with Q-MLP-BN, K = 50, 10 per round, B = 16, T = 60",
         _LR_NOTE, "1 seed (the paper does not state its repeats)", DECAY_NOTE],
 }
+#: Table 1's data sets -> the keys of the config's ``base_*`` / ``lr_*`` entries.
+_KEYS = {"CIFAR-10": "c10", "CIFAR-100": "c100", "Tiny-ImageNet": "tiny"}
 _TAB1_PAPER = {
     "base_c10": P_BASES["CIFAR-10"], "lr_c10": P_LR["CIFAR-10"], "base_c100": P_BASES["CIFAR-100"],
     "lr_c100": P_LR["CIFAR-100"], "base_tiny": P_BASES["Tiny-ImageNet"], "lr_tiny": P_LR["Tiny-ImageNet"],
-    "columns": [[s.lower().replace("-", "")[:5].replace("cifar", "c"), phi] for s, phi in N.TABLE1_COLUMNS],
+    "columns": [[_KEYS[s], phi] for s, phi in N.TABLE1_COLUMNS],
     "names": {"c10": "CIFAR-10", "c100": "CIFAR-100", "tiny": "Tiny-ImageNet"}, "methods": list(N.NORMS),
     "deviations": ["each method at the rate the paper chose (the argmax of Tables 8-10)", DECAY_NOTE],
 }
@@ -75,10 +79,10 @@ def _best_claims(tag: str, accs: dict[str, float], noise: tuple[float, str]) -> 
     configs=_TAB1,
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    cols, table, claims = [], {}, []
+    cols, table, claims, every = [], {}, [], {}
     for setting, phi in config["columns"]:
         name = f"{config['names'][setting]} phi={phi}"
-        runs = _column_runs(ctx, config, setting, float(phi))
+        runs = every[name] = _column_runs(ctx, config, setting, float(phi))
         accs = {k: acc(r) for k, r in runs.items()}
         cols.append(name)
         table[name] = accs
@@ -95,10 +99,27 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             for k in config["methods"]]
     paper = [{"method": k, **{f"{d} phi={p}": v for (d, p), v in zip(N.TABLE1_COLUMNS, N.TABLE1[k], strict=True)}}
              for k in N.NORMS]
+    notes = ["Evaluation: the global model on the test set; BN and FixBN with their averaged running "
+             "statistics, HBN and FBN with the server's global statistics (eq. 8/11), alpha unused."]
+    if ctx.profile == "paper":
+        rows, more = reported_rows(rows, every, "method")
+        notes.append(more)
     return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
-            "series": {"columns": cols, "acc": {c: table[c] for c in cols}},
-            "notes": ["Evaluation: the global model on the test set; BN and FixBN with their averaged running "
-                      "statistics, HBN and FBN with the server's global statistics (eq. 8/11), alpha unused."]}
+            "series": {"columns": cols, "acc": {c: table[c] for c in cols}}, "notes": notes}
+
+
+def reported_rows(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]], label: str) -> tuple[list, str]:
+    """The paper profile's rows: ``rows`` (the last round's accuracy, marked ``accuracy: last``)
+    followed by the same table of the best round and of the last-10 mean (:func:`reported`), from
+    ``runs`` = ``{column: {row label: run}}``; and the note that says so."""
+    out = [{**r, "accuracy": "last"} for r in rows]
+    for what in ("best", f"last-{LAST_K} mean"):
+        for r in rows:
+            vals = {c: reported(runs[c][r[label]])[what] for c in runs}
+            out.append({label: r[label], **{c: None if not math.isfinite(v) else round(v, 2) for c, v in vals.items()},
+                        "accuracy": what})
+    return out, (f"Rows 'best' and 'last-{LAST_K} mean': the best evaluated round and the mean of the evaluations "
+                 f"in the last {LAST_K} rounds (the authors' code reports these); the claims use the last round.")
 
 
 def _plot_bars(ax: Any, groups: list[str], table: dict[str, dict[str, float]], methods: list[str]) -> None:
@@ -126,7 +147,7 @@ def plot_tab1(result: Result) -> Any:
 
     s = result.series
     fig, ax = new_figure(1, 1, width=9.0, height=3.6)
-    methods = [r["method"] for r in result.rows]  # the table's order (stored results sort keys)
+    methods = list(dict.fromkeys(r["method"] for r in result.rows))  # the table's order (stored results sort keys)
     _plot_bars(ax, s["columns"], s["acc"], methods)
     ax.set_ylabel("test accuracy (%)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -157,10 +178,10 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Ks = [int(k) for k in config["K"]]
     table: dict[str, dict[str, float]] = {k: {} for k in config["methods"]}
     claims: list[Claim] = []
-    all_runs = []
+    all_runs, every = [], {}
     for K in Ks:
         part = {"partition": {"num_clients": K}, "train": {"participation": int(config["per_round"]) / K}}
-        runs = {k: run(ctx, config["lr"], config["base"], k, part) for k in config["methods"]}
+        runs = every[f"K={K}"] = {k: run(ctx, config["lr"], config["base"], k, part) for k in config["methods"]}
         all_runs += list(runs.values())
         for k, r in runs.items():
             table[k][str(K)] = acc(r)
@@ -178,8 +199,12 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows = [{"method": k, **{f"K={K}": None if not math.isfinite(table[k][str(K)]) else round(table[k][str(K)], 2)
                              for K in Ks}} for k in config["methods"]]
     paper = [{"method": k, **{f"K={K}": v for K, v in zip(N.TABLE3_K, N.TABLE3[k], strict=True)}} for k in N.NORMS]
+    notes = []
+    if ctx.profile == "paper":
+        rows, more = reported_rows(rows, every, "method")
+        notes.append(more)
     return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
-            "series": {"K": Ks, "acc": table}, "notes": []}
+            "series": {"K": Ks, "acc": table}, "notes": notes}
 
 
 @plotter("hbn-tab3")
