@@ -139,7 +139,7 @@ def test_cli_reports_only_a_real_unknown_id_as_unknown(monkeypatch, capsys):
         raise KeyError("c")
 
     entry = registry.get("fedtan-tab3")
-    monkeypatch.setitem(registry._REGISTRY, "fedtan-tab3", dataclasses.replace(entry, compute=broken))
+    monkeypatch.setitem(registry.EXPERIMENTS._entries, "fedtan-tab3", dataclasses.replace(entry, compute=broken))
     with pytest.raises(KeyError, match="c"):
         main(["run", "fedtan-tab3", "--out", "/nonexistent-bnfl-out", "--force"])
     assert "error: c" not in capsys.readouterr().err
@@ -195,6 +195,9 @@ def test_the_gpu_page_lists_the_data_every_training_entry_reads():
         names = {d["name"] for d in _data_specs(c) if DATASETS[d["name"]].local}
         names |= {"morpho_mnist"} if _morpho_styles(c) else set()
         names |= {"pretrained"} if c.get("pretrained") else set()
+        if not names and eid.startswith("bench"):  # a benchmark on embedded data: nothing to fetch
+            assert eid not in listed, eid
+            continue
         assert listed.get(eid) == names, eid
     assert all(f"`{name}`" in page for name in SOURCES if name != "image_domains")
 
