@@ -125,7 +125,11 @@ class Simulation(CheckpointMixin):
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
         self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []
+        from bnfl.fl.augment import make_augmenter
         from bnfl.fl.batched import select_batched
+
+        #: training-time augmentation of every drawn batch (:mod:`bnfl.fl.augment`), or None
+        self._augment = make_augmenter(self.config, data.pad_value, data.x_train.shape[1:], data.y_train.shape[1:])
 
         #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None
         self._batched, why = select_batched(self)
@@ -201,8 +205,11 @@ class Simulation(CheckpointMixin):
         return batches
 
     def next_batch(self, c: int) -> tuple[Tensor, Tensor]:
-        """Client ``c``'s next mini-batch of its endless, epoch-shuffled stream."""
-        return self._samples(self.next_batch_ids(c))
+        """Client ``c``'s next mini-batch of its endless, epoch-shuffled stream (augmented when
+        ``config.augment`` says so: :mod:`bnfl.fl.augment`)."""
+        ids = self.next_batch_ids(c)
+        x, y = self._samples(ids)
+        return (x, y) if self._augment is None else (self._augment.augment(x, self._augment.drawn(self, c, len(ids))), y)
 
     def next_batch_ids(self, c: int) -> Tensor:
         """The sample ids of client ``c``'s next mini-batch (:meth:`next_batch` without the samples)."""
