@@ -154,6 +154,9 @@ class FederatedData:
     pad_value : Tensor of shape (C,), optional
         The stored value of a black pixel per channel, the padding of random crops
         (:func:`bnfl.data.augment.black_value`; default 0).
+    stored_norm : (Tensor, Tensor), optional
+        Per-channel mean and std of stored uint8 pixels (``x_train``/``x_test`` uint8): each batch
+        is standardised with them on the device (:mod:`bnfl.data.stored`).
     """
 
     x_train: Tensor
@@ -163,6 +166,7 @@ class FederatedData:
     clients: list[np.ndarray]
     client_test: list[np.ndarray] | None = None
     pad_value: Tensor | None = None
+    stored_norm: tuple[Tensor, Tensor] | None = None
 
     def __post_init__(self) -> None:
         if len(self.clients) == 0:
@@ -232,8 +236,11 @@ class FederatedData:
         from bnfl.data.augment import black_value
 
         pad = black_value(split.meta, int(split.x_train.shape[1])) if split.x_train.dim() == 4 else None
+        meta = split.meta
+        norm = (torch.as_tensor(meta["mean"]).reshape(-1), torch.as_tensor(meta["std"]).reshape(-1)) \
+            if meta.get("stored") == "uint8" else None
         return cls(split.x_train, split.y_train, split.x_test, split.y_test,
-                   [np.asarray(c) for c in clients], client_test, pad)
+                   [np.asarray(c) for c in clients], client_test, pad, norm)
 
 
 @dataclass

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from bnfl.data.stored import decode, keep_or_move
 from bnfl.fedtan import CoupledStep
 from bnfl.fl._checkpoint import CheckpointMixin
 from bnfl.fl._evaluate import _cross_entropy, accuracy, ema_global_stats
@@ -68,12 +69,12 @@ class Simulation(CheckpointMixin):
         self.loss_fn = loss_fn
         self.channel = channel or Channel()
         self.device = torch.device(self.config.device)
-        dtype = getattr(torch, self.config.dtype)
+        self.model_dtype = dtype = getattr(torch, self.config.dtype)
         self.model = copy.deepcopy(model).to(device=self.device, dtype=dtype)
         #: the training samples this process holds; ``_rows`` maps a sample id to its row (None: all, in order)
         self._rows: Tensor | None = None
         self.x_train, self.y_train = self._training_data(data, dtype)
-        self.x_test = data.x_test.to(self.device, dtype)
+        self.x_test = keep_or_move(data.x_test, self.device, dtype)  # stored uint8 pixels stay on the host
         self.y_test = data.y_test.to(self.device)
         self.data = data
         if algorithm.centralized:
@@ -150,7 +151,7 @@ class Simulation(CheckpointMixin):
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """The training samples this process keeps, on its device (a distributed backend keeps only
         its clients' samples and sets ``_rows``)."""
-        return data.x_train.to(self.device, dtype), data.y_train.to(self.device)
+        return keep_or_move(data.x_train, self.device, dtype), data.y_train.to(self.device)
 
     def _keep_clients_samples(self, data: FederatedData, clients: Sequence[int],
                               dtype: torch.dtype) -> tuple[Tensor, Tensor]:
@@ -162,12 +163,17 @@ class Simulation(CheckpointMixin):
         rows[torch.as_tensor(ids)] = torch.arange(len(ids))
         self._rows = rows.to(self.device)
         keep = torch.as_tensor(ids)
-        return data.x_train[keep].to(self.device, dtype), data.y_train[keep].to(self.device)
+        return keep_or_move(data.x_train[keep], self.device, dtype), data.y_train[keep].to(self.device)
 
     def _samples(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         """The training samples with ids ``ids`` (a 1-D integer tensor on the device)."""
         rows = ids if self._rows is None else self._rows.index_select(0, ids)
-        return self.x_train.index_select(0, rows), self.y_train.index_select(0, rows)  # = x[rows], faster
+        x = self.x_train.index_select(0, rows.to(self.x_train.device))  # = x[rows], faster
+        return self._decode(x), self.y_train.index_select(0, rows)
+
+    def _decode(self, x: Tensor) -> Tensor:
+        """Stored uint8 pixels standardised on the device (:mod:`bnfl.data.stored`); other data as it is."""
+        return decode(x, self.data.stored_norm, self.device, self.model_dtype)
 
     def _client_data(self, c: int) -> tuple[Tensor, Tensor]:
         return self._samples(torch.as_tensor(self.client_indices[c], device=self.device))
@@ -441,7 +447,7 @@ class Simulation(CheckpointMixin):
 
     # -- evaluation ------------------------------------------------------------------------------
     def _accuracy(self, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
-        return accuracy(model, x, y)
+        return accuracy(model, x, y, prepare=self._decode)
 
     def evaluate(self) -> dict[str, Any]:
         """Test accuracy/loss of the global model; for personalised algorithms also each client's
@@ -468,7 +474,7 @@ class Simulation(CheckpointMixin):
             per = self._accuracy(m, self.x_test, self.y_test)[0]
             if self.data.client_test is not None:
                 idx = torch.as_tensor(self.data.client_test[c], device=self.device)
-                own = self._accuracy(m, self.x_test[idx], self.y_test[idx])[0]
+                own = self._accuracy(m, self.x_test[idx.to(self.x_test.device)], self.y_test[idx])[0]
             else:
                 own = self._accuracy(m, *self._client_data(c))[0]
             out.append((per, own))

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments.augmentation import declare
 from bnfl.experiments.core import Context, deep_merge
 from bnfl.experiments.curves import merge_specs
 from bnfl.experiments.papers.hbn import numbers as N
@@ -113,9 +114,11 @@ Q_TINY: dict[str, Any] = {
 
 def _paper_base(name: str, data: str, phi: float) -> dict[str, Any]:
     s = N.SETTINGS[name]
+    # the authors' dataLoader.py: CIFAR-10/100 with random crop (4 px padding) + flip, Tiny-ImageNet without
+    augment = {"augment": "cifar"} if data.startswith("cifar") else {}
     return {"data": {"name": data}, "model": {"name": s["model"]},
             "partition": {"kind": "dirichlet", "phi": phi, "num_clients": s["K"]}, "rounds": s["T"],
-            "train": {**_TRAIN, "batch_size": s["B"], "lr": 0.01, "participation": s["C"], "eval_every": 10}}
+            "train": {**_TRAIN, "batch_size": s["B"], "lr": 0.01, "participation": s["C"], "eval_every": 10, **augment}}
 
 
 #: The paper's three settings (Sec. 4.1, App. B).
@@ -251,4 +254,4 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
     sm["deviations"] = [SMOKE_NOTE]
     paper = dict(paper)
     paper.setdefault("deviations", [DECAY_NOTE])
-    return {"smoke": sm, "quick": dict(quick), "paper": paper}
+    return {"smoke": sm, "quick": declare(quick, paper), "paper": paper}
