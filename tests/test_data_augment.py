@@ -137,3 +137,17 @@ def test_bad_augmentation_settings_are_clear_errors():
     seg.update(data={"name": "digit_segmentation"}, model={"name": "q_fcn"}, partition={"kind": "by_domain"})
     with pytest.raises(ValueError, match="segmentation masks"):
         fl.build(seg)
+
+
+def test_resumed_augmented_run_equals_the_uninterrupted_one(tmp_path):
+    """The crops and flips follow the checkpointed batch cursors, so a resumed run continues exactly."""
+    spec = copy.deepcopy(SPEC)
+    spec["train"]["dtype"] = "float32"
+    spec["rounds"] = 3
+    whole = _run(spec)
+    first = fl.build({**spec, "out": str(tmp_path)})
+    first.run(stop_after=1)
+    resumed = fl.build({**spec, "out": str(tmp_path)})
+    resumed.run(resume=True)
+    assert resumed.history.without_time() == whole.history.without_time()
+    assert all(torch.equal(v, whole.global_state[k]) for k, v in resumed.global_state.items())

@@ -14,7 +14,7 @@ from PIL import Image
 
 from bnfl import fl
 from bnfl.data import Split, imagenet, load, prepare_imagenet
-from bnfl.data.imagenet_store import val_labels
+from bnfl.data.imagenet_store import imagenet_layout, val_labels
 from bnfl.data.stored import decode
 
 WNIDS = ["n01440764", "n01443537", "n01484850"]
@@ -44,7 +44,9 @@ def test_flat_val_with_loc_val_solution_csv(tmp_path):
     names = _flat_val(tmp_path)
     rows = ["ImageId,PredictionString"] + [f"{n},{WNIDS[k % 3]} 1 2 3 4" for k, n in reversed(list(enumerate(names)))]
     (tmp_path / "LOC_val_solution.csv").write_text("\n".join(rows) + "\n")
+    assert imagenet_layout(tmp_path, size=8) == {"classes": 3, "val": "flat + LOC_val_solution.csv", "store": None}
     s = imagenet(tmp_path, size=8)
+    assert imagenet_layout(tmp_path, size=8)["store"] == tmp_path / "bnfl-store" / "8x8"
     assert s.x_train.dtype == torch.uint8 and s.x_train.shape == (9, 3, 8, 8) and s.x_test.shape == (6, 3, 8, 8)
     assert s.meta["stored"] == "uint8" and s.classes == tuple(WNIDS)
     assert s.y_test.tolist() == [0, 1, 2, 0, 1, 2]
@@ -71,6 +73,7 @@ def test_flat_val_with_the_devkit_ground_truth(tmp_path):
     savemat(data / "meta.mat", {"synsets": synsets})
     (data / "ILSVRC2012_validation_ground_truth.txt").write_text(
         "\n".join(str(ids[WNIDS[k % 3]]) for k in range(6)) + "\n")
+    assert imagenet_layout(tmp_path)["val"] == "flat + devkit"
     labels = val_labels(tmp_path)
     assert labels["ILSVRC2012_val_00000002.JPEG"] == WNIDS[1]
     s = imagenet(tmp_path, size=(6, 10), cache=tmp_path / "elsewhere")
@@ -83,6 +86,8 @@ def test_missing_labels_and_layouts_are_named(tmp_path):
     _flat_val(tmp_path)
     with pytest.raises(FileNotFoundError, match="LOC_val_solution.csv"):
         imagenet(tmp_path, size=8)
+    with pytest.raises(FileNotFoundError, match="LOC_val_solution.csv"):
+        imagenet_layout(tmp_path)
     with pytest.raises(FileNotFoundError, match="train/<wnid>"):
         imagenet(tmp_path / "nothing")
 

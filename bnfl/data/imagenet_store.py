@@ -43,7 +43,7 @@ import torch
 from bnfl.data.datasets import Split
 from bnfl.data.loaders import IMAGE_SUFFIXES, _missing, _size
 
-__all__ = ["IMAGENET_LAYOUT", "imagenet", "prepare_imagenet", "val_labels"]
+__all__ = ["IMAGENET_LAYOUT", "imagenet", "imagenet_layout", "prepare_imagenet", "val_labels"]
 
 IMAGENET_LAYOUT = ("  <root>/train/<wnid>/*.JPEG\n"
                    "  <root>/val/<wnid>/*.JPEG (class folders), or <root>/val/*.JPEG (flat, as distributed) with\n"
@@ -133,6 +133,40 @@ def _val_items(root: Path, index: dict[str, int]) -> list[tuple[Path, int]]:
             raise ValueError(f"ImageNet: {p.name} has class {w!r}, which has no train folder")
         items.append((p, index[w]))
     return items
+
+
+def imagenet_layout(root: str | Path, *, size: int | tuple[int, int] = 224, max_per_class: int | None = None,
+                    cache: str | Path | None = None) -> dict[str, object]:
+    """What :func:`imagenet` would read under ``root``, without decoding anything (for a dry run).
+
+    Returns ``{"classes": n, "val": "class folders" | "flat + LOC_val_solution.csv" | "flat + devkit",
+    "store": path or None}`` (``store``: the finished memory maps, when a previous call made them).
+
+    Raises
+    ------
+    FileNotFoundError
+        A missing ``train/`` or ``val/`` folder or labels file, naming the expected layout.
+    """
+    root = Path(root)
+    for part in ("train", "val"):
+        if not (root / part).is_dir():
+            raise _missing("ImageNet", root / part, IMAGENET_LAYOUT)
+    classes = [p for p in (root / "train").iterdir() if p.is_dir()]
+    if not classes:
+        raise _missing("ImageNet", root / "train" / "<wnid>", IMAGENET_LAYOUT)
+    if any(p.is_dir() for p in (root / "val").iterdir()):
+        val = "class folders"
+    elif any((d / "LOC_val_solution.csv").is_file() for d in (root, root / "val")):
+        val = "flat + LOC_val_solution.csv"
+    elif _devkit_files(root) is not None:
+        val = "flat + devkit"
+    else:
+        raise _missing("ImageNet (labels of the flat val folder)", root / "LOC_val_solution.csv", IMAGENET_LAYOUT)
+    hw = _size(size)
+    tag = f"{hw[0]}x{hw[1]}" + (f"-max{max_per_class}" if max_per_class is not None else "")
+    store = (Path(cache) if cache is not None else root / "bnfl-store") / tag
+    done = (store / "meta.json").is_file() and json.loads((store / "meta.json").read_text()).get("complete")
+    return {"classes": len(classes), "val": val, "store": store if done else None}
 
 
 def _train_items(root: Path, classes: list[str], cap: int | None) -> Iterator[tuple[Path, int]]:

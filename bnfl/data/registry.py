@@ -76,7 +76,8 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
             summary="DomainNet: <domain>/<class>/*.jpg (FedBN's DomainNet/ with its split files too)",
             aliases=("DomainNet",)),
     Dataset("image_domains", "image_domains", True, summary="any <domain>/<class>/<image> folder"),
-    Dataset("imagenet", "imagenet", True, "imagenet", summary="ImageNet-1K train/val class folders"),
+    Dataset("imagenet", "imagenet", True, "imagenet", summary="ImageNet-1K: train/<wnid>/, val/<wnid>/ or flat val/ + labels file; "
+            "decoded once to uint8 memory maps (bnfl.data.imagenet_store)"),
     Dataset("cityscapes", "cityscapes", True, "cityscapes", summary="Cityscapes leftImg8bit/gtFine, cities as domains"),
     Dataset("digit5", "digit5", True, "digit5", summary="FedBN digits: SVHN, USPS, SynthDigits, MNIST-M, MNIST partitions"),
     Dataset("abide", "abide", True, "abide", summary="ABIDE I connectomes: <site>.npz (NYU, USM, UM, UCLA)"),
