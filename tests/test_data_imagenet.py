@@ -76,7 +76,7 @@ def test_flat_val_with_the_devkit_ground_truth(tmp_path):
     assert imagenet_layout(tmp_path)["val"] == "flat + devkit"
     labels = val_labels(tmp_path)
     assert labels["ILSVRC2012_val_00000002.JPEG"] == WNIDS[1]
-    s = imagenet(tmp_path, size=(6, 10), cache=tmp_path / "elsewhere")
+    s = imagenet(tmp_path, size=(6, 10), cache=tmp_path / "elsewhere", workers=2)  # decoded in 2 processes
     assert s.y_test.tolist() == [0, 1, 2, 0, 1, 2] and s.x_test.shape == (6, 3, 6, 10)
     assert (tmp_path / "elsewhere" / "6x10" / "meta.json").is_file()
 
@@ -92,7 +92,10 @@ def test_missing_labels_and_layouts_are_named(tmp_path):
         imagenet(tmp_path / "nothing")
 
 
-def _peak_bytes(root, per_class):
+def _peak_bytes(root, per_class, monkeypatch):
+    from bnfl.data import imagenet_store
+
+    monkeypatch.setattr(imagenet_store, "_FLUSH", 8)  # blocks of 8 decoded images (512 on real data)
     _train(root, per_class=per_class, hw=(64, 64))
     for w in WNIDS:
         _write(root / "val" / w / "v.JPEG", (1, 2, 3), (64, 64))
@@ -105,11 +108,11 @@ def _peak_bytes(root, per_class):
     return peak
 
 
-def test_preparing_the_store_takes_memory_independent_of_the_number_of_images(tmp_path):
+def test_preparing_the_store_takes_memory_independent_of_the_number_of_images(tmp_path, monkeypatch):
     """One 48x48 image is 6.9 kB; 4x the images (36 -> 144) would add 750 kB if they were held.
     What grows is one path while a class folder is listed and one label per image (< 100 bytes each)."""
-    small = _peak_bytes(tmp_path / "small", 12)
-    large = _peak_bytes(tmp_path / "large", 48)
+    small = _peak_bytes(tmp_path / "small", 12, monkeypatch)
+    large = _peak_bytes(tmp_path / "large", 48, monkeypatch)
     assert large - small < 60_000, (small, large)
     assert small < 2_000_000
 

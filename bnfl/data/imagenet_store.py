@@ -36,6 +36,7 @@ import csv
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,7 +50,7 @@ IMAGENET_LAYOUT = ("  <root>/train/<wnid>/*.JPEG\n"
                    "  <root>/val/<wnid>/*.JPEG (class folders), or <root>/val/*.JPEG (flat, as distributed) with\n"
                    "  <root>/LOC_val_solution.csv or\n"
                    "  <root>/ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt + meta.mat")
-_FLUSH = 512  # images between flushes of the memory maps
+_FLUSH = 512  # images decoded at a time (a block), then flushed to the memory maps
 
 
 def _files(folder: Path) -> list[Path]:
@@ -176,7 +177,7 @@ def _train_items(root: Path, classes: list[str], cap: int | None) -> Iterator[tu
 
 
 def prepare_imagenet(root: str | Path, *, size: int | tuple[int, int] = 224, max_per_class: int | None = None,
-                     cache: str | Path | None = None) -> Path:
+                     cache: str | Path | None = None, workers: int = 0) -> Path:
     """Decode ImageNet once into uint8 memory maps; return their folder (reused when complete).
 
     Parameters
@@ -188,11 +189,13 @@ def prepare_imagenet(root: str | Path, *, size: int | tuple[int, int] = 224, max
         At most this many training images per class (sorted file order); validation is kept whole.
     cache : path, optional
         Where the store goes; default ``<root>/bnfl-store``. It takes ``N * 3 * H * W`` bytes.
+    workers : int, default 0
+        Processes that decode in parallel (0: this process). The whole of ImageNet at 224 px takes
+        a few hours in one process.
 
-    Memory: one decoded image, the per-class file list and one label per image, whatever ``N``.
+    Memory: a block of 512 decoded images, the per-class file list and one label per image,
+    whatever ``N``.
     """
-    from tqdm.auto import tqdm
-
     root = Path(root)
     for part in ("train", "val"):
         if not (root / part).is_dir():
@@ -214,35 +217,74 @@ def prepare_imagenet(root: str | Path, *, size: int | tuple[int, int] = 224, max
     n_train = int(sum(counts))
     if n_train == 0 or not val_items:
         raise _missing("ImageNet", root / "train/<wnid>/*.JPEG", IMAGENET_LAYOUT)
+    pool = None
+    if workers > 0:
+        import multiprocessing
+
+        pool = multiprocessing.get_context("spawn").Pool(workers)
+    try:
+        _write_parts(root, out, classes, max_per_class, val_items, n_train, hw, tag, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+    return out
+
+
+def _write_parts(root: Path, out: Path, classes: list[str], max_per_class: int | None, val_items: list,
+                 n_train: int, hw: tuple[int, int], tag: str, pool: Any) -> None:
+    from tqdm.auto import tqdm
+
     sums, sq = np.zeros(3), np.zeros(3)  # per channel, pixels in [0, 1] (float64)
     val_short = round(max(hw) * 256 / 224)  # the evaluation resize before the centre crop
     for part, n, items, short in (("train", n_train, _train_items(root, classes, max_per_class), max(hw)),
                                   ("val", len(val_items), iter(val_items), val_short)):
         x = np.lib.format.open_memmap(out / f"{part}_x.npy", mode="w+", dtype=np.uint8, shape=(n, 3, *hw))
         y = np.empty(n, dtype=np.int64)
-        for j, (path, label) in enumerate(tqdm(items, total=n, desc=f"ImageNet {part} -> {tag}", leave=False)):
-            img = _load(path, hw, short)
-            x[j] = img
-            y[j] = label
-            if part == "train":
-                px = img.reshape(3, -1).astype(np.float64) / 255.0  # (3, H*W)
-                sums += px.sum(1)
-                sq += (px * px).sum(1)
-            if (j + 1) % _FLUSH == 0:
-                x.flush()
+        bar = tqdm(total=n, desc=f"ImageNet {part} -> {tag}", leave=False)
+        j = 0
+        for block in _blocks(items, _FLUSH):  # at most _FLUSH decoded images at a time
+            args = [(path, hw, short) for path, _ in block]
+            imgs = pool.map(_load_args, args) if pool is not None else [_load_args(a) for a in args]
+            for img, (_, label) in zip(imgs, block, strict=True):
+                x[j] = img
+                y[j] = label
+                if part == "train":
+                    px = img.reshape(3, -1).astype(np.float64) / 255.0  # (3, H*W)
+                    sums += px.sum(1)
+                    sq += (px * px).sum(1)
+                j += 1
+            x.flush()
+            bar.update(len(block))
+        bar.close()
         x.flush()
         del x
         np.save(out / f"{part}_y.npy", y)
     count = n_train * hw[0] * hw[1]
     mean = sums / count
     std = np.sqrt(np.maximum(sq / count - mean**2, 0.0))
-    meta_path.write_text(json.dumps({"classes": classes, "size": list(hw), "n_train": n_train, "n_val": len(val_items),
-                                     "mean": mean.tolist(), "std": std.tolist(), "root": str(root), "complete": True}))
-    return out
+    meta = {"classes": classes, "size": list(hw), "n_train": n_train, "n_val": len(val_items), "mean": mean.tolist(),
+            "std": std.tolist(), "root": str(root), "complete": True}
+    (out / "meta.json").write_text(json.dumps(meta))  # last: a store without it is rebuilt
+
+
+def _blocks(items: Iterator[tuple[Path, int]], size: int) -> Iterator[list[tuple[Path, int]]]:
+    block: list[tuple[Path, int]] = []
+    for item in items:
+        block.append(item)
+        if len(block) == size:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def _load_args(args: tuple[Path, tuple[int, int], int]) -> np.ndarray:
+    return _load(*args)
 
 
 def imagenet(root: str | Path, *, size: int | tuple[int, int] = 224, max_per_class: int | None = None,
-             standardize: bool = True, cache: str | Path | None = None) -> Split:
+             standardize: bool = True, cache: str | Path | None = None, workers: int = 0) -> Split:
     """ImageNet-1K as stored uint8 pixels backed by memory maps (:func:`prepare_imagenet` on first use).
 
     Parameters
@@ -259,6 +301,8 @@ def imagenet(root: str | Path, *, size: int | tuple[int, int] = 224, max_per_cla
         engine standardises each batch with them); False: 0 and 1 (pixels scaled to [0, 1]).
     cache : path, optional
         Folder of the store (default ``<root>/bnfl-store``).
+    workers : int, default 0
+        Decoding processes of the first call (:func:`prepare_imagenet`).
 
     Returns
     -------
@@ -266,7 +310,7 @@ def imagenet(root: str | Path, *, size: int | tuple[int, int] = 224, max_per_cla
         ``x_train`` (N, 3, H, W) and ``x_test`` (M, 3, H, W) uint8 tensors on memory maps
         (``meta["stored"] = "uint8"``); the labels in memory.
     """
-    store = prepare_imagenet(root, size=size, max_per_class=max_per_class, cache=cache)
+    store = prepare_imagenet(root, size=size, max_per_class=max_per_class, cache=cache, workers=workers)
     meta = json.loads((store / "meta.json").read_text())
     arrays = {}
     for part in ("train", "val"):
