@@ -235,8 +235,8 @@ class FederatedData:
         """From a :class:`bnfl.data.Split` and a partition."""
         from bnfl.data.augment import black_value
 
-        pad = black_value(split.meta, int(split.x_train.shape[1])) if split.x_train.dim() == 4 else None
-        meta = split.meta
+        meta = getattr(split, "meta", None) or {}  # a Split, or any object with its four tensors
+        pad = black_value(meta, int(split.x_train.shape[1])) if split.x_train.dim() == 4 else None
         norm = (torch.as_tensor(meta["mean"]).reshape(-1), torch.as_tensor(meta["std"]).reshape(-1)) \
             if meta.get("stored") == "uint8" else None
         return cls(split.x_train, split.y_train, split.x_test, split.y_test,
