@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from bnfl.data.folders import IGNORE_INDEX
 from bnfl.fedtan import CoupledStep
 from bnfl.functional import ema
 from bnfl.stats import Moments
@@ -17,8 +18,6 @@ from bnfl.stats import Moments
 def _ignored(y: Tensor) -> int:
     """The label no loss or score counts: :data:`bnfl.data.IGNORE_INDEX` (Cityscapes' void, 255) for
     masks (N, H, W), PyTorch's default -100 (no real label) for one class per sample."""
-    from bnfl.data.folders import IGNORE_INDEX
-
     return IGNORE_INDEX if y.dim() > 1 else -100
 
 
