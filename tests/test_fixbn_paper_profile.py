@@ -115,10 +115,10 @@ def test_imagenet_folder_loader(data_root):
 def test_cityscapes_loader_maps_label_ids_and_makes_cities_domains(data_root):
     s = cityscapes(data_root / "cityscapes", size=(16, 32))
     assert s.domains == ("aachen", "bonn", "jena") and s.x_train.shape == (12, 3, 16, 32)
-    assert s.y_train.shape == (12, 16, 32) and s.num_classes == 20
-    assert set(s.y_train.unique().tolist()) <= {0, 1, 2, 13, 19}  # road, sidewalk, building, car, void
+    assert s.y_train.shape == (12, 16, 32) and s.num_classes == 19
+    assert set(s.y_train.unique().tolist()) <= {0, 1, 2, 13, 255}  # road, sidewalk, building, car, void
     assert s.domain_train.tolist() == [0] * 4 + [1] * 4 + [2] * 4 and s.domain_test is None
-    assert s.meta["ignore_class"] == 19 and s.meta["val_cities"] == ["lindau"]
+    assert s.meta["ignore_index"] == 255 and s.meta["val_cities"] == ["lindau"]
     with pytest.raises(FileNotFoundError, match="leftImg8bit"):
         cityscapes(data_root / "nothing")
 
@@ -134,7 +134,7 @@ def test_segmentation_scores_ignore_void_and_count_void_predictions_as_errors():
 
     y = torch.tensor([[[0, 0, 1, 2]]])
     pred = torch.tensor([[[0, 1, 1, 2]]])
-    s = segmentation_scores(Fixed(pred), torch.zeros(1, 1, 1, 4), y, 3, ignore_class=2)
+    s = segmentation_scores(Fixed(pred), torch.zeros(1, 1, 1, 4), y, 3, ignore_index=2)
     assert s["pixel_acc"] == pytest.approx(100 * 2 / 3)
     assert s["miou"] == pytest.approx(100 * (0.5 + 0.5) / 2)  # class 0: 1/2, class 1: 1/2; void not a class
 

@@ -6,7 +6,9 @@
   :func:`digit_segmentation` (Q-SEG), :func:`gaussian_mixture` (Q-GAUSS), :func:`abide_sites`
   (Q-ABIDE), :func:`fedbn_synthetic` (FedBN App. F).
 - :mod:`~bnfl.data.loaders`: CIFAR-10/100, MNIST, Tiny-ImageNet, domain image folders from a
-  local root.
+  local root; :mod:`~bnfl.data.imagenet_store`: ImageNet-1K on uint8 memory maps
+  (:mod:`~bnfl.data.stored`); :mod:`~bnfl.data.folders`: Cityscapes.
+- :mod:`~bnfl.data.augment`: training-time crop and flip of whole batches.
 - :mod:`~bnfl.data.partition`: iid, k classes per client (FedTAN Supplement D), shards,
   Dirichlet(phi), by domain, unequal sizes, participation per round.
 - :func:`describe` / :func:`plot_partition`: what a partition looks like.
@@ -27,7 +29,8 @@ from bnfl.data.domains import (
     unseen_domain_test,
 )
 from bnfl.data.fedbn_data import abide, digit5, morpho_mnist
-from bnfl.data.folders import CITYSCAPES_CLASSES, cityscapes, imagenet
+from bnfl.data.folders import CITYSCAPES_CLASSES, IGNORE_INDEX, cityscapes
+from bnfl.data.imagenet_store import imagenet, prepare_imagenet
 from bnfl.data.loaders import cifar10, cifar100, image_domains, mnist, tiny_imagenet
 from bnfl.data.partition import fedtan_class_table
 from bnfl.data.registry import DATASETS, Dataset, load, register
@@ -42,6 +45,8 @@ __all__ = [
     "CITYSCAPES_CLASSES",
     "cityscapes",
     "imagenet",
+    "prepare_imagenet",
+    "IGNORE_INDEX",
     "DATASETS",
     "register",
     "DOMAINS",

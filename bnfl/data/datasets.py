@@ -30,6 +30,8 @@ class Split:
     Attributes
     ----------
     x_train : Tensor of shape (N, ...), float32
+        (or uint8 pixels (N, C, H, W) standardised per batch where ``meta["stored"] == "uint8"``:
+        :mod:`bnfl.data.stored`, :func:`bnfl.data.imagenet`)
     y_train : Tensor of shape (N,) or (N, H, W) for segmentation masks, int64
     x_test : Tensor of shape (M, ...), float32
     y_test : Tensor of shape (M,) or (M, H, W), int64
@@ -66,8 +68,9 @@ class Split:
                     f"x_{part} has {x.shape[0]} samples but y_{part} has {y.shape[0]}; "
                     "they must match"
                 )
-            if x.dtype != torch.float32:
-                raise TypeError(f"x_{part} must be float32, got {x.dtype}")
+            if x.dtype != torch.float32 and not (x.dtype == torch.uint8 and self.meta.get("stored") == "uint8"):
+                raise TypeError(f"x_{part} must be float32 (or uint8 pixels with meta['stored'] = 'uint8': "
+                                f"bnfl.data.stored), got {x.dtype}")
             if y.dtype != torch.int64:
                 raise TypeError(f"y_{part} must be int64, got {y.dtype}")
             d = getattr(self, f"domain_{part}")

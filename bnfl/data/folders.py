@@ -1,8 +1,9 @@
-"""Local-folder loaders for FixBN's paper profile: ImageNet-1K (Table 2) and Cityscapes (Table 3).
+"""Local-folder loader for FixBN's Cityscapes (Table 3); ImageNet-1K (Table 2) is in
+:mod:`bnfl.data.imagenet_store` (memory maps, memory bounded independently of its size).
 
-Both read the data sets' standard distribution layouts; bnfl never downloads data. Images are
-decoded once, resized and held in memory as a :class:`~bnfl.data.Split` (so the whole set must
-fit in memory at the chosen ``size``: 1.28M ImageNet images at 32x32 are 15.7 GB in float32).
+Cityscapes is read in its standard distribution layout; bnfl never downloads data. Images are
+decoded once, resized and held in memory as a :class:`~bnfl.data.Split` (2975 training images at
+the default 64x128 are 0.3 GB in float32; at the native 1024x2048, 75 GB).
 """
 
 from __future__ import annotations
@@ -13,59 +14,18 @@ from pathlib import Path
 import numpy as np
 
 from bnfl.data.datasets import Split
-from bnfl.data.loaders import _finish, _image_files, _load_image, _missing, _size
+from bnfl.data.loaders import _finish, _load_image, _missing, _size
 
-__all__ = ["CITYSCAPES_CLASSES", "cityscapes", "imagenet"]
+__all__ = ["CITYSCAPES_CLASSES", "IGNORE_INDEX", "cityscapes"]
 
-_IMAGENET_LAYOUT = "  <root>/train/<wnid>/*.JPEG\n  <root>/val/<wnid>/*.JPEG   (class folders, as for torchvision ImageFolder)"
-
-
-def imagenet(root: str | Path, *, size: int | tuple[int, int] = 64, max_per_class: int | None = None,
-             standardize: bool = True) -> Split:
-    """ImageNet-1K (or any ``train/<class>`` + ``val/<class>`` image-folder data set).
-
-    Parameters
-    ----------
-    root : path
-        Folder with ``train/`` and ``val/``, each holding one sub-folder per class (the class
-        folders of ``val`` must be a subset of those of ``train``).
-    size : int or (height, width), default 64
-        Every image is converted to RGB and resized (bilinear).
-    max_per_class : int, optional
-        Keep at most this many training images per class (sorted file order).
-    standardize : bool, default True
-        Per-channel standardisation with the training statistics.
-    """
-    root = Path(root)
-    for part in ("train", "val"):
-        if not (root / part).is_dir():
-            raise _missing("ImageNet", root / part, _IMAGENET_LAYOUT)
-    classes = sorted(p.name for p in (root / "train").iterdir() if p.is_dir())
-    if not classes:
-        raise _missing("ImageNet", root / "train" / "<wnid>", _IMAGENET_LAYOUT)
-    index = {c: i for i, c in enumerate(classes)}
-    extra = sorted(p.name for p in (root / "val").iterdir() if p.is_dir() and p.name not in index)
-    if extra:
-        raise ValueError(f"ImageNet: val classes {extra[:5]} have no train folder under {root / 'train'}")
-    hw = _size(size)
-    arrays = {}
-    for part, cap in (("train", max_per_class), ("val", None)):
-        xs, ys = [], []
-        for c in sorted(p.name for p in (root / part).iterdir() if p.is_dir()):
-            files = _image_files(root / part / c)[:cap]
-            xs += [_load_image(f, hw) for f in files]
-            ys += [index[c]] * len(files)
-        if not xs:
-            raise _missing("ImageNet", root / part / "<wnid>/*.JPEG", _IMAGENET_LAYOUT)
-        arrays[part] = (np.stack(xs), np.array(ys))
-    return _finish(*arrays["train"], *arrays["val"], classes=classes, name="ImageNet", standardize=standardize,
-                   meta={"root": str(root), "size": hw})
-
-
-#: The 19 Cityscapes evaluation classes (trainId order) and "void" (every other label id).
+#: The label of pixels no loss or score counts (Cityscapes' trainId convention for "void": every
+#: label id outside the 19 evaluation classes). Only masks (labels of shape (N, H, W)) use it; class
+#: labels have no ignored value (ImageNet's class 255 is a class).
+IGNORE_INDEX = 255
+#: The 19 Cityscapes evaluation classes, in trainId order.
 CITYSCAPES_CLASSES: tuple[str, ...] = (
     "road", "sidewalk", "building", "wall", "fence", "pole", "traffic light", "traffic sign", "vegetation",
-    "terrain", "sky", "person", "rider", "car", "truck", "bus", "train", "motorcycle", "bicycle", "void",
+    "terrain", "sky", "person", "rider", "car", "truck", "bus", "train", "motorcycle", "bicycle",
 )
 #: gtFine labelIds of the 19 evaluation classes, in trainId order (Cordts et al. 2016).
 _EVAL_IDS = (7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 31, 32, 33)
@@ -74,7 +34,7 @@ _CITY_LAYOUT = ("  <root>/leftImg8bit/{train,val}/<city>/<city>_<seq>_<frame>_le
 
 
 def _label_lut() -> np.ndarray:
-    lut = np.full(256, len(_EVAL_IDS), dtype=np.int64)  # void
+    lut = np.full(256, IGNORE_INDEX, dtype=np.int64)  # void
     for train_id, label_id in enumerate(_EVAL_IDS):
         lut[label_id] = train_id
     return lut
@@ -93,16 +53,18 @@ def cityscapes(root: str | Path, *, size: int | tuple[int, int] = (64, 128), cit
                max_per_city: int | None = None, standardize: bool = True) -> Split:
     """Cityscapes fine annotations: each training city is a domain (FixBN Table 3: a client).
 
-    Labels are the 19 evaluation classes (trainIds 0-18) and a 20th class "void" (index 19) for every
-    other label id; ``meta["ignore_class"] = 19`` tells metrics to skip void pixels. The test set is
-    the ``val`` split (other cities: no per-client test sets).
+    Labels are the 19 evaluation classes (trainIds 0-18); every other label id is "void",
+    :data:`IGNORE_INDEX` (255, Cityscapes' trainId convention), which the loss
+    (``ignore_index``), pixel accuracy and mean IoU leave out (``meta["ignore_index"]``). The test
+    set is the ``val`` split (other cities: no per-client test sets).
 
     Parameters
     ----------
     root : path
         Folder with ``leftImg8bit/`` and ``gtFine/``.
     size : int or (height, width), default (64, 128)
-        Images are resized bilinearly, masks by nearest neighbour.
+        Images are resized bilinearly, masks by nearest neighbour. The native resolution is
+        (1024, 2048); FixBN does not state its training resolution (its appendix is missing).
     cities : sequence of str, optional
         Training cities (domains), in this order; default every city folder, sorted.
     max_per_city : int, optional
@@ -141,4 +103,4 @@ def cityscapes(root: str | Path, *, size: int | tuple[int, int] = (64, 128), cit
     xte, yte, _ = read("val", val_cities, None)
     return _finish(xtr, ytr, xte, yte, classes=CITYSCAPES_CLASSES, name="Cityscapes", standardize=standardize,
                    domain_train=dtr, domains=train_cities,
-                   meta={"root": str(root), "size": hw, "ignore_class": len(_EVAL_IDS), "val_cities": val_cities})
+                   meta={"root": str(root), "size": hw, "ignore_index": IGNORE_INDEX, "val_cities": val_cities})

@@ -11,8 +11,14 @@ loader              expected layout under ``root``
 ``tiny_imagenet``   ``tiny-imagenet-200/train/<wnid>/images/*.JPEG``,
                     ``tiny-imagenet-200/val/images/*.JPEG`` + ``val/val_annotations.txt``
 ``image_domains``   ``root/<domain>/<class>/*.jpg|jpeg|png|bmp`` (Office-Caltech10,
-                    DomainNet top-10, the FedBN digits folders, ...)
+                    DomainNet, the FedBN digits folders, ...); with FedBN's split files
+                    ``root/<domain>_train.pkl``, ``_test.pkl`` their split
+                    (:mod:`bnfl.data.fedbn_folders`: ``office_caltech_10/``, ``DomainNet/``)
 =================== ====================================================================
+
+ImageNet-1K (uint8 memory maps, class-folder or flat validation) is
+:mod:`bnfl.data.imagenet_store`; Cityscapes (``leftImg8bit/`` + ``gtFine/``, void = 255) is
+:mod:`bnfl.data.folders`.
 
 Every loader returns a :class:`~bnfl.data.Split` of float32 images ``(N, C, H, W)`` scaled to
 [0, 1] and, with ``standardize=True`` (the default), standardised per channel with the
@@ -296,12 +302,16 @@ def image_domains(
     seed: int = 0,
     standardize: bool = True,
     name: str = "image-domains",
+    classes: Sequence[str] | None = None,
+    train_per_domain: int | None = None,
 ) -> Split:
     """Domain image folders ``root/<domain>/<class>/*.jpg|png`` (Office-Caltech10, DomainNet, ...).
 
     Classes are the sorted union of class folder names over the chosen domains. Each domain is
     split at random (``seed``) into train / test with ``test_fraction`` (at least one test
-    image per domain). Domain labels index into ``domains``.
+    image per domain); where FedBN's split files ``<root>/<domain>_train.pkl``, ``_test.pkl`` are
+    there, they give the split instead (:mod:`bnfl.data.fedbn_folders`). Domain labels index into
+    ``domains``. Only the images kept are decoded.
 
     Parameters
     ----------
@@ -314,6 +324,12 @@ def image_domains(
     seed : int, default 0
     standardize : bool, default True
     name : str, default "image-domains"
+    classes : sequence of str, optional
+        Class folders to use (e.g. FedBN's DomainNet top 10,
+        :data:`bnfl.data.fedbn_folders.DOMAINNET_TOP10`); default every class folder. Sorted.
+    train_per_domain : int, optional
+        Keep the first this many training images of each domain (FedBN: 62 for Office-Caltech10,
+        105 for DomainNet): in the split file's order, or of the seeded random split.
     """
     root = Path(root)
     layout = "  <root>/<domain>/<class>/*.jpg|jpeg|png|bmp"
@@ -327,23 +343,40 @@ def image_domains(
     for d in names:
         if not (root / d).is_dir():
             raise _missing(name, root / d, layout)
-    classes = sorted({c.name for d in names for c in (root / d).iterdir() if c.is_dir()})
+    found = sorted({c.name for d in names for c in (root / d).iterdir() if c.is_dir()})
+    if classes is not None:
+        absent = [c for c in classes if c not in found]
+        if absent:
+            raise _missing(name, root / names[0] / absent[0], layout)
+        found = sorted(classes)
+    classes = found
     if not classes:
         raise _missing(name, root / names[0] / "<class>", layout)
     hw = _size(size)
     out: dict[str, list] = {k: [] for k in ("xtr", "ytr", "dtr", "xte", "yte", "dte")}
     for j, d in enumerate(names):
-        items = [(p, ci) for ci, c in enumerate(classes) if (root / d / c).is_dir()
-                 for p in _image_files(root / d / c)]
-        if len(items) < 2:
-            raise ValueError(f"domain {d!r} has {len(items)} images under {root / d}; need >= 2")
-        perm = np.random.default_rng([int(seed), j]).permutation(len(items))
-        n_test = min(len(items) - 1, max(1, int(round(test_fraction * len(items)))))
-        for part, idx in (("te", perm[:n_test]), ("tr", perm[n_test:])):
-            out["x" + part] += [_load_image(items[i][0], hw) for i in idx]
-            out["y" + part] += [items[i][1] for i in idx]
-            out["d" + part] += [j] * len(idx)
+        from bnfl.data.fedbn_folders import fedbn_split
+
+        listed = fedbn_split(root, d, list(classes))
+        if listed is None:
+            items = [(p, ci) for ci, c in enumerate(classes) if (root / d / c).is_dir()
+                     for p in _image_files(root / d / c)]
+            if len(items) < 2:
+                raise ValueError(f"domain {d!r} has {len(items)} images under {root / d}; need >= 2")
+            perm = np.random.default_rng([int(seed), j]).permutation(len(items))
+            n_test = min(len(items) - 1, max(1, int(round(test_fraction * len(items)))))
+            listed = ([items[i] for i in perm[n_test:]], [items[i] for i in perm[:n_test]])
+        train, test = listed
+        if train_per_domain is not None:
+            if len(train) < int(train_per_domain):
+                raise ValueError(f"domain {d!r} has {len(train)} training images; train_per_domain = {train_per_domain}")
+            train = train[: int(train_per_domain)]
+        for part, chosen in (("te", test), ("tr", train)):
+            out["x" + part] += [_load_image(p, hw) for p, _ in chosen]
+            out["y" + part] += [c for _, c in chosen]
+            out["d" + part] += [j] * len(chosen)
     return _finish(np.stack(out["xtr"]), np.array(out["ytr"]), np.stack(out["xte"]),
                    np.array(out["yte"]), classes=classes, name=name, standardize=standardize,
                    domain_train=np.array(out["dtr"]), domain_test=np.array(out["dte"]),
-                   domains=names, meta={"root": str(root), "size": hw, "seed": seed})
+                   domains=names, meta={"root": str(root), "size": hw, "seed": seed,
+                                        "train_per_domain": train_per_domain})

@@ -3,7 +3,8 @@
 Embedded data sets are generated or shipped with bnfl and need no ``root``; local data sets
 are read from a folder in their standard format (see :mod:`bnfl.data.loaders`). ``root`` may
 be the data set's own folder or a common data root holding it under its usual sub-folder
-(``root/office_caltech10``, ``root/domainnet``, ...)::
+(``root/office_caltech10``, ``root/domainnet``, ...; FedBN's ``root/office_caltech_10`` and
+``root/DomainNet`` too)::
 
     >>> from bnfl import data
     >>> split = data.load("gaussian_mixture", num_classes=100, n_train=2000)
@@ -47,6 +48,8 @@ class Dataset:
     fixed : dict
         Options always passed (e.g. the display name of an image-folder data set).
     summary : str
+    aliases : tuple of str
+        Other usual sub-folder names, tried after ``subdir`` (FedBN's ``office_caltech_10``, ``DomainNet``).
     """
 
     name: str
@@ -55,6 +58,7 @@ class Dataset:
     subdir: str = ""
     fixed: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
+    aliases: tuple[str, ...] = ()
 
     def function(self) -> Callable[..., Any]:
         """The loader function."""
@@ -91,11 +95,14 @@ for _d in (
     Dataset("mnist", "mnist", True, summary="MNIST IDX files"),
     Dataset("tiny_imagenet", "tiny_imagenet", True, "tiny-imagenet-200", summary="Tiny-ImageNet-200"),
     Dataset("office_caltech10", "image_domains", True, "office_caltech10", {"name": "Office-Caltech10"},
-            summary="Office-Caltech10: <domain>/<class>/*.jpg"),
+            summary="Office-Caltech10: <domain>/<class>/*.jpg (FedBN's office_caltech_10/ with its split files too)",
+            aliases=("office_caltech_10",)),
     Dataset("domainnet", "image_domains", True, "domainnet", {"name": "DomainNet"},
-            summary="DomainNet: <domain>/<class>/*.jpg"),
+            summary="DomainNet: <domain>/<class>/*.jpg (FedBN's DomainNet/ with its split files too)",
+            aliases=("DomainNet",)),
     Dataset("image_domains", "image_domains", True, summary="any <domain>/<class>/<image> folder"),
-    Dataset("imagenet", "imagenet", True, "imagenet", summary="ImageNet-1K train/val class folders"),
+    Dataset("imagenet", "imagenet", True, "imagenet", summary="ImageNet-1K: train/<wnid>/, val/<wnid>/ or flat val/ + labels file; "
+            "decoded once to uint8 memory maps (bnfl.data.imagenet_store)"),
     Dataset("cityscapes", "cityscapes", True, "cityscapes", summary="Cityscapes leftImg8bit/gtFine, cities as domains"),
     Dataset("digit5", "digit5", True, "digit5", summary="FedBN digits: SVHN, USPS, SynthDigits, MNIST-M, MNIST partitions"),
     Dataset("abide", "abide", True, "abide", summary="ABIDE I connectomes: <site>.npz (NYU, USM, UM, UCLA)"),
@@ -167,8 +174,9 @@ def load(name: str, root: str | Path | None = None, **options: Any) -> Any:
                 f"data set {name} is read from a local folder: pass root=PATH (CLI: --data-root PATH, or "
                 f"set BNFL_DATA) pointing at it in its standard format (see bnfl.data.loaders)")
         folder = Path(root).expanduser()
-        if entry.subdir and (folder / entry.subdir).is_dir():
-            folder = folder / entry.subdir
+        sub = next((s for s in (entry.subdir, *entry.aliases) if s and (folder / s).is_dir()), None)
+        if sub is not None:
+            folder = folder / sub
         args = (folder,)
     try:
         split = entry.function()(*args, **{**entry.fixed, **options})

@@ -3,19 +3,26 @@ update from the coupled first step (:func:`ema_global_stats`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from bnfl.data.folders import IGNORE_INDEX
 from bnfl.fedtan import CoupledStep
 from bnfl.functional import ema
 from bnfl.stats import Moments
 
 
+def _ignored(y: Tensor) -> int:
+    """The label no loss or score counts: :data:`bnfl.data.IGNORE_INDEX` (Cityscapes' void, 255) for
+    masks (N, H, W), PyTorch's default -100 (no real label) for one class per sample."""
+    return IGNORE_INDEX if y.dim() > 1 else -100
+
+
 def _cross_entropy(out: Tensor, y: Tensor) -> Tensor:
-    return nn.functional.cross_entropy(out, y)
+    return nn.functional.cross_entropy(out, y, ignore_index=_ignored(y))
 
 
 @torch.no_grad()
@@ -61,21 +68,28 @@ def ema_global_stats(model: nn.Module, step: CoupledStep, *, union_count: Mappin
 @torch.no_grad()
 
 
-def accuracy(model: nn.Module, x: Tensor, y: Tensor, *, batch: int = 2048) -> tuple[float, float]:
+def accuracy(model: nn.Module, x: Tensor, y: Tensor, *, batch: int = 2048,
+             prepare: Callable[[Tensor], Tensor] | None = None) -> tuple[float, float]:
     """Top-1 accuracy and mean cross-entropy of ``model`` (put in eval mode) on ``(x, y)``,
     in chunks of ``batch`` samples; ``(nan, nan)`` for no samples. The one evaluation loop.
 
     Both are per label element: per sample for classification (``y`` of shape (N,)), per pixel
-    for segmentation (``y`` of shape (N, H, W): pixel accuracy and the mean pixel loss).
+    for segmentation (``y`` of shape (N, H, W): pixel accuracy and the mean pixel loss, over the
+    pixels not labelled :data:`bnfl.data.IGNORE_INDEX`). ``prepare`` maps each chunk of ``x``
+    before the model sees it (stored uint8 pixels: :func:`bnfl.data.stored.decode`).
     """
     model.eval()
     n = int(x.shape[0])
     if n == 0:
         return float("nan"), float("nan")
-    labels = int(y.numel())  # N for classification, N*H*W for segmentation
+    ignore = _ignored(y)
+    labels = int(y.numel()) if y.dim() == 1 else int((y != ignore).sum())  # N, or the counted pixels
+    if labels == 0:
+        return float("nan"), float("nan")
     correct, loss_sum = 0, 0.0
     for s in range(0, n, batch):
-        out = model(x[s : s + batch])
-        correct += int((out.argmax(1) == y[s : s + batch]).sum())
-        loss_sum += float(nn.functional.cross_entropy(out, y[s : s + batch], reduction="sum"))
+        xb = x[s : s + batch]
+        out = model(prepare(xb) if prepare is not None else xb)
+        correct += int((out.argmax(1) == y[s : s + batch]).sum())  # argmax is never the ignored label
+        loss_sum += float(nn.functional.cross_entropy(out, y[s : s + batch], reduction="sum", ignore_index=ignore))
     return correct / labels, loss_sum / labels

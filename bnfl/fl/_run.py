@@ -78,6 +78,12 @@ class TrainConfig:
         is the faster one and equals the sequential one up to rounding, not bitwise: ``"off"``
         gives the bitwise reference back. What ran and why is recorded in
         ``History.meta["batched"]["line"]``.
+    augment : {"none", "cifar", "flip"}, default "none"
+        Training-time augmentation of every training batch (:mod:`bnfl.data.augment`): none, the
+        CIFAR recipe of FedTAN's and HBN's code (random crop with 4 pixels of black padding and a
+        horizontal flip) or a flip only; on the device, seeded by the batch's place in its
+        client's stream, the same on every engine. Test data and statistics requests are never
+        augmented.
     """
 
     rounds: int = 10
@@ -98,6 +104,7 @@ class TrainConfig:
     checkpoint_dir: str | None = None
     progress: bool = True
     batched: str = "auto"
+    augment: str = "none"
 
     def __post_init__(self) -> None:
         def pos_int(name: str) -> None:
@@ -126,6 +133,10 @@ class TrainConfig:
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
         if self.batched not in ("off", "auto", "on"):
             raise ValueError(f"batched must be 'off', 'auto' or 'on', got {self.batched!r}")
+        from bnfl.data.augment import AUGMENTATIONS
+
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(f"augment must be one of {', '.join(map(repr, AUGMENTATIONS))}, got {self.augment!r}")
         if self.schedule is None:
             self.schedule = Schedule(lr=self.lr)
 
@@ -147,6 +158,12 @@ class FederatedData:
     client_test : list of 1-D int arrays, optional
         Each client's own test indices (FedBN's per-domain protocol); when absent, "own data"
         accuracy is measured on the client's training data.
+    pad_value : Tensor of shape (C,), optional
+        The stored value of a black pixel per channel, the padding of random crops
+        (:func:`bnfl.data.augment.black_value`; default 0).
+    stored_norm : (Tensor, Tensor), optional
+        Per-channel mean and std of stored uint8 pixels (``x_train``/``x_test`` uint8): each batch
+        is standardised with them on the device (:mod:`bnfl.data.stored`).
     """
 
     x_train: Tensor
@@ -155,6 +172,8 @@ class FederatedData:
     y_test: Tensor
     clients: list[np.ndarray]
     client_test: list[np.ndarray] | None = None
+    pad_value: Tensor | None = None
+    stored_norm: tuple[Tensor, Tensor] | None = None
 
     def __post_init__(self) -> None:
         if len(self.clients) == 0:
@@ -221,8 +240,14 @@ class FederatedData:
     @classmethod
     def from_split(cls, split: Any, clients: Sequence[Sequence[int]], client_test=None) -> FederatedData:
         """From a :class:`bnfl.data.Split` and a partition."""
+        from bnfl.data.augment import black_value
+
+        meta = getattr(split, "meta", None) or {}  # a Split, or any object with its four tensors
+        pad = black_value(meta, int(split.x_train.shape[1])) if split.x_train.dim() == 4 else None
+        norm = (torch.as_tensor(meta["mean"]).reshape(-1), torch.as_tensor(meta["std"]).reshape(-1)) \
+            if meta.get("stored") == "uint8" else None
         return cls(split.x_train, split.y_train, split.x_test, split.y_test,
-                   [np.asarray(c) for c in clients], client_test)
+                   [np.asarray(c) for c in clients], client_test, pad, norm)
 
 
 @dataclass

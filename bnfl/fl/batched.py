@@ -65,6 +65,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from bnfl.fedtan import CoupledStep
 from bnfl.fl._evaluate import _cross_entropy
 from bnfl.fl.algorithms import Algorithm
+from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.functional import ema
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
 from bnfl.nn.batched import BatchedNet, batching_obstacle
@@ -459,14 +460,19 @@ class BatchedClients:
     def _next_batches(self, rows: Sequence[_Row], n: int) -> tuple[Tensor, Tensor]:
         """Each client's next mini-batch (its own stream), concatenated: ``(len(rows)*n, ...)``;
         a smaller batch is padded to ``n`` rows with copies of its first sample (masked out).
-        Clients of simulations that share their training samples are gathered at once."""
+        Clients of simulations that share their training samples are gathered at once; with
+        ``config.augment`` every block gets the crops and flips the sequential engine gives it
+        (:func:`bnfl.fl.augment.augment_rows`)."""
         ids = [row.sim.next_batch_ids(row.client) for row in rows]
+        drawn = [BatchAugmenter.drawn(row.sim, row.client, len(i)) for row, i in zip(rows, ids, strict=True)]
         ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
         owners = [row.sim for row in rows]
         if all(o is owners[0] or _same_samples(o, owners[0]) for o in owners):
-            return owners[0]._samples(torch.cat(ids))
-        parts = [o._samples(i) for o, i in zip(owners, ids, strict=True)]
-        return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+            x, y = owners[0]._samples(torch.cat(ids))
+        else:
+            parts = [o._samples(i) for o, i in zip(owners, ids, strict=True)]
+            x, y = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+        return augment_rows(x, [o._augment for o in owners], drawn, n), y  # the sequential engine's crops and flips
 
     def _optimizer(self, net: BatchedNet, rows: Sequence[_Row], lr: float) -> StackedSGD:
         """One SGD over the stacked parameters; momentum buffers stacked from the clients' own

@@ -37,6 +37,7 @@ experiments (:mod:`bnfl.experiments.training`) use this one builder. Example ``r
     gamma = 0.1
     steps = []                      # [[after_round, rate], ...] (FedTAN-II)
     decay = 1.0                     # per-round factor (HBN's 0.998)
+    # augment = "cifar"             # random crop (4 px padding) + flip of every training batch
 
 Every unknown key, name or wrongly typed value is an error naming the field and the valid choices.
 """

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from bnfl.data.stored import decode, keep_or_move
 from bnfl.fedtan import CoupledStep
 from bnfl.fl._checkpoint import CheckpointMixin
 from bnfl.fl._evaluate import _cross_entropy, accuracy, ema_global_stats
@@ -75,12 +76,12 @@ class Simulation(CheckpointMixin):
         self.loss_fn = loss_fn
         self.channel = channel or Channel()
         self.device = torch.device(self.config.device)
-        dtype = getattr(torch, self.config.dtype)
+        self.model_dtype = dtype = getattr(torch, self.config.dtype)
         self.model = copy.deepcopy(model).to(device=self.device, dtype=dtype)
         #: the training samples this process holds; ``_rows`` maps a sample id to its row (None: all, in order)
         self._rows: Tensor | None = None
         self.x_train, self.y_train = self._training_data(data, dtype)
-        self.x_test = data.x_test.to(self.device, dtype)
+        self.x_test = keep_or_move(data.x_test, self.device, dtype)  # stored uint8 pixels stay on the host
         self.y_test = data.y_test.to(self.device)
         self.data = data
         if algorithm.centralized:
@@ -129,7 +130,11 @@ class Simulation(CheckpointMixin):
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
         self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []  # see Attributes
+        from bnfl.fl.augment import make_augmenter
         from bnfl.fl.engine_choice import choose
+
+        #: training-time augmentation of every drawn batch (:mod:`bnfl.fl.augment`), or None
+        self._augment = make_augmenter(self.config, data.pad_value, data.x_train.shape[1:], data.y_train.shape[1:])
 
         #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None; the
         #: choice and its reason in ``history.meta["batched"]`` (:mod:`bnfl.fl.engine_choice`)
@@ -150,7 +155,7 @@ class Simulation(CheckpointMixin):
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """The training samples this process keeps, on its device (a distributed backend keeps only
         its clients' samples and sets ``_rows``)."""
-        return data.x_train.to(self.device, dtype), data.y_train.to(self.device)
+        return keep_or_move(data.x_train, self.device, dtype), data.y_train.to(self.device)
 
     def _keep_clients_samples(self, data: FederatedData, clients: Sequence[int],
                               dtype: torch.dtype) -> tuple[Tensor, Tensor]:
@@ -162,12 +167,17 @@ class Simulation(CheckpointMixin):
         rows[torch.as_tensor(ids)] = torch.arange(len(ids))
         self._rows = rows.to(self.device)
         keep = torch.as_tensor(ids)
-        return data.x_train[keep].to(self.device, dtype), data.y_train[keep].to(self.device)
+        return keep_or_move(data.x_train[keep], self.device, dtype), data.y_train[keep].to(self.device)
 
     def _samples(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         """The training samples with ids ``ids`` (a 1-D integer tensor on the device)."""
         rows = ids if self._rows is None else self._rows.index_select(0, ids)
-        return self.x_train.index_select(0, rows), self.y_train.index_select(0, rows)  # = x[rows], faster
+        x = self.x_train.index_select(0, rows.to(self.x_train.device))  # = x[rows], faster
+        return self._decode(x), self.y_train.index_select(0, rows)
+
+    def _decode(self, x: Tensor) -> Tensor:
+        """Stored uint8 pixels standardised on the device (:mod:`bnfl.data.stored`); other data as it is."""
+        return decode(x, self.data.stored_norm, self.device, self.model_dtype)
 
     def _client_data(self, c: int) -> tuple[Tensor, Tensor]:
         return self._samples(torch.as_tensor(self.client_indices[c], device=self.device))
@@ -201,8 +211,11 @@ class Simulation(CheckpointMixin):
         return self._orders.batches(c, epoch, self.cursors)
 
     def next_batch(self, c: int) -> tuple[Tensor, Tensor]:
-        """Client ``c``'s next mini-batch of its endless, epoch-shuffled stream."""
-        return self._samples(self.next_batch_ids(c))
+        """Client ``c``'s next mini-batch of its endless, epoch-shuffled stream (augmented when
+        ``config.augment`` says so: :mod:`bnfl.fl.augment`)."""
+        ids = self.next_batch_ids(c)
+        x, y = self._samples(ids)
+        return (x, y) if self._augment is None else (self._augment.augment(x, self._augment.drawn(self, c, len(ids))), y)
 
     def next_batch_ids(self, c: int) -> Tensor:
         """The sample ids of client ``c``'s next mini-batch (:meth:`next_batch` without the samples)."""
@@ -434,7 +447,7 @@ class Simulation(CheckpointMixin):
 
     # -- evaluation ------------------------------------------------------------------------------
     def _accuracy(self, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
-        return accuracy(model, x, y)
+        return accuracy(model, x, y, prepare=self._decode)
 
     def evaluate(self) -> dict[str, Any]:
         """Test accuracy/loss of the global model; for personalised algorithms also each client's
@@ -461,7 +474,7 @@ class Simulation(CheckpointMixin):
             per = self._accuracy(m, self.x_test, self.y_test)[0]
             if self.data.client_test is not None:
                 idx = torch.as_tensor(self.data.client_test[c], device=self.device)
-                own = self._accuracy(m, self.x_test[idx], self.y_test[idx])[0]
+                own = self._accuracy(m, self.x_test[idx.to(self.x_test.device)], self.y_test[idx])[0]
             else:
                 own = self._accuracy(m, *self._client_data(c))[0]
             out.append((per, own))

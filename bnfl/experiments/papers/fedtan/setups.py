@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bnfl.data.fedbn_folders import DOMAINNET_TOP10
+from bnfl.experiments.augmentation import declare
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.curves import accuracy_row, merge_specs, noise
 from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERATIONS
@@ -76,11 +78,13 @@ Q_MLP1: dict[str, Any] = {"model": {"name": "q_mlp1"}, "rounds": 500, "train": {
 #: Smoke: seconds. Applied on top of the quick configuration.
 SMOKE: dict[str, Any] = {"rounds": 2, "train": {"local_steps": 2, "batch_size": 8, "eval_every": 1}}
 
-#: Paper profile: CIFAR-10, ResNet-20, B=128, E=5, lr 0.5 -> 0.05 after 6000, R=10,000 (Sec. 6.1).
+#: Paper profile: CIFAR-10, ResNet-20, B=128, E=5, lr 0.5 -> 0.05 after 6000, R=10,000 (Sec. 6.1), with
+#: the authors' augmentation (:mod:`bnfl.experiments.augmentation`).
 P_C10: dict[str, Any] = {
     "data": {"name": "cifar10"}, "model": {"name": "resnet20"}, "partition": {"num_clients": 5},
     "rounds": CIFAR_ITERATIONS,
-    "train": {"local_steps": 5, "batch_size": 128, "lr": 0.5, "milestones": [6000], "gamma": 0.1, "eval_every": 100},
+    "train": {"local_steps": 5, "batch_size": 128, "lr": 0.5, "milestones": [6000], "gamma": 0.1, "eval_every": 100,
+              "augment": "cifar"},  # random crop (4 px padding) + flip, as the authors' utils/datasets.py
 }
 #: ... with momentum 0.9 and wd 1e-4: a further drop to 0.005 after 8000.
 P_MOM: dict[str, Any] = {"train": {"momentum": 0.9, "weight_decay": 1e-4, "milestones": [6000, 8000]}}
@@ -97,7 +101,8 @@ SEEDS = {"smoke": 1, "quick": 3, "paper": 5}
 OFFICE = {"data": {"name": "office_caltech10", "domains": ["amazon", "caltech", "dslr", "webcam"], "size": 256},
           "model": {"name": "alexnet_bn"}, "partition": {"num_clients": 4}, "rounds": 1000,
           "train": {"batch_size": 32, "lr": 0.01, "local_steps": 5, "eval_every": 20}}
-DOMAINNET = {"data": {"name": "domainnet", "size": 256,
+#: Supplement F: "the top ten most common classes, following ... FedBN" (the FedBN release's list)
+DOMAINNET = {"data": {"name": "domainnet", "size": 256, "classes": list(DOMAINNET_TOP10),
                       "domains": ["clipart", "infograph", "painting", "quickdraw", "real", "sketch"]},
              "model": {"name": "alexnet_bn"}, "partition": {"num_clients": 6}, "rounds": 1000,
              "train": {"batch_size": 32, "lr": 0.01, "local_steps": 5, "eval_every": 20}}
@@ -124,7 +129,7 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
                         "not the paper's claims"]
     paper = dict(paper)
     paper.setdefault("deviations", [])
-    return {"smoke": sm, "quick": dict(quick), "paper": paper}
+    return {"smoke": sm, "quick": declare(quick, paper), "paper": paper}
 
 
 def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:

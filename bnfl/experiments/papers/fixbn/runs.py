@@ -24,26 +24,28 @@ __all__ = ["observed_run", "observed_runs", "segmentation_scores"]
 
 @torch.no_grad()
 def segmentation_scores(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, *,
-                        ignore_class: int | None = None, batch: int = 512) -> dict[str, float]:
+                        ignore_index: int | None = None, batch: int = 512) -> dict[str, float]:
     """Pixel accuracy and mean IoU (%) of ``model`` on masks ``y`` (N, H, W), in eval mode.
 
     IoU of class c is TP / (TP + FP + FN) over all test pixels; the mean is over classes present
     in the labels or the predictions (classes never seen are skipped). Pixels labelled
-    ``ignore_class`` (Cityscapes "void") are left out of both scores, and it is no class of the mean.
+    ``ignore_index`` (default :data:`bnfl.data.IGNORE_INDEX`, Cityscapes' "void" = 255) are left
+    out of both scores; it is no class of the mean.
     """
+    from bnfl.data import IGNORE_INDEX
+
+    ignore = IGNORE_INDEX if ignore_index is None else int(ignore_index)
     model.eval()
     conf = torch.zeros(num_classes, num_classes, dtype=torch.int64)
     for s in range(0, x.shape[0], batch):
         pred = model(x[s:s + batch]).argmax(1).flatten().cpu()  # (N, C, H, W) -> (N*H*W,)
         true = y[s:s + batch].flatten().cpu()
-        conf += torch.bincount(true * num_classes + pred, minlength=num_classes**2).view(num_classes, num_classes)
-    if ignore_class is not None:
-        conf[ignore_class, :] = 0  # void pixels do not count (a valid pixel predicted void is an error)
+        keep = true != ignore  # void pixels do not count
+        conf += torch.bincount(true[keep] * num_classes + pred[keep], minlength=num_classes**2).view(num_classes,
+                                                                                                     num_classes)
     tp = conf.diag().double()
     union = conf.sum(0).double() + conf.sum(1).double() - tp
     seen = union > 0
-    if ignore_class is not None:
-        seen[ignore_class] = False
     return {"pixel_acc": float(100 * tp.sum() / conf.sum()), "miou": float(100 * (tp[seen] / union[seen]).mean())}
 
 
@@ -76,7 +78,7 @@ def _run(spec: dict[str, Any], opts: Mapping[str, Any], *, device: str, data_roo
     model = sim.global_model()
     if opts.get("segmentation"):
         out.update(segmentation_scores(model, sim.x_test, sim.y_test, split.num_classes,
-                                       ignore_class=split.meta.get("ignore_class")))
+                                       ignore_index=split.meta.get("ignore_index")))
         out["test_acc"] = [out["pixel_acc"]]
     else:
         from bnfl.fl.engine import accuracy

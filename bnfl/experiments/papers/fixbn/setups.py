@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bnfl.experiments.augmentation import FIXBN_NOTE, declare, uses_augmentation
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.curves import accuracy_row, merge_specs, noise
 from bnfl.experiments.papers.fixbn.numbers import BATCH, LR, LR_FRACTIONS, MOMENTUM
@@ -114,7 +115,7 @@ Q_DIG_TRAIN = 1437  # Q-DIG training samples (80% of 1797)
 
 # -- paper-scale bases -------------------------------------------------------------------------------
 P_C10: dict[str, Any] = {"data": {"name": "cifar10"}, "model": {"name": "resnet20"},
-                         "partition": {"num_clients": 5}}
+                         "partition": {"num_clients": 5}, "train": {"augment": "cifar"}}  # [assumed]: FIXBN_NOTE
 P_TINY: dict[str, Any] = {"data": {"name": "tiny_imagenet"}, "model": {"name": "resnet18"},
                           "partition": {"num_clients": 10}}
 
@@ -131,4 +132,6 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], smoke: Mapping[
     sm["deviations"] = [SMOKE_NOTE]
     paper = dict(paper)
     paper.setdefault("deviations", [])
-    return {"smoke": sm, "quick": dict(quick), "paper": paper}
+    if uses_augmentation(paper, "cifar") and FIXBN_NOTE not in paper["deviations"]:
+        paper["deviations"] = [*paper["deviations"], FIXBN_NOTE]
+    return {"smoke": sm, "quick": declare(quick, paper), "paper": paper}

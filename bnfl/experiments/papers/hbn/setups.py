@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments.augmentation import declare
 from bnfl.experiments.core import Context, deep_merge
 from bnfl.experiments.curves import merge_specs
 from bnfl.experiments.papers.hbn import numbers as N
@@ -121,10 +122,12 @@ LAST_K = 10
 
 def _paper_base(name: str, data: str, phi: float) -> dict[str, Any]:
     s = N.SETTINGS[name]
+    # the authors' dataLoader.py: CIFAR-10/100 with random crop (4 px padding) + flip, Tiny-ImageNet without
+    augment = {"augment": "cifar"} if data.startswith("cifar") else {}
     return {"data": {"name": data}, "model": {"name": s["model"], **PAPER_MODEL_OPTIONS.get(str(s["model"]), {})},
             "partition": {"kind": "dirichlet", "phi": phi, "num_clients": s["K"]}, "rounds": s["T"],
             "train": {**_TRAIN, "batch_size": s["B"], "lr": 0.01, "participation": s["C"], "eval_every": 10,
-                      "eval_last": LAST_K}}
+                      "eval_last": LAST_K, **augment}}
 
 
 #: The paper's three settings (Sec. 4.1, App. B).
@@ -272,4 +275,4 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
     sm["deviations"] = [SMOKE_NOTE]
     paper = dict(paper)
     paper.setdefault("deviations", [DECAY_NOTE])
-    return {"smoke": sm, "quick": dict(quick), "paper": paper}
+    return {"smoke": sm, "quick": declare(quick, paper), "paper": paper}
