@@ -41,13 +41,18 @@ def write_paper_root(root: Path) -> Path:
     write_morpho(root / "morpho_mnist")
     from PIL import Image
 
-    for name, domains in (("office_caltech10", ["amazon", "caltech", "dslr", "webcam"]),
-                          ("domainnet", ["clipart", "infograph", "painting", "quickdraw", "real", "sketch"])):
+    from bnfl.data.fedbn_folders import DOMAINNET_TOP10
+
+    # enough images for the paper's truncation (FedBN App. D.3: 62 training images per Office
+    # domain, 105 per DomainNet domain, after the 80/20 split) in DomainNet's ten classes
+    for name, domains, classes, per_class in (
+            ("office_caltech10", ["amazon", "caltech", "dslr", "webcam"], ("bike", "cup"), 40),
+            ("domainnet", ["clipart", "infograph", "painting", "quickdraw", "real", "sketch"], DOMAINNET_TOP10, 14)):
         for d in domains:
-            for c in ("bike", "cup"):
+            for c in classes:
                 folder = root / name / d / c
                 folder.mkdir(parents=True)
-                for i in range(4):
+                for i in range(per_class):
                     Image.fromarray(rng.integers(0, 256, size=(24, 24, 3), dtype=np.uint8)).save(folder / f"{i}.png")
     return root
 

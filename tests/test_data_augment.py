@@ -93,7 +93,9 @@ def _run(spec):
 
 
 def test_sequential_and_batched_engines_agree_with_augmentation():
-    seq = _run(SPEC)
+    seq_spec = copy.deepcopy(SPEC)
+    seq_spec["train"]["batched"] = "off"
+    seq = _run(seq_spec)
     spec = copy.deepcopy(SPEC)
     spec["train"]["batched"] = "on"
     bat = _run(spec)

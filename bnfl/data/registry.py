@@ -22,7 +22,8 @@ from bnfl.data.datasets import Split, validation_split
 from bnfl.data.digits import digits
 from bnfl.data.domains import digit_domains, digit_segmentation
 from bnfl.data.fedbn_data import abide, digit5
-from bnfl.data.folders import cityscapes, imagenet
+from bnfl.data.folders import cityscapes
+from bnfl.data.imagenet_store import imagenet
 from bnfl.data.loaders import cifar10, cifar100, image_domains, mnist, tiny_imagenet
 from bnfl.data.synthetic import abide_sites, fedbn_synthetic, gaussian_mixture
 from bnfl.registry import Registry

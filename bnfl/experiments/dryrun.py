@@ -66,6 +66,9 @@ class Plan:
     models: list[ModelCheck] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: data present in its layout but not prepared yet (ImageNet before its one-time decode):
+    #: the runs are not planned, and that is no error
+    pending: list[str] = field(default_factory=list)
     steps: int = 0
     images: int = 0
     estimate_s: float | None = None
@@ -82,7 +85,8 @@ class Plan:
         out += [f"  data     {d.line}" for d in self.data]
         out += [f"  MISSING  {m}" for m in self.missing]
         out += [f"  ERROR    {e}" for e in self.errors]
-        if self.kind != "training" or not self.ok:
+        out += [f"  PENDING  {p}" for p in self.pending]
+        if self.kind != "training" or not self.ok or self.pending:
             return out
         rounds = sorted({int(r["rounds"]) for r in self.runs})
         out.append(f"  runs     {len(self.runs)} (rounds {_span(rounds)}), {self.steps:,} SGD steps, "
@@ -232,6 +236,9 @@ def _check_data(config: Mapping[str, Any], root: str | None) -> tuple[list[DataC
         try:
             if root is None:
                 raise FileNotFoundError("no data root")
+            if name == "imagenet" and (undecoded := _imagenet_undecoded(d, root)) is not None:
+                checks.setdefault(name, DataCheck(name, True, undecoded))
+                continue
             split = load_data(d, data_root=root)
         except (FileNotFoundError, NotADirectoryError) as err:
             missing.append(_missing_line(name, root, None if root is None else err))
@@ -261,6 +268,29 @@ def _check_data(config: Mapping[str, Any], root: str | None) -> tuple[list[DataC
     return list(checks.values()), missing
 
 
+def _imagenet_undecoded(d: Mapping[str, Any], root: str) -> str | None:
+    """ImageNet's layout line when its uint8 store is not made yet (None when it is: then it loads
+    from the memory maps like any data set). Decoding 1.33M images takes hours, so a dry run only
+    checks the folders (:func:`bnfl.data.imagenet_store.imagenet_layout`; a missing part raises
+    FileNotFoundError naming the layout)."""
+    from pathlib import Path
+
+    from bnfl.data import DATASETS
+    from bnfl.data.imagenet_store import imagenet_layout
+
+    folder = Path(root).expanduser()
+    entry = DATASETS["imagenet"]
+    sub = next((s for s in (entry.subdir, *entry.aliases) if s and (folder / s).is_dir()), None)
+    folder = folder / sub if sub is not None else folder
+    opts = {k: d[k] for k in ("size", "max_per_class", "cache") if k in d}
+    layout = imagenet_layout(folder, **opts)
+    if layout.get("store"):
+        return None
+    return (f"imagenet: {layout['classes']} classes, val as {layout['val']}; not decoded yet: the first run "
+            f"decodes it once into uint8 memory maps (hours; bnfl.data.prepare_imagenet(root, workers=N) does it "
+            f"ahead), after which --dry-run plans its runs")
+
+
 # ------------------------------------------------------------------------------ models and timing
 def _sync(device: str) -> None:
     import torch
@@ -274,6 +304,7 @@ def _time_model(spec: Mapping[str, Any], split: Any, device: str, steps: int) ->
     import torch
 
     from bnfl import models
+    from bnfl.data.stored import decode
     from bnfl.methods import get
 
     opts = dict(spec["model"])
@@ -283,7 +314,10 @@ def _time_model(spec: Mapping[str, Any], split: Any, device: str, steps: int) ->
     model = models.build_for(name, split.input_shape, norm=norm, **{"num_classes": split.num_classes, **opts})
     params = sum(p.numel() for p in model.parameters())
     b = int(spec["train"]["batch_size"])
-    x = split.x_train[:b].to(device)
+    meta = getattr(split, "meta", None) or {}
+    norm_px = (torch.as_tensor(meta["mean"]).reshape(-1), torch.as_tensor(meta["std"]).reshape(-1)) \
+        if meta.get("stored") == "uint8" else None
+    x = decode(split.x_train[:b], norm_px, device, torch.float32).to(device)  # stored uint8 pixels standardised
     short = "" if x.shape[0] == b else f" (timed on the {x.shape[0]} images there are, scaled)"
     label = f"{name} ({norm}) on {spec['data']['name']}, batch {b}{short}"
     if steps == 0:  # built and fed two samples of the batch: the model fits the data, no timing
@@ -351,7 +385,9 @@ def dry_run(experiment_id: str, *, profile: str = "paper", device: str = "cpu", 
     root = _resolve_data_root(data_root)
     plan = Plan(entry.id, profile, entry.kind, device, _seed_list(int(entry.default_seeds.get(profile, 1)), seeds))
     plan.data, plan.missing = _check_data(config, root)
-    if plan.missing or entry.kind != "training":
+    plan.pending = [f"runs not planned until {c.name} is decoded (see its data line)"
+                    for c in plan.data if "not decoded yet" in c.line]
+    if plan.missing or plan.pending or entry.kind != "training":
         return plan
     cache = PlanCache(root)
     ctx = Context(profile=profile, device=device, seeds=plan.seeds, data_root=root, cache=cache, batched="off")
