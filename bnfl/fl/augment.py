@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BatchAugmenter", "augment_rows", "make_augmenter"]
 
-#: one drawn batch: (client, epoch, position in the epoch, real rows)
+# one drawn batch: (client, epoch, position in the epoch, real rows)
 Drawn = tuple[int, int, int, int]
 
 
@@ -90,15 +90,17 @@ def augment_rows(x: Tensor, augmenters: Sequence[BatchAugmenter | None], batches
     return first.apply(x, dy, dx, flip)
 
 
-def make_augmenter(config: Any, fill: Tensor | None, input_shape: Sequence[int],
-                   label_shape: Sequence[int] = ()) -> BatchAugmenter | None:
-    """The augmenter of ``config.augment`` (None for ``"none"``), checked against the data:
-    image inputs (C, H, W) with one label per sample (crops of segmentation masks are not
-    implemented)."""
+def make_augmenter(config: Any, data: Any) -> BatchAugmenter | None:
+    """The augmenter of ``config.augment`` (None for ``"none"``), checked against ``data`` (a
+    :class:`~bnfl.fl.FederatedData`, read only when augmenting): image inputs (C, H, W) with one
+    label per sample (crops of segmentation masks are not implemented), padded with
+    ``data.pad_value``."""
     name = getattr(config, "augment", "none")
     aug = AUGMENTATIONS[name]
     if aug is None:
         return None
+    fill = getattr(data, "pad_value", None)
+    input_shape, label_shape = tuple(data.x_train.shape[1:]), tuple(data.y_train.shape[1:])
     if len(input_shape) != 3:
         raise ValueError(f"augment={name!r} needs image inputs (C, H, W), got samples of shape {tuple(input_shape)}; "
                          "use augment='none' for flat features")

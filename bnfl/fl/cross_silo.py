@@ -186,6 +186,9 @@ class CrossSiloSimulation(DistributedSimulation):
         if not isinstance(silo, Silo):
             raise TypeError(f"rank {rank}: silo must be a bnfl.fl.cross_silo.Silo (or a loader returning one), "
                             f"got {type(silo).__name__}")
+        if config is not None and getattr(config, "augment", "none") != "none":
+            raise ValueError(f"augment={config.augment!r}: cross-silo runs do not augment yet (the rank sees its "
+                             "silo, not the whole data set the augmenter is set up from); use augment='none'")
         if algorithm.centralized:
             raise ValueError(f"{type(algorithm).__name__} pools every client's data in one place; a centralised "
                              "baseline cannot run cross-silo (run it with the simulator on data you may pool)")

@@ -134,7 +134,7 @@ class Simulation(CheckpointMixin):
         from bnfl.fl.engine_choice import choose
 
         #: training-time augmentation of every drawn batch (:mod:`bnfl.fl.augment`), or None
-        self._augment = make_augmenter(self.config, data.pad_value, data.x_train.shape[1:], data.y_train.shape[1:])
+        self._augment = make_augmenter(self.config, data)
 
         #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None; the
         #: choice and its reason in ``history.meta["batched"]`` (:mod:`bnfl.fl.engine_choice`)
