@@ -312,29 +312,40 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     except TypeError as err:
         raise TypeError(f"model: bad option for {name}: {err}") from None
     tc = cfg.train_config()
+    run_meta = {"run": {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
+                        "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition)}}
     if resolve_engine(engine) == "flower":
         raise ValueError("build() makes a Simulation in this process; for the Flower engine use "
                          "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.flower.setup_from_config + run_flower")
     if resolve_engine(engine) == "simulation":
-        return Simulation(model, data, method.algorithm(**cfg.method_options), tc)
+        sim = Simulation(model, data, method.algorithm(**cfg.method_options), tc)
+        sim.history.meta.update(run_meta)  # what resuming checks against (bnfl.fl._rundir)
+        return sim
     from bnfl.fl.distributed import DistributedSimulation, init_from_env
 
     init_from_env()
     if tc.device.startswith("cuda") and torch.cuda.is_available():
         tc = dataclasses.replace(tc, device=f"cuda:{torch.cuda.current_device()}")  # one GPU per local rank
-    return DistributedSimulation(model, data, method.algorithm(**cfg.method_options), tc)
+    sim = DistributedSimulation(model, data, method.algorithm(**cfg.method_options), tc)
+    sim.history.meta.update(run_meta)
+    return sim
 
 
 def run(cfg: RunConfig | Mapping[str, Any] | str | Path, *, resume: bool = False,
-        engine: str | None = "simulation") -> History:
+        engine: str | None = "simulation", overwrite: bool = False) -> History:
     """Build and run ``cfg``; write ``history.json`` and ``history.csv`` into ``cfg.out`` (on
     a distributed run, rank 0 writes; on ``engine="flower"`` the ServerApp, after running the
-    config through Flower's simulation runtime, one node per client: :mod:`bnfl.fl.flower`)."""
+    config through Flower's simulation runtime, one node per client: :mod:`bnfl.fl.flower`).
+    ``resume``/``overwrite``: a folder holding a run needs one of them (:mod:`bnfl.fl._rundir`)."""
     cfg = as_config(cfg)
     if resolve_engine(engine) == "flower":
+        from bnfl.fl._rundir import prepare
+
+        if not resume:
+            prepare(cfg.out, resume=False, overwrite=overwrite)
         return _run_flower(cfg, resume=resume)
     sim = build(cfg, engine=engine)
-    hist = sim.run(resume=resume)
+    hist = sim.run(resume=resume, overwrite=overwrite)
     if cfg.out and getattr(sim, "rank", 0) == 0:
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -355,10 +366,9 @@ def _run_flower(cfg: RunConfig, *, resume: bool) -> History:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    try:
-        return _cli_run(args)
-    except TypeError as err:  # wrong types in the config: report like the other config errors
-        raise ValueError(str(err)) from None
+    from bnfl.fl._cli_guard import guarded
+
+    return guarded(_cli_run, args)
 
 
 def _cli_run(args: argparse.Namespace) -> int:
@@ -378,7 +388,7 @@ def _cli_run(args: argparse.Namespace) -> int:
         d["train"]["progress"] = False
     cfg = RunConfig.from_dict(d)
     engine = resolve_engine(args.engine)
-    hist = run(cfg, resume=args.resume, engine=engine)
+    hist = run(cfg, resume=args.resume, engine=engine, overwrite=args.overwrite)
     if engine == "distributed":
         import torch.distributed as dist
 
@@ -409,7 +419,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lr", type=float)
     p.add_argument("--local-steps", dest="local_steps", type=int)
     p.add_argument("--batch-size", dest="batch_size", type=int)
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out (none: a warning, "
+                   "and round 1)")
+    p.add_argument("--overwrite", action="store_true", help="replace the run in --out (without it or --resume, "
+                   "a folder holding a run is an error)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="simulation (one process), distributed (one rank of a torchrun job; docs/distributed.md), "
