@@ -212,7 +212,7 @@ def _safe_load(path: Path) -> dict[str, Any]:
 
 def _why(err: BaseException) -> str:
     msg = str(err)
-    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", msg)
+    found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) ([\w.]+)", msg)
     if found:
         return f"it asks to run {found.group(1)}, and a checkpoint never runs code"
     if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in msg:
