@@ -59,6 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return _broken_pipe()
+    except KeyboardInterrupt:  # Ctrl-C: every file bnfl writes is atomic, so what is finished is kept
+        print(f"bnfl {args.command}: interrupted; finished work is kept: run the same command to resume "
+              f"(bnfl train: add --resume)", file=sys.stderr)
+        return 130
 
 
 def _broken_pipe() -> int:

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bnfl import _atomic
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.core import (
     PROFILES,
@@ -208,14 +209,8 @@ def run(
         machine=machine(),
     )
     if out is not None:
-        path = result_path(out, experiment_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(result.to_json())
-        os.replace(tmp, path)
-        marker = _done_marker(out, experiment_id, key)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(f"{result.duration_s}\n")
+        _atomic.write_text(result_path(out, experiment_id), result.to_json())  # never half a result
+        _atomic.write_text(_done_marker(out, experiment_id, key), f"{result.duration_s}\n")
     return result
 
 
