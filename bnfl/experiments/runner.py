@@ -349,11 +349,14 @@ def reproduce(
 
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
-    todo = list(only) if only else ids(paper)
+    of_paper = ids(paper)  # an unknown paper fails before any work
+    todo = list(only) if only else of_paper
     if not todo:
         raise ValueError(f"no registered experiments for paper {paper!r}")
     for eid in todo:
         get(eid)  # unknown ids fail before any work
+        if paper is not None and eid not in of_paper:
+            raise ValueError(f"--only {eid} is not an entry of --paper {paper}; its entries: {', '.join(of_paper)}")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = RunCache(out_dir / "_runs")

@@ -121,6 +121,7 @@ class RunConfig:
                 raise TypeError(f"{name} must be a table (dict), got {type(getattr(self, name)).__name__}")
         method = get(self.method)  # ValueError listing the ids
         self.method = method.id
+        _check_device(self.device)
         for name in ("rounds", "seed"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "rounds" else 0):
@@ -188,6 +189,14 @@ def _methods_like(method: Any, norm: str) -> list[Any]:
             and dict(m.options) == dict(method.options)]
 
 
+def _check_device(device: Any) -> None:
+    try:
+        torch.empty(0, device=torch.device(device))
+    except (RuntimeError, TypeError, AssertionError) as err:  # not a device, or not on this machine
+        raise ValueError(f"device: {device!r} cannot be used here ({str(err).splitlines()[0][:100]}); "
+                         f"use e.g. 'cpu' or 'cuda'") from None
+
+
 def _check_keys(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
     for k in table:
         if k not in allowed:
@@ -249,6 +258,8 @@ def partition(cfg: RunConfig, split: Any) -> tuple[list, list | None]:
             return P.shards(y, n, opts.pop("shards_per_client", 2), seed), None
     except TypeError as err:
         raise TypeError(f"partition: bad option for {kind}: {err}") from None
+    except ValueError as err:  # e.g. a k that does not fit num_clients: name the table
+        raise ValueError(f"partition ({kind}): {err}") from None
     if split.domain_train is None:
         raise ValueError(f"partition.kind 'by_domain' needs data with domains ({split.name} has none); "
                          f"use e.g. data.name = 'digit_domains'")
