@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bnfl.demo",
     "bnfl.fl.config",
     "bnfl.experiments.cli",
+    "bnfl.fl._flwr_cli",
 )
 
 
