@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bnfl import cli
@@ -125,15 +125,29 @@ def _check(code: int, err: str, out: Path, what: str) -> None:
         return
     errors = [line for line in err.splitlines() if line.startswith("bnfl ") and ": error: " in line]
     assert len(errors) == 1, (what, err)
-    assert not out.exists() or not any(out.iterdir()), (what, err, sorted(out.rglob("*")))
+    written = sorted(p.name for p in out.rglob("*")) if out.exists() else []
+    if "training diverged" in err:  # not bad input: the rounds it completed are kept (docs/run-folders.md)
+        assert set(written) <= {"history.json", "checkpoint.pt", "checkpoint.prev.pt"}, (what, err, written)
+    else:
+        assert not written, (what, err, written)
 
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
+def _doc(top: str = "", partition: str = 'kind = "iid"\nnum_clients = 3', train: str = "") -> str:
+    return (f'rounds = 1\n{top}\n[model]\nname = "q_mlp1"\n[partition]\n{partition}\n'
+            f"[train]\nbatch_size = 8\nprogress = false\n{train}\n")
+
+
 @FUZZ
 @given(documents())
+# cases that ended in a traceback or in a message naming no field before issue 29
+@example((_doc(top='device = "warp9"'), ["device"]))
+@example((_doc(top='device = "cuda:99"'), ["device"]))
+@example((_doc(partition='kind = "classes_per_client"\nnum_clients = 2\nk = 2'), ["k"]))
+@example((_doc(train="lr = 1e30\nlocal_steps = 2"), ["lr"]))
 def test_bnfl_train_on_fuzzed_configs_runs_or_names_the_field(doc):
     text, touched = doc
     tmp = Path(tempfile.mkdtemp(prefix="bnfl-fuzz-"))
@@ -172,6 +186,8 @@ ARGS = st.fixed_dictionaries({
 
 @settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(ARGS, st.booleans())
+@example({"id": "fedtan-tab4", "profile": "smoke", "seeds": None, "jobs": None, "paper": "no-such-paper",
+          "batched": "off"}, True)  # ran the entry, then failed on the unknown paper (files left in --out)
 def test_bnfl_run_and_reproduce_on_fuzzed_arguments(a, reproduce):
     tmp = Path(tempfile.mkdtemp(prefix="bnfl-fuzz-"))
     try:
