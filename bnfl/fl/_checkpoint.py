@@ -35,7 +35,7 @@ class CheckpointMixin:
         }
 
     def _identity(self) -> dict[str, Any]:
-        meta = json.dumps(self.history.meta, sort_keys=True, default=str)
+        meta = json.dumps([self.history.meta, getattr(self, "run_config", None)], sort_keys=True, default=str)
         cached = getattr(self, "_identity_cache", None)
         if cached is None or cached[0] != meta:
             cached = (meta, _rundir.identity(self))

@@ -128,13 +128,14 @@ def _plain(x: Any) -> Any:
     return json.loads(json.dumps(x, default=str))
 
 
-def _meta_identity(meta: dict[str, Any]) -> dict[str, Any]:
-    """The identity fields recorded in a history's meta (also in checkpoints of older bnfl)."""
+def _meta_identity(meta: dict[str, Any], run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The identity fields recorded in a history's meta (also in checkpoints of older bnfl), and
+    ``run``: the run config's method, options, model, data and partition (``sim.run_config``, set
+    by :func:`bnfl.fl.config.build`)."""
     out: dict[str, Any] = {}
-    run = meta.get("run") or {}
     for key in ("method", "method_options", "model", "data", "partition"):
-        if key in run:
-            out[key] = run[key]
+        if key in (run or {}):
+            out[key] = run[key]  # type: ignore[index]
     if "algorithm" in meta:
         out["algorithm"] = meta["algorithm"]
     cfg = dict(meta.get("config") or {})
@@ -157,7 +158,7 @@ def _meta_identity(meta: dict[str, Any]) -> dict[str, Any]:
 def identity(sim: Any) -> dict[str, Any]:
     """What makes ``sim`` the run it is: method and options, model, data, partition, seed,
     training configuration (all but :data:`RESUMABLE`) and engine, as plain values."""
-    out = _meta_identity(sim.history.meta)
+    out = _meta_identity(sim.history.meta, getattr(sim, "run_config", None))
     model = sim.model
     n = sum(p.numel() for p in model.parameters())
     layout = _digest([(k, list(v.shape), str(v.dtype)) for k, v in model.state_dict().items()],

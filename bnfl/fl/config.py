@@ -323,14 +323,14 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     except TypeError as err:
         raise TypeError(f"model: bad option for {name}: {err}") from None
     tc = cfg.train_config()
-    run_meta = {"run": {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
-                        "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition)}}
+    run_meta = {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
+                "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition)}
     if resolve_engine(engine) == "flower":
         raise ValueError("build() makes a Simulation in this process; for the Flower engine use "
                          "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.flower.setup_from_config + run_flower")
     if resolve_engine(engine) == "simulation":
         sim = Simulation(model, data, method.algorithm(**cfg.method_options), tc)
-        sim.history.meta.update(run_meta)  # what resuming checks against (bnfl.fl._rundir)
+        sim.run_config = run_meta  # what resuming checks against, besides the Simulation's own (bnfl.fl._rundir)
         return sim
     from bnfl.fl.distributed import DistributedSimulation, init_from_env
 
@@ -338,7 +338,7 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     if tc.device.startswith("cuda") and torch.cuda.is_available():
         tc = dataclasses.replace(tc, device=f"cuda:{torch.cuda.current_device()}")  # one GPU per local rank
     sim = DistributedSimulation(model, data, method.algorithm(**cfg.method_options), tc)
-    sim.history.meta.update(run_meta)
+    sim.run_config = run_meta
     return sim
 
 
