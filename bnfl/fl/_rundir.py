@@ -281,7 +281,8 @@ def check_resumable(path: Path, state: dict[str, Any], current: dict[str, Any], 
     diff = identity_diff(saved, current)
     if diff:
         raise CheckpointError(f"{path} is of another run: {'; '.join(diff)}; resume with the checkpoint's settings "
-                              f"(only {', '.join(RESUMABLE[:3])} may change), or pass --overwrite or another --out")
+                              f"(only rounds, eval_every, progress, out and device may change: docs/run-folders.md), or pass "
+                              f"--overwrite or another --out")
     done = int(state["round"])
     if done > rounds:
         raise CheckpointError(f"rounds: {path} is at round {done}, past rounds = {rounds}; "
