@@ -14,7 +14,7 @@ pytest.importorskip("flwr")
 
 from bnfl.fl.flower import FlowerClientError, run_flower, setup_from_config  # noqa: E402
 
-TIMEOUT_S, HANG_S, LIMIT_S = 3.0, 12.0, 150
+TIMEOUT_S, HANG_S, LIMIT_S = 3.0, 8.0, 150
 
 CFG = {"method": "hbn", "seed": 3, "rounds": 1, "model": {"name": "q_mlp_bn"},
        "data": {"name": "digits", "form": "flat"}, "partition": {"kind": "iid", "num_clients": 3},
