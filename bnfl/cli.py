@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bnfl.diagnosis.cli",
     "bnfl.fl.config",
     "bnfl.experiments.cli",
+    "bnfl.fl._flwr_cli",
 )
 
 
@@ -60,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return _broken_pipe()
+    except KeyboardInterrupt:  # Ctrl-C: every file bnfl writes is atomic, so what is finished is kept
+        print(f"bnfl {args.command}: interrupted; finished work is kept: run the same command to resume "
+              f"(bnfl train: add --resume)", file=sys.stderr)
+        return 130
 
 
 def _broken_pipe() -> int:

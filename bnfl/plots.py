@@ -20,6 +20,8 @@ from typing import Any
 
 import matplotlib
 
+from bnfl import _atomic
+
 if not os.environ.get("MPLBACKEND") and matplotlib.get_backend().lower() not in {"agg"}:
     # Headless by default (CI, CLI); notebooks set their own inline backend.
     try:  # pragma: no cover - depends on the environment
@@ -174,7 +176,8 @@ def save_figure(
         path = out / f"{figure_id}.{fmt}"
         # A fixed date in the metadata keeps the files identical for identical figures.
         metadata = {"Date": None} if fmt == "svg" else {"Software": "bnfl"}
-        fig.savefig(path, format=fmt, metadata=metadata)
+        with _atomic.atomic_path(path) as tmp:  # an interrupted write leaves the previous file, never half
+            fig.savefig(tmp, format=fmt, metadata=metadata)
         written[fmt] = path
     from bnfl import __version__
 
@@ -188,6 +191,7 @@ def save_figure(
         **dict(provenance or {}),
     }
     json_path = out / f"{figure_id}.json"
-    json_path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    _atomic.write_text(json_path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")  # last: it
+    # records which result the figure files show, so a figure is current only once all are written
     written["json"] = json_path
     return written

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bnfl.data import _safe_pickle as safe_pickle
 from bnfl.data.datasets import Split
 from bnfl.data.loaders import _missing, read_idx
 
@@ -32,8 +32,10 @@ _DIGIT5_LAYOUT = ("  <root>/<SVHN|USPS|SynthDigits|MNIST_M|MNIST>/partitions/tra
 
 
 def _pickled_pair(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    with open(path, "rb") as f:
-        images, labels = pickle.load(f)
+    pair = safe_pickle.load(path)  # numpy arrays only: nothing in the file runs as code
+    if not isinstance(pair, tuple | list) or len(pair) != 2:
+        raise ValueError(f"{path}: expected a pickled (images, labels) pair, got {type(pair).__name__}")
+    images, labels = pair
     return np.asarray(images), np.asarray(labels).astype(np.int64).reshape(-1)
 
 
@@ -169,8 +171,7 @@ def _raw_pool(folder: Path, name: str) -> tuple[np.ndarray, np.ndarray] | None:
     path = folder / "mnistm_data.pkl"  # MNIST-M
     if not path.is_file():
         return None
-    with open(path, "rb") as f:
-        data = pickle.load(f)
+    data = safe_pickle.load(path, encoding="latin1")  # numpy arrays only: nothing in the file runs as code
     keys = ("train", "valid", "test")
     return (np.concatenate([np.asarray(data[k]) for k in keys]),
             np.concatenate([np.asarray(data[f"{k}_label"]) for k in keys]).astype(np.int64).reshape(-1))

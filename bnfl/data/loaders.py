@@ -29,7 +29,6 @@ naming the expected layout. Images are decoded with Pillow (a matplotlib depende
 from __future__ import annotations
 
 import gzip
-import pickle
 import struct
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bnfl.data import _safe_pickle as safe_pickle
 from bnfl.data.datasets import Split, standardise
 
 __all__ = ["cifar10", "cifar100", "image_domains", "mnist", "read_idx", "tiny_imagenet"]
@@ -90,8 +90,11 @@ def _finish(
 
 
 def _unpickle(path: Path) -> dict:
-    with open(path, "rb") as f:
-        return pickle.load(f, encoding="bytes")
+    # CIFAR's python batches are Python 2 pickles of numpy arrays and lists: read without running code
+    d = safe_pickle.load(path, encoding="bytes")
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} is not a CIFAR python batch (a pickled dict; got {type(d).__name__})")
+    return d
 
 
 def _cifar_batches(paths: Sequence[Path], label_key: bytes) -> tuple[np.ndarray, np.ndarray]:

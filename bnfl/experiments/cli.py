@@ -88,6 +88,7 @@ def _dry_run(eids: list[str], args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from bnfl.experiments._outdir import check_entry_folder
     from bnfl.experiments.registry import get
     from bnfl.experiments.runner import run, save_figures
 
@@ -98,6 +99,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         return _dry_run([args.id], args)
+    if not args.overwrite:  # a result of other settings is never replaced silently (bnfl.experiments._outdir)
+        check_entry_folder(args.out, args.id, profile=args.profile, device=args.device, seeds=args.seeds,
+                           data_root=args.data_root, batched=args.batched)
     result = run(args.id, profile=args.profile, device=args.device, seeds=args.seeds, out=args.out,
                  data_root=args.data_root, force=args.force, progress=True, batched=args.batched)
     written = save_figures(result, Path(args.out) / args.id)
@@ -150,6 +154,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("id", help="catalog id, e.g. fedtan-tab3 (see `bnfl list`)")
     _add_common(p, out_default="runs")
     p.add_argument("--force", action="store_true", help="recompute even if a matching result is stored")
+    p.add_argument("--overwrite", action="store_true", help="replace a stored result of other settings (profile, "
+                   "seeds, device, data root, engine) in --out/ID (without it, an error)")
     p.set_defaults(func=_cmd_run)
 
     p = subparsers.add_parser("reproduce", help="run every registered entry (or one paper's); figures + REPORT.md "

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bnfl import _atomic
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.core import (
     PROFILES,
@@ -208,14 +209,8 @@ def run(
         machine=machine(),
     )
     if out is not None:
-        path = result_path(out, experiment_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(result.to_json())
-        os.replace(tmp, path)
-        marker = _done_marker(out, experiment_id, key)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(f"{result.duration_s}\n")
+        _atomic.write_text(result_path(out, experiment_id), result.to_json())  # never half a result
+        _atomic.write_text(_done_marker(out, experiment_id, key), f"{result.duration_s}\n")
     return result
 
 
@@ -358,11 +353,14 @@ def reproduce(
 
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
-    todo = list(only) if only else ids(paper)
+    of_paper = ids(paper)  # an unknown paper fails before any work
+    todo = list(only) if only else of_paper
     if not todo:
         raise ValueError(f"no registered experiments for paper {paper!r}")
     for eid in todo:
         get(eid)  # unknown ids fail before any work
+        if paper is not None and eid not in of_paper:
+            raise ValueError(f"--only {eid} is not an entry of --paper {paper}; its entries: {', '.join(of_paper)}")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = RunCache(out_dir / "_runs")

@@ -1,16 +1,19 @@
 """Checkpoints of a :class:`~bnfl.fl.Simulation`: everything needed to continue a run, written
-atomically every round; a resumed run reproduces the uninterrupted one bitwise on CPU."""
+atomically every round (:mod:`bnfl.fl._rundir`); a resumed run reproduces the uninterrupted one
+bitwise on CPU, and a checkpoint of another run is refused."""
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
+from bnfl.fl import _rundir
+from bnfl.fl._history_file import HistoryFile, read_rows
 from bnfl.fl._run import History
 
 
@@ -18,18 +21,30 @@ class CheckpointMixin:
     """``state_dict``/``load_state_dict`` and the checkpoint files of a Simulation."""
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue the run."""
+        """Everything needed to continue the run (plain tensors, dicts, lists and numbers). The
+        history's rows are not in it (they are in ``history.json``): only their count."""
         return {
             "round": self.round, "global_state": self.global_state, "client_local": self.client_local,
             "client_momentum": self.client_momentum, "global_momentum": self.global_momentum,
             "cursors": self.cursors, "algorithm": self.algorithm.state_dict(),
-            "channel": self.channel.counters(), "history": self.history.dumps(),
-            "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(),
+            "channel": self.channel.counters(), "history_rows": len(self.history.rows),
+            "statistics_only_done": any(row.get("statistics_only") for row in self.history.rows),
+            "identity": self._identity(),
+            "torch_rng": torch.get_rng_state(), "numpy_rng": _rundir.numpy_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
         }
 
+    def _identity(self) -> dict[str, Any]:
+        meta = json.dumps([self.history.meta, getattr(self, "run_config", None)], sort_keys=True, default=str)
+        cached = getattr(self, "_identity_cache", None)
+        if cached is None or cached[0] != meta:
+            cached = (meta, _rundir.identity(self))
+            self._identity_cache = cached
+        return cached[1]
+
     def load_state_dict(self, s: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
+        """Restore :meth:`state_dict` (the history's rows: :meth:`load_checkpoint`, or ``s["history"]``
+        in checkpoints of older bnfl)."""
         self.round = int(s["round"])
         self.global_state = s["global_state"]
         self.client_local = {int(k): v for k, v in s["client_local"].items()}
@@ -38,36 +53,67 @@ class CheckpointMixin:
         self.cursors = {int(k): list(v) for k, v in s["cursors"].items()}
         self.algorithm.load_state_dict(s["algorithm"])
         self.channel.load_counters(s["channel"])
-        h = s["history"]
-        h = json.loads(h) if isinstance(h, str) else h  # a JSON string (pickling the rows was slow); a dict before
-        self.history = History(rows=h["rows"], meta=h["meta"])
+        if "history" in s:
+            h = s["history"]
+            h = json.loads(h) if isinstance(h, str) else h  # a JSON string; a dict before
+            self.history = History(rows=h["rows"], meta=self.history.meta)
         torch.set_rng_state(s["torch_rng"])
-        np.random.set_state(s["numpy_rng"])
+        _rundir.set_numpy_rng_state(s["numpy_rng"])
         if s.get("cuda_rng") is not None and self.device.type == "cuda":
             torch.cuda.set_rng_state_all(s["cuda_rng"])
 
     def save_checkpoint(self, directory: str | os.PathLike) -> Path:
-        """Atomically write ``checkpoint.pt`` and ``history.json`` into ``directory``."""
+        """Append the new history rows to ``history.json``, then atomically write ``checkpoint.pt``
+        (the previous one kept as ``checkpoint.prev.pt``)."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        tmp, state = d / "checkpoint.pt.tmp", self.state_dict()
-        torch.save(state, tmp)
-        os.replace(tmp, d / "checkpoint.pt")
-        (d / "history.json").write_text(state["history"])  # the same text as History.to_json
-        return d / "checkpoint.pt"
+        state = self.state_dict()
+        self._sync_history(d)
+        return _rundir.save(d, state)
+
+    def _sync_history(self, d: Path) -> None:
+        f = getattr(self, "_history_file", None)
+        if f is None or f.path != d / "history.json":
+            f = self._history_file = HistoryFile(d / "history.json")
+        f.sync(self.history)
 
     def load_checkpoint(self, directory: str | os.PathLike) -> bool:
-        """Load ``directory/checkpoint.pt`` if present; return whether it was."""
-        f = Path(directory) / "checkpoint.pt"
-        if not f.exists():
+        """Load ``directory/checkpoint.pt`` if present; return whether it was. A checkpoint of
+        another run, or one this config's rounds cannot continue, raises
+        :class:`~bnfl.fl._rundir.CheckpointError` before anything changes."""
+        d = Path(directory)
+        s = _rundir.load(d)
+        if s is None:
             return False
-        self.load_state_dict(torch.load(f, weights_only=False, map_location="cpu"))
+        _rundir.check_resumable(d / _rundir.CHECKPOINT, s, self._identity(), self.config.rounds)
+        rows = None
+        if "history" not in s:
+            n = int(s["history_rows"])
+            rows = read_rows(d / "history.json") if (d / "history.json").exists() else []
+            if len(rows) < n:
+                raise _rundir.CheckpointError(f"{d / 'history.json'} holds {len(rows)} rounds but {d / 'checkpoint.pt'} "
+                                              f"is at row {n}: the history was cut; start again with --overwrite")
+        self.load_state_dict(s)
+        if rows is not None:
+            self.history = History(rows=rows[:n], meta=self.history.meta)
         self.global_state = {k: v.to(self.device) for k, v in self.global_state.items()}
         return True
+
+    def _start(self, *, resume: bool, overwrite: bool) -> bool:
+        """Check the run folder (:func:`bnfl.fl._rundir.prepare`) and load its checkpoint when
+        resuming; return whether one was loaded."""
+        d = self.config.checkpoint_dir
+        if resume and not d:
+            raise ValueError("resume=True needs config.checkpoint_dir")
+        if self.round > 0 or self.history.rows:  # this object's own run continues: its folder is its own
+            return False
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", _rundir.ResumeWarning)
+            found = _rundir.prepare(d, resume=resume, overwrite=overwrite, remove=getattr(self, "rank", 0) == 0)
+        return found and self.load_checkpoint(d)
 
     def _write_history(self) -> None:
         if self.config.checkpoint_dir:
             d = Path(self.config.checkpoint_dir)
             d.mkdir(parents=True, exist_ok=True)
-            self.history.to_json(d / "history.json")
-
+            self._sync_history(d)

@@ -278,8 +278,11 @@ class History:
         """Write ``{"meta": ..., "rows": [...]}``, one row per line.
 
         Each piece goes through json's C encoder (an ``indent`` would select the pure-Python one,
-        which made a checkpoint every round cost a small model's round several times over)."""
-        Path(path).write_text(self.dumps())
+        which made a checkpoint every round cost a small model's round several times over).
+        Atomic: an interrupted write leaves the previous file."""
+        from bnfl import _atomic
+
+        _atomic.write_text(path, self.dumps(), fsync=False)
 
     def dumps(self) -> str:
         """The JSON text of :meth:`to_json`."""
@@ -291,7 +294,9 @@ class History:
         fields: list[str] = []
         for row in self.rows:
             fields += [k for k in row if k not in fields]
-        with open(path, "w", newline="") as f:
+        from bnfl import _atomic
+
+        with _atomic.atomic_path(path, fsync=False) as tmp, open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=fields)
             w.writeheader()
             for row in self.rows:

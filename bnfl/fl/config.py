@@ -117,6 +117,7 @@ class RunConfig:
                 raise TypeError(f"{name} must be a table (dict), got {type(getattr(self, name)).__name__}")
         method = get(self.method)  # ValueError listing the ids
         self.method = method.id
+        _check_device(self.device)
         for name in ("rounds", "seed"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "rounds" else 0):
@@ -191,6 +192,14 @@ def _lookup(registry: Any, name: Any, where: str, listing: str) -> Any:
         raise ValueError(f"{where}: {err}") from None
 
 
+def _check_device(device: Any) -> None:
+    try:
+        torch.empty(0, device=torch.device(device))
+    except (RuntimeError, TypeError, AssertionError) as err:  # not a device, or not on this machine
+        raise ValueError(f"device: {device!r} cannot be used here ({str(err).splitlines()[0][:100]}); "
+                         f"use e.g. 'cpu' or 'cuda'") from None
+
+
 def _check_keys(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
     for k in table:
         if k not in allowed:
@@ -247,6 +256,8 @@ def partition(cfg: RunConfig, split: Any) -> tuple[list, list | None]:
             return fn(y, n, seed, **opts), None
     except TypeError as err:
         raise TypeError(f"partition: bad option for {kind}: {err}") from None
+    except ValueError as err:  # e.g. a k that does not fit num_clients: name the table
+        raise ValueError(f"partition ({kind}): {err}") from None
     if split.domain_train is None:
         raise ValueError(f"partition.kind 'by_domain' needs data with domains ({split.name} has none); "
                          f"use e.g. data.name = 'digit_domains'")
@@ -310,29 +321,40 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     except TypeError as err:
         raise TypeError(f"model: bad option for {name}: {err}") from None
     tc = cfg.train_config()
+    run_meta = {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
+                "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition)}
     if resolve_engine(engine) == "flower":
         raise ValueError("build() makes a Simulation in this process; for the Flower engine use "
                          "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.flower.setup_from_config + run_flower")
     if resolve_engine(engine) == "simulation":
-        return Simulation(model, data, method.algorithm(**cfg.method_options), tc)
+        sim = Simulation(model, data, method.algorithm(**cfg.method_options), tc)
+        sim.run_config = run_meta  # what resuming checks against, besides the Simulation's own (bnfl.fl._rundir)
+        return sim
     from bnfl.fl.distributed import DistributedSimulation, init_from_env
 
     init_from_env()
     if tc.device.startswith("cuda") and torch.cuda.is_available():
         tc = dataclasses.replace(tc, device=f"cuda:{torch.cuda.current_device()}")  # one GPU per local rank
-    return DistributedSimulation(model, data, method.algorithm(**cfg.method_options), tc)
+    sim = DistributedSimulation(model, data, method.algorithm(**cfg.method_options), tc)
+    sim.run_config = run_meta
+    return sim
 
 
 def run(cfg: RunConfig | Mapping[str, Any] | str | Path, *, resume: bool = False,
-        engine: str | None = "simulation") -> History:
+        engine: str | None = "simulation", overwrite: bool = False) -> History:
     """Build and run ``cfg``; write ``history.json`` and ``history.csv`` into ``cfg.out`` (on
     a distributed run, rank 0 writes; on ``engine="flower"`` the ServerApp, after running the
-    config through Flower's simulation runtime, one node per client: :mod:`bnfl.fl.flower`)."""
+    config through Flower's simulation runtime, one node per client: :mod:`bnfl.fl.flower`).
+    ``resume``/``overwrite``: a folder holding a run needs one of them (:mod:`bnfl.fl._rundir`)."""
     cfg = as_config(cfg)
     if resolve_engine(engine) == "flower":
+        from bnfl.fl._rundir import prepare
+
+        if not resume:
+            prepare(cfg.out, resume=False, overwrite=overwrite)
         return _run_flower(cfg, resume=resume)
     sim = build(cfg, engine=engine)
-    hist = sim.run(resume=resume)
+    hist = sim.run(resume=resume, overwrite=overwrite)
     if cfg.out and getattr(sim, "rank", 0) == 0:
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -353,10 +375,9 @@ def _run_flower(cfg: RunConfig, *, resume: bool) -> History:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    try:
-        return _cli_run(args)
-    except TypeError as err:  # wrong types in the config: report like the other config errors
-        raise ValueError(str(err)) from None
+    from bnfl.fl._cli_guard import guarded
+
+    return guarded(_cli_run, args)
 
 
 def _cli_run(args: argparse.Namespace) -> int:
@@ -382,7 +403,7 @@ def _cli_run(args: argparse.Namespace) -> int:
         d["train"]["batched"] = args.batched
     cfg = RunConfig.from_dict(d)
     engine = resolve_engine(args.engine)
-    hist = run(cfg, resume=args.resume, engine=engine)
+    hist = run(cfg, resume=args.resume, engine=engine, overwrite=args.overwrite)
     if engine == "distributed":
         import torch.distributed as dist
 
@@ -418,7 +439,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lr", type=float)
     p.add_argument("--local-steps", dest="local_steps", type=int)
     p.add_argument("--batch-size", dest="batch_size", type=int)
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out (none: a warning, "
+                   "and round 1)")
+    p.add_argument("--overwrite", action="store_true", help="replace the run in --out (without it or --resume, "
+                   "a folder holding a run is an error)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--batched", choices=("off", "auto", "on"),
                    help="engine of the clients' local steps (overrides train.batched; default auto): auto trains a "

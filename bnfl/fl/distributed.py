@@ -45,6 +45,7 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep, coupled_step
+from bnfl.fl import _rundir
 from bnfl.fl._run import FederatedData, TrainConfig
 from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.engine import Simulation
@@ -226,10 +227,8 @@ class DistributedSimulation(Simulation):
         d = Path(directory)
         if self.rank == 0:
             d.mkdir(parents=True, exist_ok=True)
-            tmp = d / "checkpoint.pt.tmp"
-            torch.save(s, tmp)
-            os.replace(tmp, d / "checkpoint.pt")
-            (d / "history.json").write_text(s["history"])  # the same text as History.to_json
+            self._sync_history(d)
+            _rundir.save(d, s)
         dist.barrier()
         return d / "checkpoint.pt"
 

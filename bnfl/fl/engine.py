@@ -491,20 +491,19 @@ class Simulation(CheckpointMixin):
                 "comm_rounds": ch.rounds}
 
     # -- the loop ----------------------------------------------------------------------------------
-    def run(self, *, resume: bool = False, stop_after: int | None = None) -> History:
+    def run(self, *, resume: bool = False, stop_after: int | None = None, overwrite: bool = False) -> History:
         """Run rounds ``self.round + 1 .. config.rounds`` and return the :class:`History`.
 
         Parameters
         ----------
-        resume : bool, default False
-            Load ``config.checkpoint_dir/checkpoint.pt`` first (if it exists) and continue.
+        resume, overwrite : bool, default False
+            Continue from ``config.checkpoint_dir``'s checkpoint (one of another run is an error);
+            replace the run there (a new run into a run's folder is an error: :mod:`bnfl.fl._rundir`).
         stop_after : int, optional
             Stop after this round (simulates an interruption; the checkpoint stays resumable).
         """
         cfg = self.config
-        if resume and not cfg.checkpoint_dir:
-            raise ValueError("resume=True needs config.checkpoint_dir")
-        loaded = resume and self.load_checkpoint(cfg.checkpoint_dir)  # type: ignore[arg-type]
+        loaded = self._start(resume=resume, overwrite=overwrite)
         if not loaded and self.round == 0:
             torch.manual_seed(cfg.seed)
         from tqdm.auto import tqdm

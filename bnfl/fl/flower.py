@@ -96,7 +96,7 @@ class FlowerSetup:
         ``checkpoint_dir`` must be None (no resume over Flower).
     loss_fn : callable, default cross-entropy
     reply_timeout_s : float, default 600
-        Seconds the server waits for a round's replies; a client that did not answer is failed.
+        Seconds to wait for a round's replies (the start: >= 60 s); a silent client is failed, named.
     answer_inspect : bool, default False
         Whether clients answer ``query.inspect`` with their local state (equality tests only).
     out : str, optional
@@ -293,7 +293,7 @@ class _ServerSide(Simulation):
     def _hello(self) -> dict[int, int]:
         """Client id -> node id, from every node's ``query.hello``; checks sizes against the partition."""
         k = self.num_clients
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + (start := max(self.timeout, 60.0))  # nodes start slower than they reply
         while len(list(self.grid.get_node_ids())) < k and time.monotonic() < deadline:
             time.sleep(0.05)
         nodes = list(self.grid.get_node_ids())
@@ -303,7 +303,7 @@ class _ServerSide(Simulation):
         hello = RecordDict({"config": ConfigRecord({"run": self.run_index})})
         msgs = [Message(copy.deepcopy(hello), dst_node_id=n, message_type="query.hello") for n in nodes]
         got: dict[int, int] = {}
-        for m in self.grid.send_and_receive(msgs, timeout=self.timeout):
+        for m in self.grid.send_and_receive(msgs, timeout=start):
             if m.has_error():
                 raise FlowerClientError(f"node {m.metadata.src_node_id} failed to start: {m.error.reason}",
                                         {-1: m.error.reason})
@@ -317,7 +317,7 @@ class _ServerSide(Simulation):
             got[c] = m.metadata.src_node_id
         missing = sorted(set(range(k)) - set(got))
         if missing:
-            raise FlowerClientError(f"clients {missing} did not answer within {self.timeout:.0f} s", {c: "no reply" for c in missing})
+            raise FlowerClientError(f"clients {missing} did not answer within {start:g} s of the start", {c: "no reply" for c in missing})
         return got
 
     def _check_samples(self, c: int, metrics: MetricRecord) -> None:
@@ -340,8 +340,8 @@ class _ServerSide(Simulation):
         ok, failed = {}, {}
         for c in clients:
             m = by_node.get(self.nodes[c])
-            if m is None:
-                failed[c] = f"no reply within {self.timeout:.0f} s"
+            if m is None:  # hung, crashed or unreachable: failed, and named by its node
+                failed[c] = f"node {self.nodes[c]} sent no reply within {self.timeout:g} s (reply_timeout_s)"
             elif m.has_error():
                 failed[c] = m.error.reason
             else:
