@@ -157,7 +157,10 @@ def test_docs_dashboard_and_paper_pages_from_a_small_results_folder(bnfl_docs, t
     index = (out / "index.md").read_text()
     assert index.index(":::{note}") < index.index("## Headline claims") < index.index("## Entries by paper")
     assert "Q-DIG" in index.split(":::")[1] and "Why, row by row:" in index
-    assert "{ref}`hbn-tab1 <repro-hbn-tab1>`" in index
+    row = next(line for line in index.splitlines() if line.startswith("| 6 |"))
+    assert row.count(" | ") == 5, "six columns on the narrow docs page"
+    assert f"**HBN**: {HEADLINES[5].topic} ({{ref}}`hbn-tab1 <repro-hbn-tab1>`)" in row
+    assert "97.78; threshold 1.00" in row and "| Q-DIG-DIR |" in row and "| PASS |" in row
     hbn = (out / "hbn.md").read_text()
     assert hbn.index("## Verdicts") < hbn.index("(repro-hbn-fig1)=") < hbn.index("(repro-hbn-tab1)=")
     assert "**2 entries: 1 pass, 1 fail.**" in hbn

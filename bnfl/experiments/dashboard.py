@@ -163,7 +163,8 @@ def headline_markdown(results: Mapping[str, Any], *, why: str = "column",
                       link: Callable[[str], str] | None = None,
                       headlines: Sequence[Headline] = HEADLINES) -> str:
     """The headline table as markdown. ``why="column"`` puts the one-line why in the table (REPORT.md);
-    ``why="below"`` numbers the rows and lists the whys under the table (the docs). ``link(entry id)``
+    ``why="below"`` (the docs) lists the whys under a six-column table (the entry inside the claim
+    cell, the threshold beside ours, the stand-in by its short name). ``link(entry id)``
     gives the markdown of the entry cell (a link; the bare id when ``None``)."""
     if why not in ("column", "below"):
         raise ValueError(f"why must be 'column' or 'below', got {why!r}")
@@ -176,7 +177,12 @@ def headline_markdown(results: Mapping[str, Any], *, why: str = "column",
     cols = ["#", "paper", "claim", "paper's effect", "ours", "threshold", "stand-in (quick)", "verdict", "entry"]
     if why == "column":
         return "\n".join(_table(rows, [*cols, "why"])) + "\n"
-    lines = _table(rows, cols) + ["", "Why, row by row:", ""]
+    for r in rows:  # narrow pages: six columns, the stand-in by its short name (the banner explains it)
+        r["claim"] = f"**{r['paper']}**: {r['claim']} ({r['entry']})"
+        r["ours (threshold)"] = f"{r['ours']}; threshold {r['threshold']}"
+        r["stand-in"] = r["stand-in (quick)"].split(" (")[0]
+    lines = _table(rows, ["#", "claim", "paper's effect", "ours (threshold)", "stand-in", "verdict"])
+    lines += ["", "Why, row by row:", ""]
     lines += [f"{r['#']}. {r['why']}" for r in rows]
     return "\n".join(lines) + "\n"
 
