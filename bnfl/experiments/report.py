@@ -11,6 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from bnfl.experiments.core import Result, labels_first
+from bnfl.experiments.dashboard import (
+    counts_markdown,
+    entries_markdown,
+    entry_order,
+    headline_markdown,
+    paper_pairs,
+    round_numbers,
+    stand_in_banner,
+)
 from bnfl.experiments.registry import get
 
 __all__ = ["claim_counts", "claim_rows", "claims_table", "interval_text", "markdown_table", "write_report"]
@@ -29,10 +38,10 @@ def _fmt(v: Any) -> str:
             return str(v)
         if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
             return f"{v:.4g}"
-        return f"{v:.4f}".rstrip("0").rstrip(".") if abs(v) < 100 else f"{v:.2f}"
+        return f"{v:.4f}".rstrip("0").rstrip(".") if abs(v) < 10 else f"{v:.2f}"
     if isinstance(v, (list, tuple)):
         return ", ".join(_fmt(x) for x in v)
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    return round_numbers(str(v)).replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -141,9 +150,24 @@ def write_report(
     run_seconds = sum(distinct_runs.values())
     counts = claim_counts(results)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    results = sorted(results, key=lambda r: entry_order(r.id))
     lines: list[str] = [
         "# Reproduction report",
         "",
+        "## Headline claims",
+        "",
+        "The claims a reader of each paper remembers (declared in `bnfl/experiments/headlines.py`): the "
+        "paper's effect, ours (with its 95% interval where the claim stores one, else its noise: the seed "
+        "std or one test sample), the stand-in data set of the quick profile, the verdict and one line of why.",
+        "",
+        headline_markdown({r.id: r for r in results}, why="column", link=lambda eid: f"[{eid}](#{eid.lower()})"),
+        stand_in_banner(results),
+        "## Claims by paper and kind",
+        "",
+        "*Reproduction*: measured by training; *structural*: constants, counts and arithmetic in entries "
+        "that train nothing; *consistency*: the paper compared with itself.",
+        "",
+        counts_markdown(results),
         f"Generated {now} by `bnfl reproduce` (profile{'s' if len(profiles) > 1 else ''}: "
         f"{', '.join(profiles)}). {len(distinct_runs)} distinct training runs, {run_seconds:.0f} s of "
         f"compute when they ran; entry compute time of the stored results: {total_compute:.0f} s"
@@ -157,21 +181,13 @@ def write_report(
         "reported with its numbers and a one-line why, never tuned away. *Consistency checks* compare "
         "with values that were themselves inferred from the same paper.",
         "",
-        "`compute` is the time the entry itself took (0 when every run came from the run cache); "
-        "`runs` is the time its training runs took when they were computed (shared runs count in "
-        "every entry that uses them).",
+        "## Entries by paper",
         "",
-        "| id | title | verdict | claims (pass/fail/inconclusive/info) | seeds | compute (s) | runs (s) |",
-        "|---|---|---|---|---|---|---|",
+        "In figure order; claims by kind as pass/fail/inconclusive/info; `paper / ours` is the first of "
+        "the paper's numbers the entry stores beside ours (all of them are in the entry's section).",
+        "",
+        entries_markdown(results, link=lambda eid: f"[{eid}](#{eid.lower()})"),
     ]
-    for r in results:
-        c = claim_counts([r])
-        lines.append(
-            f"| [{r.id}](#{r.id.lower()}) | {_fmt(r.title)} | {_MARK[r.verdict]} | "
-            f"{c['pass']}/{c['fail']}/{c['inconclusive']}/{c['info']} | {len(r.seeds)} | {r.duration_s:.1f} | "
-            f"{sum(r.runs.values()):.1f} |"
-        )
-    lines.append("")
     open_claims = [(r, c) for r in results for c in r.claims if c.verdict in ("fail", "inconclusive")]
     if open_claims:
         lines += ["## Failing and inconclusive claims, and why", "",
@@ -198,6 +214,10 @@ def write_report(
             lines += ["**Deviations from the catalog recipe:**", ""]
             lines += [f"- {d}" for d in r.deviations] + [""]
         lines += ["**Our numbers:**", "", markdown_table(labels_first(r.rows))]
+        pairs = paper_pairs(r)
+        if pairs and not any(k.endswith(" paper") for row in r.rows for k in row):  # else side by side already
+            lines += ["**The paper beside ours:**", "",
+                      markdown_table([{"row": a, "column": b, "paper": p, "ours": o} for a, b, p, o in pairs])]
         if r.paper:
             lines += ["**The paper's numbers (verbatim):**", "", markdown_table(labels_first(r.paper))]
         elif entry.paper == "bench":

@@ -641,9 +641,11 @@ def md_cell(value: object, limit: int = 160) -> str:
 
 def result_section(result_file: Path) -> list[str]:
     """Claim verdicts and provenance of a ``bnfl run``/``bnfl reproduce`` result.json, rendered by
-    :func:`bnfl.experiments.report.claims_table` and :func:`~bnfl.experiments.report.markdown_table`."""
+    :func:`bnfl.experiments.report.claim_rows` and :func:`~bnfl.experiments.report.markdown_table`; the
+    claims' whys are listed under the table, numbered by check, and long decimals are rounded."""
     from bnfl.experiments.core import Result
-    from bnfl.experiments.report import claims_table, markdown_table
+    from bnfl.experiments.dashboard import round_numbers
+    from bnfl.experiments.report import claim_rows, markdown_table
 
     try:
         data = json.loads(result_file.read_text(encoding="utf-8"))
@@ -652,7 +654,7 @@ def result_section(result_file: Path) -> list[str]:
         return []
     if not isinstance(data, dict):
         return []
-    # fields a partial result.json may leave out; claims_table reads only the claims
+    # fields a partial result.json may leave out; claim_rows reads only the claims
     defaults = {"id": result_file.parent.name, "title": "", "profile": "", "seeds": [], "rows": [], "paper": []}
     try:
         result = Result.from_dict({**defaults, **data})
@@ -666,14 +668,58 @@ def result_section(result_file: Path) -> list[str]:
     if result.paper:
         out += ["**The paper** (verbatim):", "", markdown_table(result.paper).rstrip("\n"), ""]
     if result.claims:
+        rows = claim_rows(result)
+        whys = [(i, row.pop("why")) for i, row in enumerate(rows, 1)]
+        for i, row in enumerate(rows, 1):
+            row["check"] = f"{i}. {row['check']}"
         out += ["**Claim checks** (`margin >= 0` passes; a margin no larger than the noise, the seed spread or "
                 "one test sample, is inconclusive; `info` rows are reported, not asserted):", "",
-                claims_table(result).rstrip("\n").replace("| FAIL |", "| **FAIL** |"), ""]
+                markdown_table(rows).rstrip("\n").replace("| FAIL |", "| **FAIL** |"), ""]
+        whys = [(i, w) for i, w in whys if w]
+        if whys:
+            out += ["Why, by check:", ""] + [f"- {i}. {md_cell(round_numbers(w), 2000)}" for i, w in whys] + [""]
     for key in ("deviations", "notes"):
         items = data.get(key) or []
         if items:
-            out += [f"**{key.capitalize()}**:", ""] + [f"- {md_cell(i, 400)}" for i in items] + [""]
+            out += [f"**{key.capitalize()}**:", ""] + [f"- {md_cell(round_numbers(i), 400)}" for i in items] + [""]
     return out
+
+
+def load_results(figures: Path) -> dict[str, object]:
+    """``{id: Result}`` of every readable ``figures/<id>/result.json`` (unreadable ones are skipped;
+    :func:`result_section` warns about them)."""
+    from bnfl.experiments.core import Result
+
+    found: dict[str, object] = {}
+    for path in sorted(figures.glob("*/result.json")) if figures.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            defaults = {"id": path.parent.name, "title": "", "profile": "", "seeds": [], "rows": [], "paper": []}
+            found[path.parent.name] = Result.from_dict({**defaults, **data})
+        except (OSError, json.JSONDecodeError, TypeError, ValueError, AttributeError):
+            continue
+    return found
+
+
+def verdict_summary(results: list) -> str:
+    """One paragraph: how many entries pass, fail, are inconclusive; claims by kind and verdict."""
+    from bnfl.experiments.dashboard import COUNT_KINDS, kind_counts
+
+    verdicts = [r.verdict for r in results]
+    head = ", ".join(f"{verdicts.count(v)} {v}" for v in ("pass", "fail", "inconclusive", "n/a") if verdicts.count(v))
+    totals = {k: {} for k in COUNT_KINDS}
+    for per in kind_counts(results).values():
+        for k in COUNT_KINDS:
+            for v, n in per[k].items():
+                totals[k][v] = totals[k].get(v, 0) + n
+    parts = [f"{k}: " + ", ".join(f"{n} {v}" for v, n in totals[k].items() if n)
+             for k in COUNT_KINDS if sum(totals[k].values())]
+    return f"**{len(results)} entries: {head}.** Claims by kind: " + "; ".join(parts) + "."
+
+
+def entry_label(eid: str) -> str:
+    """The MyST target of an entry's section on its paper page."""
+    return f"repro-{eid}"
 
 
 def provenance_dropdown(facts: dict[str, object]) -> list[str]:
@@ -724,15 +770,48 @@ def generate_reproductions(written: set[Path]) -> None:
             report = "# Reproduction report\n\n" + report
         write_if_changed(out_dir / "figures" / "REPORT.md", report, written)
 
+    from bnfl.experiments import dashboard
+
+    results = load_results(figures)
+
+    def link(eid: str) -> str:
+        return f"{{ref}}`{eid} <{entry_label(eid)}>`" if eid in by_id else f"`{eid}`"
+
     papers = list(PAPER_TITLE)
     index = [
         "# Reproductions",
         "",
-        "One page per paper, generated at build time from `figures/`: every `figures/<id>.png` with "
-        "its provenance JSON (profile, seed, git commit, duration) as written by "
-        "`bnfl.plots.save_figure`, next to the catalog entry it reproduces. Entries without a "
-        "figure are listed as *not yet reproduced*; regenerate a figure with "
-        "`bnfl run <id> --profile quick` and rebuild the docs.",
+    ]
+    banner = dashboard.stand_in_banner(results.values())
+    if banner:
+        index += [":::{note}", banner.rstrip("\n"), ":::", ""]
+    index += [
+        "## Headline claims",
+        "",
+        "The claims a reader of each paper remembers: the paper's effect, ours (with its 95% interval "
+        "where the claim stores one, else its noise: the seed std or one test sample), the stand-in data "
+        "set of the quick profile and the verdict; why each verdict came out is listed under the table.",
+        "",
+        dashboard.headline_markdown(results, why="below", link=link).rstrip("\n"),
+        "",
+        "## Claims by paper and kind",
+        "",
+        "*Reproduction*: measured by training; *structural*: constants, counts and arithmetic in entries "
+        "that train nothing; *consistency*: the paper compared with itself.",
+        "",
+        dashboard.counts_markdown(results.values()).rstrip("\n"),
+        "",
+        "## Entries by paper",
+        "",
+        "In figure order; claims by kind as pass/fail/inconclusive/info; `paper / ours` is the first of "
+        "the paper's numbers the entry stores beside ours.",
+        "",
+        dashboard.entries_markdown(results.values(), link=link).rstrip("\n"),
+        "",
+        "## Coverage",
+        "",
+        "Every `figures/<id>.png` with its provenance JSON, next to the catalog entry it reproduces. "
+        "Regenerate a figure with `bnfl run <id> --profile quick` and rebuild the docs.",
         "",
         "| paper | catalog entries | registered in `bnfl run` | with a figure | not yet reproduced |",
         "|---|---|---|---|---|",
@@ -760,15 +839,22 @@ def generate_reproductions(written: set[Path]) -> None:
     for paper in papers:
         entries = [e for e in catalog if e["paper"] == paper]
         page = [f"# {PAPER_TITLE[paper]}", ""]
-        done = [e for e in entries if e["id"] in by_id]
+        done = sorted((e for e in entries if e["id"] in by_id), key=lambda e: dashboard.entry_order(e["id"]))
         missing = [e for e in entries if e["id"] not in by_id]
         page += [
             (f"{len(done)} of {len(entries)} catalog entries have a reproduced figure." if paper != "Benchmarks" else
              "Entries that no paper has, registered and run like the reproductions (`bnfl run <id>`)."),
             "",
         ]
+        mine = [results[e["id"]] for e in done if e["id"] in results]
+        if mine:
+            page += ["## Verdicts", "", verdict_summary(mine), "",
+                     dashboard.entries_markdown(mine, link=link, heading=None).rstrip("\n"), ""]
         for e in done:
-            page += [f"## `{e['id']}`: {e['title']}", ""]
+            title = known.get(e["id"], {}).get("title") or e["title"]
+            page += [f"({entry_label(e['id'])})=", f"## `{e['id']}`: {title}", ""]
+            if title != e["title"]:
+                page += [f"*The paper's setting (catalog):* {md_cell(e['title'], 2000)}", ""]
             if e["id"] in known and known[e["id"]]["summary"]:
                 page += [md_cell(known[e["id"]]["summary"], 2000), ""]
             for img in by_id[e["id"]]:
@@ -825,6 +911,31 @@ def generate_reproductions(written: set[Path]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def notebook_groups(entries: list[str]) -> list[tuple[str, list[str]]]:
+    """The notebook pages (``"<folder>/<name>"``) grouped by folder: the papers in the dashboard's
+    order (FedTAN, HBN, FixBN, FedBN), then other folders (the theory walkthroughs), then the
+    non-paper benchmark last; each group in natural order (``fig2`` before ``fig10``)."""
+    from bnfl.experiments.dashboard import PAPER_NAMES, PAPER_ORDER, entry_order, natural_key
+
+    groups: dict[str, list[str]] = {}
+    for name in entries:
+        folder = name.split("/", 1)[0] if "/" in name else ""
+        groups.setdefault(folder, []).append(name)
+    papers = [p for p in PAPER_ORDER if p != "bench"]
+
+    def rank(folder: str) -> tuple[int, tuple]:
+        if folder in papers:
+            return (papers.index(folder), ())
+        return (len(papers) + (2 if folder == "bench" else 1), natural_key(folder))
+
+    out = []
+    for folder in sorted(groups, key=rank):
+        title = PAPER_NAMES.get(folder) or (folder.capitalize() if folder else "Other")
+        names = sorted(groups[folder], key=lambda n: (entry_order(n.rsplit("/", 1)[-1]), natural_key(n)))
+        out.append((title, names))
+    return out
+
+
 def generate_notebooks(written: set[Path], mode: str = "off", kernels: int = 1, inputs: str | None = None) -> None:
     """Copy the notebooks for myst-nb; execute the generated reproduction notebooks here.
 
@@ -867,7 +978,8 @@ def generate_notebooks(written: set[Path], mode: str = "off", kernels: int = 1, 
     ]
     if not entries:
         index += ["*No notebook has been written yet.*", ""]
-    index += ["```{toctree}", ":maxdepth: 1", ""] + entries + ["```", ""]
+    for title, group in notebook_groups(entries):
+        index += [f"## {title}", "", "```{toctree}", ":maxdepth: 1", ""] + group + ["```", ""]
     write_if_changed(out / "index.md", "\n".join(index), written)
 
 

@@ -1,0 +1,289 @@
+"""What a reader sees first: the headline table, claim counts by kind, entries grouped by paper.
+
+Shared by ``REPORT.md`` (:func:`bnfl.experiments.report.write_report`) and the docs' reproductions
+index (``docs/_ext/bnfl_docs.py``). Everything here reads stored results and never changes them:
+numbers are rounded for display only (:func:`display_number`, :func:`round_numbers`).
+
+Claim kinds. A stored claim is ``reproduction`` or ``consistency`` (:data:`bnfl.experiments._claim.KINDS`).
+A ``reproduction`` claim of an entry whose result records no training run (``result.runs`` is empty:
+constants, parameter counts, arithmetic) is counted here as ``structural``; the stored kind is unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from bnfl.experiments.headlines import HEADLINES, STAND_INS, Headline, StandIn
+
+__all__ = [
+    "COUNT_KINDS",
+    "PAPER_NAMES",
+    "PAPER_ORDER",
+    "claim_kind",
+    "counts_markdown",
+    "display_number",
+    "entries_markdown",
+    "entry_order",
+    "find_claim",
+    "headline_markdown",
+    "headline_rows",
+    "kind_counts",
+    "natural_key",
+    "paper_pairs",
+    "round_numbers",
+    "stand_in_banner",
+    "stand_ins_used",
+]
+
+#: Papers in the order the dashboard shows them; the benchmark (no paper) comes last.
+PAPER_ORDER: tuple[str, ...] = ("fedtan", "hbn", "fixbn", "fedbn", "bench")
+PAPER_NAMES: dict[str, str] = {"fedtan": "FedTAN", "hbn": "HBN", "fixbn": "FixBN", "fedbn": "FedBN",
+                               "bench": "Benchmark (no paper)"}
+#: The kinds :func:`claim_kind` counts apart.
+COUNT_KINDS: tuple[str, ...] = ("reproduction", "structural", "consistency")
+_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "info": "info", "n/a": "n/a"}
+_VERDICTS = ("pass", "fail", "inconclusive", "info")
+
+
+def natural_key(text: str) -> tuple[tuple[int, Any], ...]:
+    """Sort key that orders digit runs by value: ``"fig2" < "fig10"``, ``"tab1" < "tabD"``."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part.lower())
+                 for part in re.split(r"(\d+)", str(text)) if part)
+
+
+def entry_order(eid: str) -> tuple[Any, ...]:
+    """Sort key of an entry id: paper (:data:`PAPER_ORDER`, unknown papers after), then figures before
+    tables before anything else, then natural order (``fig2`` before ``fig10``)."""
+    paper, _, rest = eid.partition("-")
+    rank = PAPER_ORDER.index(paper) if paper in PAPER_ORDER else len(PAPER_ORDER)
+    kind = 0 if rest.startswith("fig") else 1 if rest.startswith("tab") else 2
+    return (rank, paper, kind, natural_key(rest))
+
+
+def display_number(value: Any) -> str:
+    """A number as a reader wants it: 2 decimals from 1 up (``97.77766666666666 -> "97.78"``), 3
+    significant digits below 1, integers as they are; anything else as ``str``."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    if abs(value) >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def round_numbers(text: str, *, digits: int = 5) -> str:
+    """``text`` with every decimal of ``digits`` or more fractional digits shown by :func:`display_number`
+    (``"|97.77766666666666 - 97.4| = 0.3703"`` -> ``"|97.78 - 97.4| = 0.3703"``)."""
+    pattern = re.compile(r"(?<![\w.])([-+]?\d+\.\d{" + str(int(digits)) + r",})(?![\d])")
+    return pattern.sub(lambda m: display_number(float(m.group(1))), str(text))
+
+
+def claim_kind(result: Any, claim: Any) -> str:
+    """``"consistency"`` for a paper-vs-paper check, ``"structural"`` for a reproduction claim of an
+    entry that trains nothing (its result records no training runs), else ``"reproduction"``."""
+    if claim.kind == "consistency":
+        return "consistency"
+    return "reproduction" if result.runs else "structural"
+
+
+def kind_counts(results: Iterable[Any]) -> dict[str, dict[str, dict[str, int]]]:
+    """``{paper: {kind: {verdict: count}}}`` over ``results`` (kinds of :func:`claim_kind`)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for r in results:
+        paper = r.id.split("-", 1)[0]
+        per = out.setdefault(paper, {k: dict.fromkeys(_VERDICTS, 0) for k in COUNT_KINDS})
+        for c in r.claims:
+            per[claim_kind(r, c)][c.verdict] += 1
+    return out
+
+
+def find_claim(results: Mapping[str, Any], headline: Headline) -> Any | None:
+    """The stored claim a headline names, or ``None`` when its entry has no result or no such claim."""
+    result = results.get(headline.entry)
+    if result is None:
+        return None
+    return next((c for c in result.claims if c.name == headline.claim), None)
+
+
+def _ours(claim: Any) -> str:
+    iv = getattr(claim, "interval", None)
+    if iv and iv.get("low") is not None:
+        return f"{display_number(claim.measured)} [{display_number(iv['low'])}, {display_number(iv['high'])}] (95% CI)"
+    if claim.measured is None:
+        return "–"
+    if claim.noise:
+        return f"{display_number(claim.measured)} ± {display_number(claim.noise)} (noise)"
+    return display_number(claim.measured)
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = " ".join(round_numbers(text, digits=3).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES) -> list[dict[str, str]]:
+    """One row per headline: paper, claim, the paper's effect, ours (interval or noise), threshold,
+    stand-in, verdict, entry, and the one-line why (the claim's why, else the numbers behind it)."""
+    rows = []
+    for h in headlines:
+        c = find_claim(results, h)
+        row = {"paper": PAPER_NAMES.get(h.paper, h.paper), "claim": h.topic, "paper's effect": h.paper_effect}
+        if c is None:
+            row.update({"ours": "–", "threshold": "–", "stand-in (quick)": h.stand_in, "verdict": "not run",
+                        "entry": h.entry, "why": f"no stored result has claim {h.claim!r}"})
+        else:
+            row.update({"ours": _ours(c), "threshold": display_number(c.threshold), "stand-in (quick)": h.stand_in,
+                        "verdict": _MARK[c.verdict], "entry": h.entry,
+                        "why": _one_line(c.why or c.detail or c.statement)})
+        rows.append(row)
+    return rows
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(rows: Sequence[Mapping[str, Any]], cols: Sequence[str]) -> list[str]:
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return lines
+
+
+def headline_markdown(results: Mapping[str, Any], *, why: str = "column",
+                      link: Callable[[str], str] | None = None,
+                      headlines: Sequence[Headline] = HEADLINES) -> str:
+    """The headline table as markdown. ``why="column"`` puts the one-line why in the table (REPORT.md);
+    ``why="below"`` (the docs) lists the whys under a six-column table (the entry inside the claim
+    cell, the threshold beside ours, the stand-in by its short name). ``link(entry id)``
+    gives the markdown of the entry cell (a link; the bare id when ``None``)."""
+    if why not in ("column", "below"):
+        raise ValueError(f"why must be 'column' or 'below', got {why!r}")
+    rows = headline_rows(results, headlines)
+    for i, r in enumerate(rows, 1):
+        r["#"] = str(i)
+        r["verdict"] = f"**{r['verdict']}**" if r["verdict"] in ("FAIL", "INCONCLUSIVE") else r["verdict"]
+        if link is not None:
+            r["entry"] = link(r["entry"])
+    cols = ["#", "paper", "claim", "paper's effect", "ours", "threshold", "stand-in (quick)", "verdict", "entry"]
+    if why == "column":
+        return "\n".join(_table(rows, [*cols, "why"])) + "\n"
+    for r in rows:  # narrow pages: six columns, the stand-in by its short name (the banner explains it)
+        r["claim"] = f"**{r['paper']}**: {r['claim']} ({r['entry']})"
+        r["ours (threshold)"] = f"{r['ours']}; threshold {r['threshold']}"
+        r["stand-in"] = r["stand-in (quick)"].split(" (")[0]
+    lines = _table(rows, ["#", "claim", "paper's effect", "ours (threshold)", "stand-in", "verdict"])
+    lines += ["", "Why, row by row:", ""]
+    lines += [f"{r['#']}. {r['why']}" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def counts_markdown(results: Iterable[Any]) -> str:
+    """Claims per paper and kind (reproduction / structural / consistency) as pass/fail/inconclusive/info."""
+    counts = kind_counts(results)
+    lines = ["| paper | " + " | ".join(f"{k} (pass/fail/inconcl./info)" for k in COUNT_KINDS) + " |",
+             "|---|" + "---|" * len(COUNT_KINDS)]
+    for paper in sorted(counts, key=lambda p: entry_order(p + "-")):
+        cells = ["/".join(str(counts[paper][k][v]) for v in _VERDICTS) for k in COUNT_KINDS]
+        lines.append(f"| {PAPER_NAMES.get(paper, paper)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_NUMBER = re.compile(r"\s*[-+]?\d+(?:\.\d+)?")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) or (isinstance(v, str) and bool(_NUMBER.match(v)))
+
+
+def _show(v: Any) -> str:
+    return display_number(v) if isinstance(v, float) else round_numbers(str(v))
+
+
+def paper_pairs(result: Any) -> list[tuple[str, str, str, str]]:
+    """The paper's numbers beside ours, where the result stores both: ``(row label, column, paper,
+    ours)``. Rows that carry ``"<col> paper"`` beside ``"<col> ours"`` give those pairs; otherwise a
+    paper row is matched to our row with the same text labels (method, setting, ...) and every column
+    both hold a number in is paired."""
+    pairs: list[tuple[str, str, str, str]] = []
+    for r in result.rows:
+        label = ", ".join(str(v) for k, v in r.items() if isinstance(v, str) and v.strip() and not _is_number(v)
+                          and not k.endswith((" paper", " ours")))
+        for k, v in r.items():
+            if k.endswith(" paper") and k[:-6] + " ours" in r and _is_number(v) and _is_number(r[k[:-6] + " ours"]):
+                pairs.append((label, k[:-6], _show(v), _show(r[k[:-6] + " ours"])))
+    if pairs:
+        return pairs
+    for p in result.paper:
+        for r in result.rows:
+            labels = [k for k, v in p.items() if k in r and isinstance(v, str) and v.strip() and not _is_number(v)
+                      and isinstance(r[k], str) and not _is_number(r[k])]
+            if not labels or any(p[k] != r[k] for k in labels):
+                continue
+            label = ", ".join(str(p[k]) for k in labels)
+            pairs += [(label, k, _show(v), _show(r[k])) for k, v in p.items()
+                      if k not in labels and k in r and _is_number(v) and _is_number(r[k])]
+            break
+    return pairs
+
+
+def _counts_cell(result: Any) -> str:
+    per = kind_counts([result]).get(result.id.split("-", 1)[0], {})
+    parts = []
+    for k in COUNT_KINDS:
+        n = per.get(k, {})
+        if sum(n.values()):
+            parts.append(f"{k[:5]}. " + "/".join(str(n[v]) for v in _VERDICTS))
+    return "; ".join(parts) or "–"
+
+
+def entries_markdown(results: Iterable[Any], *, link: Callable[[str], str] | None = None,
+                     heading: str | None = "###") -> str:
+    """The entries grouped by paper (:data:`PAPER_ORDER`), in figure order (figures then tables,
+    natural order), one table per paper: verdict, claims by kind (pass/fail/inconclusive/info),
+    seeds, and the first of the paper's numbers beside ours (:func:`paper_pairs`). ``link(id)`` gives
+    the markdown of an entry cell; ``heading`` the markdown heading level of each paper's name
+    (``None``: no heading, for one paper's page)."""
+    by_paper: dict[str, list[Any]] = {}
+    for r in sorted(results, key=lambda r: entry_order(r.id)):
+        by_paper.setdefault(r.id.split("-", 1)[0], []).append(r)
+    lines: list[str] = []
+    for paper, group in by_paper.items():
+        if heading:
+            lines += [f"{heading} {PAPER_NAMES.get(paper, paper)}", ""]
+        rows = []
+        for r in group:
+            pairs = paper_pairs(r)
+            first = (f"{pairs[0][2]} / {pairs[0][3]} ({pairs[0][0]}{', ' if pairs[0][0] else ''}{pairs[0][1]})"
+                     if pairs else "–")
+            rows.append({"entry": link(r.id) if link else r.id, "title": r.title,
+                         "verdict": _MARK.get(r.verdict, r.verdict), "claims by kind": _counts_cell(r),
+                         "seeds": str(len(r.seeds)), "paper / ours": first})
+        lines += _table(rows, ["entry", "title", "verdict", "claims by kind", "seeds", "paper / ours"]) + [""]
+    return "\n".join(lines)
+
+
+def stand_ins_used(results: Iterable[Any], table: Sequence[StandIn] = STAND_INS) -> list[StandIn]:
+    """The stand-ins of ``table`` that some result names (in its deviations, notes, rows or config)."""
+    text = " ".join(str([r.deviations, r.notes, r.config, r.rows]) for r in results)
+    return [s for s in table if re.search(re.escape(s.name.split("(")[0]) + r"(?![A-Z])", text)]
+
+
+def stand_in_banner(results: Iterable[Any]) -> str:
+    """A one-paragraph notice that quick numbers come from stand-in data, naming each stand-in."""
+    used = stand_ins_used(list(results))
+    if not used:
+        return ""
+    items = "; ".join(f"**{s.name}**, {s.what}, for {s.replaces}" for s in used)
+    return ("**The quick profile trains on stand-in data, not on the papers' data sets.** Titles name the "
+            f"paper's setting; the numbers come from: {items}. Compare directions and gaps with the "
+            "paper's, not absolute accuracies.\n")
