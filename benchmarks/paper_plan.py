@@ -35,7 +35,7 @@ DATA: dict[str, tuple[tuple[int, ...], int, int, int]] = {
     "cifar100": ((3, 32, 32), 100, 50_000, 10_000),
     "mnist": ((1, 28, 28), 10, 60_000, 10_000),
     "tiny_imagenet": ((3, 64, 64), 200, 100_000, 10_000),
-    "imagenet": ((3, 64, 64), 1000, 1_281_167, 50_000),
+    "imagenet": ((3, 224, 224), 1000, 1_281_167, 50_000),
     "cityscapes": ((3, 64, 128), 19, 2_975, 500),
     # FedBN's Digit-5 partitions: 7,438 training images per domain at fraction 1 (their 10%: 743)
     "digit5": ((3, 28, 28), 10, 5 * 7_438, 5 * 1_860),

@@ -44,10 +44,10 @@ def test_paper_plan_counts_an_entrys_runs_without_training():
     plan = paper_plan("fixbn-tab2")  # 3 methods x 3 seeds at the paper profile
     assert plan.complete and plan.seeds == 3 and len(plan.specs) == 9
     assert sorted({s["seed"] for s in plan.specs}) == [0, 1, 2]
-    spec = plan.specs[0]  # ImageNet (the loader's 64x64), 100 clients, 10 a round, 2 local epochs of B = 20
+    spec = plan.specs[0]  # ImageNet (stored at 224x224), 100 clients, 10 a round, 2 local epochs of B = 20
     assert spec["data"]["name"] == "imagenet" and spec["train"]["local_unit"] == "epochs"
     w = run_work(spec)
-    assert w.shape == (3, 64, 64) and w.classes == 1000 and w.batch == 20 and w.union == 10 * 20
+    assert w.shape == (3, 224, 224) and w.classes == 1000 and w.batch == 20 and w.union == 10 * 20
     assert w.images == pytest.approx(spec["rounds"] * 10 * 2 * 1_281_167 / 100)
     assert w.eval_images == (spec["rounds"] // spec["train"]["eval_every"]) * 50_000
     assert paper_plan("fedtan-tab3").specs == []  # an exact entry: no training run

@@ -152,6 +152,8 @@ class _SiloView:
     y_test: Tensor
     clients: list[np.ndarray]
     client_test: None = None
+    pad_value: None = None  # no augmentation cross-silo (refused in CrossSiloSimulation)
+    stored_norm: None = None  # a silo holds float samples, not stored uint8 pixels
 
 
 class CrossSiloSimulation(DistributedSimulation):

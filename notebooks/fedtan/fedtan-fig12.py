@@ -24,7 +24,11 @@
 #
 # **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
 # whose result is committed in `figures/fedtan-fig12/result.json`. Its deviations from the catalog's
-# recipe: non-iid only (the check is on k=2). The paper's setup trains on `cifar10` read from a
+# recipe: non-iid only (the check is on k=2); no data augmentation at quick (train.augment =
+# 'none'), where the paper profile augments (the authors' CIFAR recipe: random crop with 4 px
+# padding + horizontal flip; ImageNet: flip): the quick data are 8x8 digits or vectors, where a
+# 4-pixel shift moves half the digit out of view and a flip turns one digit into another, and every
+# committed quick number was made without it. The paper's setup trains on `cifar10` read from a
 # local folder, with 5 seeds: `bnfl run fedtan-fig12 --profile paper --data-root DIR --device cuda
 # --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own
 # assumptions: batch sizes are not stated in the paper: {32, 64, 128, 256} [assumed].

@@ -25,8 +25,12 @@
 # recipe: CIFAR -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, E = 1 epoch, T = 60, B = 4; HBN's
 # rate chosen at B = 4 (hbn-tab8, validation split), scaled linearly with B (the same rate for every
 # ablation); 3 seeds (the catalog's count; the paper does not state its repeats); lr 'decays
-# quadratically with 0.998': implemented as x0.998 per round (an interpretation). The paper's setup
-# trains on `cifar10` read from a local folder, with 3 seeds: `bnfl run hbn-tab6 --profile paper
+# quadratically with 0.998': implemented as x0.998 per round (an interpretation); no data
+# augmentation at quick (train.augment = 'none'), where the paper profile augments (the authors'
+# CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet: flip): the quick data are
+# 8x8 digits or vectors, where a 4-pixel shift moves half the digit out of view and a flip turns one
+# digit into another, and every committed quick number was made without it. The paper's setup trains
+# on `cifar10` read from a local folder, with 3 seeds: `bnfl run hbn-tab6 --profile paper
 # --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT`
 # to show it here. Its own assumptions: every ablation at HBN's chosen rate (Table 8); lr 'decays
 # quadratically with 0.998': implemented as x0.998 per round (an interpretation).

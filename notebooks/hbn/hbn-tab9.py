@@ -24,8 +24,12 @@
 # the test set); the chosen rate is then trained on the whole training set and tested once;
 # CIFAR-100 stand-in: Table 9's grid on the same Q-DIG proxy (10 classes; a 100-class digits proxy
 # does not exist). Its choices are reported, not used: the quick entries use Table 8's; lr 'decays
-# quadratically with 0.998': implemented as x0.998 per round (an interpretation). The paper's setup
-# trains on `cifar100` read from a local folder, with 5 seeds: `bnfl run hbn-tab9 --profile paper
+# quadratically with 0.998': implemented as x0.998 per round (an interpretation); no data
+# augmentation at quick (train.augment = 'none'), where the paper profile augments (the authors'
+# CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet: flip): the quick data are
+# 8x8 digits or vectors, where a 4-pixel shift moves half the digit out of view and a flip turns one
+# digit into another, and every committed quick number was made without it. The paper's setup trains
+# on `cifar100` read from a local folder, with 5 seeds: `bnfl run hbn-tab9 --profile paper
 # --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT`
 # to show it here. Its own assumptions: rates chosen on a validation split (20% of the training set
 # held out; the paper chooses on the test set); the chosen rate is then trained on the whole
