@@ -517,23 +517,38 @@ def test_screenshot_of_theory_page(site: Path, server: tuple[str, list[str]]) ->
         assert int.from_bytes(header[16:20], "big") == 1280
 
 
-MATH = """<!doctype html><html><body>
+#: One Chromium run opens each page of PAGES in turn in a same-origin frame of 1280 px, runs
+#: BEFORE at once and PROBE after SETTLE ms (both with the frame's document ``d`` and ``page``;
+#: PROBE stores its finding in ``out[page]``), and writes ``out`` as JSON into ``<pre id=result>``.
+FRAMES = """<!doctype html><html><body>
 <iframe id="f" style="width:1280px;height:1600px"></iframe>
 <pre id="result">pending</pre>
 <script>
-const pages = {pages};
+const pages = PAGES;
 const f = document.getElementById('f');
-const out = {{}};
+const out = {};
 let i = 0;
-function next() {{
-  if (i >= pages.length) {{
+function next() {
+  if (i >= pages.length) {
     document.getElementById('result').textContent = JSON.stringify(out);
     return;
-  }}
+  }
   const page = pages[i++];
-  f.onload = () => {{
-    setTimeout(() => {{
-      const d = f.contentDocument;
+  f.onload = () => {
+    const d = f.contentDocument;
+    BEFORE
+    setTimeout(() => {
+      PROBE
+      next();
+    }, SETTLE);
+  };
+  f.src = '/' + page;
+}
+next();
+</script></body></html>"""
+
+#: the math-width probe: every typeset formula's needed width against its column's width
+MATH_PROBE = """
       const col = d.querySelector('.bd-article') || d.body;
       const all = col.querySelectorAll('mjx-container');  // the page's own text, not the side TOC
       // the column's width as the layout intends it: a too wide formula widens the column itself
@@ -543,27 +558,41 @@ function next() {{
       const room = col.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
       for (const m of all) m.style.display = '';
       const wide = [];
-      for (const m of all) {{
+      for (const m of all) {
         const svg = m.querySelector('svg');
         if (!svg) continue;
         // a tagged display is an SVG of width 100% whose min-width is what the formula needs
         const need = Math.max(svg.getBoundingClientRect().width * (svg.getAttribute('width') === '100%' ? 0 : 1),
                               parseFloat(getComputedStyle(svg).minWidth) || 0);
-        if (need > room + 1) {{
-          wide.push({{width: Math.round(need), room: Math.round(room),
-                      tex: (m.getAttribute('aria-label') || m.textContent || '').slice(0, 80)}});
-        }}
-      }}
+        if (need > room + 1) {
+          wide.push({width: Math.round(need), room: Math.round(room),
+                     tex: (m.getAttribute('aria-label') || m.textContent || '').slice(0, 80)});
+        }
+      }
       const page_w = d.documentElement.scrollWidth, win_w = d.documentElement.clientWidth;
-      if (page_w > win_w + 1) wide.push({{width: page_w, room: win_w, tex: '(the page scrolls sideways)'}});
-      out[page] = {{n: all.length, wide: wide}};
-      next();
-    }}, 3000);
-  }};
-  f.src = '/' + page;
-}}
-next();
-</script></body></html>"""
+      if (page_w > win_w + 1) wide.push({width: page_w, room: win_w, tex: '(the page scrolls sideways)'});
+      out[page] = {n: all.length, wide: wide};"""
+
+#: the images-and-text probe: every image (loaded or not) and the visible text
+MANY_PROBE = """
+      out[page] = {imgs: [...d.images].map(im => ({src: im.getAttribute('src'),
+                                                   ok: im.complete && im.naturalWidth > 0})),
+                   text: d.body ? d.body.innerText : ''};"""
+
+
+def _in_frames(site: Path, base: str, pages: list[str], probe: str, *, before: str = "", settle_ms: int,
+               budget_ms: int) -> dict[str, dict]:
+    """Run :data:`FRAMES` over ``pages`` with ``probe``; return what it stored per page."""
+    harness = site / "__frames__.html"
+    doc = FRAMES.replace("PAGES", json.dumps(pages)).replace("BEFORE", before).replace("PROBE", probe)
+    harness.write_text(doc.replace("SETTLE", str(settle_ms)), encoding="utf-8")
+    try:
+        dom = chromium(base + harness.name, "--dump-dom", f"--virtual-time-budget={budget_ms * len(pages) + 5000}")
+    finally:
+        harness.unlink()
+    m = re.search(r'<pre id="result">(.*?)</pre>', dom, re.DOTALL)
+    assert m and m.group(1) != "pending", "the harness did not finish"
+    return json.loads(html.unescape(m.group(1)))
 
 
 @needs_chromium
@@ -574,15 +603,7 @@ def test_no_math_display_is_wider_than_its_container(site: Path, server: tuple[s
     base, _ = server
     pages = ["index.html", "theory.html", "recipes.html"]
     pages += sorted(p.relative_to(site).as_posix() for p in (site / "_generated" / "notebooks" / "theory").glob("*.html"))
-    harness = site / "__check_math__.html"
-    harness.write_text(MATH.format(pages=json.dumps(pages)), encoding="utf-8")
-    try:
-        dom = chromium(base + harness.name, "--dump-dom", f"--virtual-time-budget={4000 * len(pages) + 5000}")
-    finally:
-        harness.unlink()
-    m = re.search(r'<pre id="result">(.*?)</pre>', dom, re.DOTALL)
-    assert m and m.group(1) != "pending", "the harness did not finish"
-    seen = json.loads(html.unescape(m.group(1)))
+    seen = _in_frames(site, base, pages, MATH_PROBE, settle_ms=3000, budget_ms=4000)
     problems = []
     for page in pages:
         info = seen.get(page)
@@ -595,48 +616,11 @@ def test_no_math_display_is_wider_than_its_container(site: Path, server: tuple[s
     assert not problems, "\n".join(problems)
 
 
-MANY = """<!doctype html><html><body>
-<iframe id="f" style="width:1280px;height:1600px"></iframe>
-<pre id="result">pending</pre>
-<script>
-const pages = {pages};
-const f = document.getElementById('f');
-const out = {{}};
-let i = 0;
-function next() {{
-  if (i >= pages.length) {{
-    document.getElementById('result').textContent = JSON.stringify(out);
-    return;
-  }}
-  const page = pages[i++];
-  f.onload = () => {{
-    const d = f.contentDocument;
-    for (const im of d.images) im.loading = 'eager';
-    setTimeout(() => {{
-      out[page] = {{imgs: [...d.images].map(im => ({{src: im.getAttribute('src'),
-                                                    ok: im.complete && im.naturalWidth > 0}})),
-                   text: d.body ? d.body.innerText : ''}};
-      next();
-    }}, 1500);
-  }};
-  f.src = '/' + page;
-}}
-next();
-</script></body></html>"""
-
-
 def _check_many(site: Path, base: str, pages: list[str]) -> dict[str, dict]:
     """Open ``pages`` one after another in a same-origin frame of ONE Chromium run; return, per
     page, its images (loaded or not) and its visible text."""
-    harness = site / "__check_many__.html"
-    harness.write_text(MANY.format(pages=json.dumps(pages)), encoding="utf-8")
-    try:
-        dom = chromium(base + harness.name, "--dump-dom", f"--virtual-time-budget={2500 * len(pages) + 5000}")
-    finally:
-        harness.unlink()
-    m = re.search(r'<pre id="result">(.*?)</pre>', dom, re.DOTALL)
-    assert m and m.group(1) != "pending", "the harness did not finish"
-    return json.loads(html.unescape(m.group(1)))
+    return _in_frames(site, base, pages, MANY_PROBE, before="for (const im of d.images) im.loading = 'eager';",
+                      settle_ms=1500, budget_ms=2500)
 
 
 def _notebook_pages(site: Path) -> list[str]:
