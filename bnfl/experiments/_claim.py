@@ -59,6 +59,11 @@ class Claim:
         smallest detectable effect and, when inconclusive, about how many seeds would decide it.
         ``None`` for the margin-against-noise claims (left out of the JSON, so their results read
         as before).
+    counted_in : str or None
+        The entry whose runs this claim re-reads (``"fedbn-tab11"``), when the same measurement is
+        already checked there: the claim is shown here, linked, and counted only in that entry
+        (:func:`bnfl.experiments.claims.linked`). ``None`` (left out of the JSON) for a claim
+        counted where it stands.
     """
 
     name: str
@@ -72,6 +77,7 @@ class Claim:
     noise: float | None = None
     kind: str = "reproduction"
     interval: dict[str, Any] | None = None
+    counted_in: str | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -85,9 +91,15 @@ class Claim:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        if d["interval"] is None:  # claims without an interval serialise as they always did
-            del d["interval"]
+        for key in ("interval", "counted_in"):  # unset: serialised as claims always were
+            if d[key] is None:
+                del d[key]
         return d
+
+    @property
+    def counted(self) -> bool:
+        """Whether totals count this claim (not when it re-reads a measurement of ``counted_in``)."""
+        return self.counted_in is None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claim:

@@ -14,6 +14,7 @@ paper, e.g. the FedTAN iteration counts inferred from Table 5's percentages).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
     "at_least",
     "at_most",
     "info",
+    "linked",
     "monotone",
     "within",
 ]
@@ -178,3 +180,15 @@ def info(name: str, statement: str, measured: float | None, *, detail: str = "",
          kind: str = "reproduction") -> Claim:
     """A number the catalog asks to report, not to assert (verdict ``"info"``)."""
     return Claim(name, statement, "info", _finite(measured), None, None, detail, "", None, kind)
+
+
+def linked(claim: Claim, entry: str) -> Claim:
+    """``claim`` marked as a re-reading of a measurement that entry ``entry`` already counts.
+
+    Use it where two entries show the same runs (FedBN's Fig. 8 and Table 13, say): the claim is
+    kept, with its verdict, and the report links it to ``entry`` but counts it there only, so no
+    measurement is counted twice.
+    """
+    if not entry or not isinstance(entry, str):
+        raise ValueError(f"linked: entry must be an entry id such as 'fedbn-tab11', got {entry!r}")
+    return dataclasses.replace(claim, counted_in=entry)

@@ -103,7 +103,8 @@ def kind_counts(results: Iterable[Any]) -> dict[str, dict[str, dict[str, int]]]:
         paper = r.id.split("-", 1)[0]
         per = out.setdefault(paper, {k: dict.fromkeys(_VERDICTS, 0) for k in COUNT_KINDS})
         for c in r.claims:
-            per[claim_kind(r, c)][c.verdict] += 1
+            if getattr(c, "counted", True):  # a re-read measurement counts in its own entry only
+                per[claim_kind(r, c)][c.verdict] += 1
     return out
 
 

@@ -87,7 +87,8 @@ def claim_rows(result: Result) -> list[dict[str, Any]]:
     rows = []
     for c in result.claims:
         row = {
-            "check": c.statement + (" *(consistency check)*" if c.kind == "consistency" else ""),
+            "check": c.statement + (" *(consistency check)*" if c.kind == "consistency" else "")
+            + (f" *(re-reads [{c.counted_in}](#{c.counted_in}); counted there)*" if c.counted_in else ""),
             "verdict": _MARK[c.verdict],
             "measured": c.measured,
             "threshold": c.threshold,
@@ -102,8 +103,9 @@ def claim_rows(result: Result) -> list[dict[str, Any]]:
 
 
 def claim_counts(results: Sequence[Result]) -> dict[str, int]:
-    """``{verdict: number of claims}`` over ``results``, for pass / fail / inconclusive / info."""
-    return {v: sum(1 for r in results for c in r.claims if c.verdict == v) for v in _COUNTED}
+    """``{verdict: number of claims}`` over ``results``, for pass / fail / inconclusive / info; a claim
+    that re-reads another entry's measurement (``Claim.counted_in``) is counted there only."""
+    return {v: sum(1 for r in results for c in r.claims if c.verdict == v and c.counted) for v in _COUNTED}
 
 
 def _command(result: Result, out: str, device: str, seeds: int | None) -> str:
