@@ -45,6 +45,8 @@ DATA: dict[str, tuple[tuple[int, ...], int, int, int]] = {
     # the embedded quick data (in case an entry's paper profile keeps one)
     "digits": ((64,), 10, 1_437, 360),
     "gaussian_mixture": ((64,), 10, 10_000, 2_000),
+    # Q-DOM (an entry that keeps the styled 8x8 digits at every profile): 287 train / 72 test per domain
+    "digit_domains": ((1, 8, 8), 10, 5 * 287, 5 * 72),
 }
 
 
