@@ -296,7 +296,8 @@ def table(measured: Mapping[str, Mapping[str, Mapping[str, Any]]], effects: Sequ
                 "how scaled": e.source})
         if not claim_rows:
             continue
-        choice = recommend(claim_rows)
+        spread = all(r["BN seed std"] is not None for r in claim_rows)
+        choice = recommend(claim_rows) if spread else "not calibrated (needs >= 2 seeds)"
         for r in claim_rows:
             r["recommended"] = choice
         rows += claim_rows
