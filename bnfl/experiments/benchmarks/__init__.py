@@ -5,4 +5,6 @@ module found here); their ids start with ``bench-`` and their "paper" key is ``b
 
 - :mod:`.bn_fixes`: ``bench-bn-fixes``, the four BN fixes (FedTAN, HBN, FixBN, FedBN), FedAvg+BN
   and FedAvg+GN on the same three settings, with paired 95% intervals over seeds.
+- :mod:`.calib_proxies`: ``bench-calib-proxies``, BN-only calibration of the headline claims' proxies
+  (:mod:`bnfl.experiments.calibration`): can each proxy resolve the paper's effect?
 """

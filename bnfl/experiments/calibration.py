@@ -1,0 +1,304 @@
+"""Can a quick proxy resolve the paper's effect? BN-only calibration of the headline claims.
+
+For every headline claim (:data:`bnfl.experiments.headlines.HEADLINES`) this module compares the
+paper's effect, scaled to a proxy, with what the proxy can resolve, using FedAvg+BN and centralized
+BN runs only (the damage a fix must repair), *before* any fix is run, so no choice below can depend
+on a fix's outcome.
+
+**The proxy's damage.** For a setting (:data:`FAMILIES`: the label skew and its iid control,
+shards with many local steps, the small-batch Dirichlet skew, the feature shift) on a candidate data set (:data:`CANDIDATES`), the damage is
+``D_proxy = mean over seeds of (centralized BN - FedAvg+BN)`` in accuracy points: the same model,
+batch size and number of steps, all training data pooled in one client for the centralized run.
+
+**The scaled effect.** A claim's paper effect ``E_paper`` (points) is scaled by the ratio of the
+proxy's damage to the paper's own BN damage ``D_paper`` (:data:`EFFECTS` states each one's source):
+
+.. math:: E_\\text{proxy} = E_\\text{paper} \\, D_\\text{proxy} / D_\\text{paper}
+
+so an effect that repairs 90% of the paper's damage is asked to repair 90% of the proxy's. An
+equivalence claim ("within 2 pts") keeps its own tolerance, unscaled; a claim whose paper effect
+is not an accuracy in points (a loss curve, a figure with no printed number) is not scaled.
+
+**The resolution.** One test sample, ``100 / n_test`` points, and the seed spread of the BN baseline
+(the sample std ``s`` of FedAvg+BN over the calibration seeds, standing in for the spread of a
+paired difference, which is unknown before the fix runs). With ``S`` seeds
+(:data:`HEADLINE_SEEDS` = 5, issue 25's count for headline claims):
+
+.. math:: r(S) = \\max\\big(100 / n_\\text{test},\\ s / \\sqrt{S}\\big)
+
+A proxy *resolves* a claim when ``E_proxy >= 2 r(S)`` (:data:`FACTOR`). The seeds it would need:
+the smallest ``S`` with ``s / sqrt(S) <= E_proxy / 2``, none when one test sample already exceeds
+``E_proxy / 2``.
+
+**The recommendation** (:func:`recommend`): the first candidate, in the order current proxy, Q-GAUSS
+with ``n_test`` = 5,000, MNIST-5K, that resolves the claim at 5 seeds; else the candidate needing
+the fewest seeds (with that count); else none.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bnfl.experiments.core import Context, deep_merge
+
+__all__ = ["CANDIDATES", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS", "ROUNDS", "ClaimEffect",
+           "measure", "recommend", "resolution", "resolves", "scaled_effect", "seeds_needed", "table"]
+
+#: Seeds a headline claim runs (issue 25: 5 for the headline claims).
+HEADLINE_SEEDS = 5
+#: A proxy resolves a claim when the scaled effect is at least this many resolutions.
+FACTOR = 2.0
+#: Rounds of every calibration run at quick (evaluated once, at the end).
+ROUNDS = 60
+#: Most seeds :func:`seeds_needed` reports (beyond it: "more than this").
+MAX_SEEDS = 100
+
+_TRAIN = {"local_steps": 5, "batch_size": 32, "lr": 0.1, "eval_every": ROUNDS}
+
+#: The calibration settings: the BN-only spec without its data set. Every one trains Q-MLP-BN
+#: (the quick proxies' cheapest BN model) so that all candidates share one model.
+FAMILIES: dict[str, dict[str, Any]] = {
+    # FedTAN/FixBN: 5 clients with 2 classes each (fedtan-fig4's quick recipe, bench-bn-fixes' k=2)
+    "label skew": {"model": {"name": "q_mlp_bn"}, "rounds": ROUNDS, "train": _TRAIN,
+                   "partition": {"kind": "classes_per_client", "k": 2, "num_clients": 5}},
+    # the iid control of the label skew (equivalence claims on iid data)
+    "iid": {"model": {"name": "q_mlp_bn"}, "rounds": ROUNDS, "train": _TRAIN,
+            "partition": {"kind": "iid", "num_clients": 5}},
+    # FixBN: McMahan shards (2 label-sorted shards per client), many local steps (E = 20)
+    "shards": {"model": {"name": "q_mlp_bn"}, "rounds": ROUNDS // 2, "train": {**_TRAIN, "local_steps": 20,
+                                                                                "eval_every": ROUNDS // 2},
+               "partition": {"kind": "shards", "shards_per_client": 2, "num_clients": 5}},
+    # HBN: 10 Dirichlet(0.1) clients, B = 4 (bench-bn-fixes' small batch + skew)
+    "small batch + skew": {"model": {"name": "q_mlp_bn"}, "rounds": ROUNDS,
+                           "train": {**_TRAIN, "batch_size": 4, "lr": 0.05},
+                           "partition": {"kind": "dirichlet", "phi": 0.1, "num_clients": 10}},
+    # FedBN: one client per styled domain, each domain scored on its own test set
+    "feature shift": {"model": {"name": "q_mlp_bn"}, "rounds": ROUNDS, "train": _TRAIN,
+                      "partition": {"kind": "by_domain"}},
+}
+
+_QDOM = ("clean", "contrast", "blur", "noise", "thick")  # FedBN's quick D0-D4
+#: ``{family: {candidate: data spec}}``, the current proxy first. Q-DOM's domains share the 1,797
+#: digits, so the feature shift has no larger-test-set candidate: more seeds is its only one.
+CANDIDATES: dict[str, dict[str, dict[str, Any]]] = {
+    **{f: {"Q-DIG": {"name": "digits", "form": "flat"},
+           "Q-GAUSS(10)": {"name": "gaussian_mixture", "num_classes": 10, "n_test": 5000},
+           "MNIST-5K": {"name": "mnist5k", "form": "flat"}}
+       for f in ("label skew", "iid", "shards", "small batch + skew")},
+    "feature shift": {"Q-DOM": {"name": "digit_domains", "form": "flat", "domains": list(_QDOM)}},
+}
+
+
+@dataclass(frozen=True)
+class ClaimEffect:
+    """A headline claim's effect in the paper and the paper's BN damage it is scaled by.
+
+    Attributes
+    ----------
+    entry, claim : str
+        The headline (:class:`~bnfl.experiments.headlines.Headline`) it calibrates.
+    family : str
+        A key of :data:`FAMILIES`.
+    effect : float or None
+        The paper's effect in points (``kind="effect"``), the tolerance (``"equivalence"``), None
+        when the paper prints no accuracy effect (``"none"``).
+    damage : float or None
+        The paper's BN damage (points) the effect is scaled by (``kind="effect"`` only).
+    kind : {"effect", "equivalence", "none"}
+    source : str
+        Where both numbers come from.
+    """
+
+    entry: str
+    claim: str
+    family: str
+    effect: float | None
+    damage: float | None
+    kind: str
+    source: str
+
+
+def _e(entry: str, claim: str, family: str, effect: float | None, damage: float | None, source: str,
+       kind: str = "effect") -> ClaimEffect:
+    return ClaimEffect(entry, claim, family, effect, damage, kind, source)
+
+
+_LS, _IID, _SH, _SB, _FS = "label skew", "iid", "shards", "small batch + skew", "feature shift"
+_FT = "FedTAN Table 1: centralized BN 91.53 - FedAvg+BN non-iid 45.90 = 45.63"
+_FX = "FixBN Table 1: BN centralized 89.30 - FL 42.93 = 46.37"
+_FX4 = "FixBN Table 4: Centralized+BN 91.53 - FedAvg+BN non-iid 45.96 = 45.57"
+_FX5 = "FixBN Table 5 (Shards, E=100): Centralized+BN 91.53 (Table 4) - BN 53.97 = 37.56"
+_HB = "HBN Table 1, CIFAR-10: BN at phi 0.6 75.82 - at phi 0.1 69.61 = 6.21 (no centralized run printed)"
+_HB2 = "HBN Table 2 / Sec. 4.3: BN's drop from B=32 to B=2 at phi 0.6, 5.74"
+_FB = ("FedBN Tables 12 and 11 (digits, mean of 5 domains): centralized 86.28 - FedAvg 82.68 = 3.60")
+
+#: Every headline claim's paper effect and paper damage (the numbers are the papers', verbatim
+#: or by the arithmetic shown; a figure without printed numbers uses the nearest printed table).
+EFFECTS: tuple[ClaimEffect, ...] = (
+    _e("fedtan-fig3", "b-fedavg+bn", _LS, 45.63, 45.63, "the damage itself; " + _FT),
+    _e("fedtan-tab1", "fedtan-gap", _LS, 41.76, 45.63, "FedTAN 87.66 - FedAvg+BN 45.90; " + _FT),
+    _e("fedtan-fig4", "iid-fedtan", _IID, 2.0, None, "equivalence: the entry's tolerance |FedTAN - Central| <= 2 "
+       "pts, unscaled (paper, iid: 91.26 vs 91.53)", "equivalence"),
+    _e("fedtan-fig4", "fedbn", _LS, 72.07, 45.63, "FedBN's loss vs centralized, 91.53 - 19.46; " + _FT),
+    _e("fedtan-tab2", "with mom.-non-iid", _LS, 5.00, 45.63, "FedTAN 87.66 - FedAvg+GN 82.66; " + _FT),
+    _e("hbn-tab1", "hbn-best-Q-DIG phi=0.1", _SB, 1.20, 6.21, "HBN 71.56 - runner-up FixBN 70.36; " + _HB),
+    _e("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1", _SB, 1.95, 6.21, "HBN 71.56 - BN 69.61; " + _HB),
+    _e("hbn-tab2", "drop-0.6", _SB, 3.55, 5.74, "BN's drop 5.74 - HBN's 2.19; " + _HB2),
+    _e("hbn-tab2", "hbn-ge-bn-0.6-B2", _SB, 4.97, 5.74, "CIFAR-100, B=2: HBN 48.86 - BN 43.89; " + _HB2),
+    _e("hbn-tab4", "gains", _SB, 1.0, 6.21, "the smallest of the 8 solvers' gains (+1.0); " + _HB),
+    _e("hbn-tab6", "moving-average-worst", _SB, 4.08, 6.21, "next-worst ablation (4) 76.33 - (1) 72.25; " + _HB),
+    _e("fixbn-tab1", "bn-gap", _LS, 46.37, 46.37, "the damage itself; " + _FX),
+    _e("fixbn-fig1", "fixbn-closes", _LS, 41.75, 45.57, "FedAvg+FixBN 87.71 - FedAvg+BN 45.96; " + _FX4),
+    _e("fixbn-fig1", "star", _LS, None, None, "Fig. 1 prints no number for FixBN* vs FixBN", "none"),
+    _e("fixbn-fig4", "fixbn-local-E1", _SH, None, None, "Fig. 4 prints no numbers (curves only)", "none"),
+    _e("fixbn-fig3", "Q-DIG / Q-MLP-BN-Shards-fixbn-gn", _SH, 16.87, 37.56,
+       "Fig. 3 prints no numbers: Table 5's FixBN 76.56 - GN 59.69 (Shards, E=100); " + _FX5),
+    _e("fixbn-tab5", "fixbn-best", _SH, 5.90, 37.56, "FixBN 76.56 - runner-up FixUp 70.66; " + _FX5),
+    _e("fedbn-tab11", "fedbn-best-mean", _FS, 2.54, 3.60, "FedBN 85.22 - FedAvg 82.68; " + _FB),
+    _e("fedbn-tab1", "office-best-mean", _FS, 7.75, 3.60, "Office-Caltech10 means: FedBN 70.48 - FedAvg 62.73 "
+       "(no centralized run on Office); " + _FB),
+    _e("fedbn-fig3", "faster", _FS, None, None, "a training-loss curve, not an accuracy", "none"),
+    _e("fedbn-fig4", "a-E16", _FS, 2.37, 3.60, "Fig. 4a prints no numbers: Table 13 (B=10, E=16) means FedBN "
+       "86.64 - FedAvg 84.27; " + _FB),
+    _e("fedbn-tab17", "fedbn-fedprox-thin", _FS, 3.0, None, "equivalence: the entry's tolerance |FedBN - "
+       "FedProx| <= 3 pts (paper: 92.45 vs 92.35)", "equivalence"),
+    _e("bench-bn-fixes", "label-skew-fedtan", _LS, 1.0, 1.0, "no paper: the benchmark asks a fix to repair the "
+       "proxy's whole damage (ratio 1)"),
+    _e("bench-bn-fixes", "feature-shift-fedbn", _FS, 1.0, 1.0, "no paper: the benchmark asks a fix to repair "
+       "the proxy's whole damage (ratio 1)"),
+)
+
+
+# ------------------------------------------------------------------------------------ arithmetic
+
+
+def scaled_effect(effect: ClaimEffect, proxy_damage: float) -> float | None:
+    """The paper's effect on the proxy, ``E_paper * D_proxy / D_paper`` (module docstring); an
+    equivalence's tolerance unscaled; None when the claim has no accuracy effect."""
+    if effect.kind == "equivalence":
+        return effect.effect
+    if effect.kind != "effect" or effect.effect is None or not effect.damage:
+        return None
+    return float(effect.effect) * float(proxy_damage) / float(effect.damage)
+
+
+def _check(sd: float, n_test: int, seeds: int) -> None:
+    if not (math.isfinite(sd) and sd >= 0):
+        raise ValueError(f"the seed std must be a finite number >= 0, got {sd}")
+    if int(n_test) < 1:
+        raise ValueError(f"n_test must be >= 1 (one test sample is 100/n_test points), got {n_test}")
+    if int(seeds) < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+
+
+def resolution(sd: float, n_test: int, seeds: int = HEADLINE_SEEDS) -> float:
+    """``max(100 / n_test, sd / sqrt(seeds))`` in points: the smaller of one test sample and the
+    standard error of a ``seeds``-seed mean cannot be resolved."""
+    _check(sd, n_test, seeds)
+    return max(100.0 / int(n_test), float(sd) / math.sqrt(int(seeds)))
+
+
+def resolves(effect: float | None, sd: float, n_test: int, seeds: int = HEADLINE_SEEDS) -> bool | None:
+    """``effect >= FACTOR * resolution(sd, n_test, seeds)`` (None when there is no effect to resolve;
+    an effect <= 0, from a proxy with no damage, is never resolved)."""
+    if effect is None:
+        return None
+    return float(effect) >= FACTOR * resolution(sd, n_test, seeds)
+
+
+def seeds_needed(effect: float | None, sd: float, n_test: int) -> int | None:
+    """The fewest seeds ``S`` with ``effect >= FACTOR * resolution(sd, n_test, S)``; None when no
+    count does (one test sample is already more than ``effect / FACTOR``, or it needs more than
+    :data:`MAX_SEEDS`)."""
+    _check(sd, n_test, 1)
+    if effect is None or float(effect) < FACTOR * 100.0 / int(n_test):
+        return None
+    need = max(1, math.ceil((FACTOR * float(sd) / float(effect)) ** 2 - 1e-12))
+    return need if need <= MAX_SEEDS else None
+
+
+def recommend(options: Sequence[Mapping[str, Any]]) -> str:
+    """The proxy to use for one claim, from its candidates' rows in preference order (each with
+    ``candidate``, ``resolves`` and ``seeds needed``): the first that resolves it at
+    :data:`HEADLINE_SEEDS` seeds, else the one needing the fewest seeds, else none."""
+    if not options:
+        raise ValueError("recommend needs at least one candidate row")
+    for o in options:
+        if o["resolves"]:
+            return str(o["candidate"])
+    if all(o["resolves"] is None for o in options):
+        return "not calibrated (no accuracy effect)"
+    counted = [o for o in options if o["seeds needed"] is not None]
+    if counted:
+        best = min(counted, key=lambda o: o["seeds needed"])
+        return f"{best['candidate']} with {best['seeds needed']} seeds"
+    return "none resolves it"
+
+
+# ------------------------------------------------------------------------------------ measuring
+
+
+def _score(family: str, run: Mapping[str, Any]) -> float:
+    from bnfl.experiments.benchmarks.bn_fixes_settings import score
+
+    return score("feature shift" if family == "feature shift" else "label skew", run)
+
+
+def measure(ctx: Context, family: str, candidate: str, *, override: Mapping[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """Centralized BN and FedAvg+BN on ``candidate`` in ``family``, ``ctx.seeds`` in lock-step:
+    per-seed accuracies, the damage (mean of centralized - federated), the federated seed std and
+    the test size behind one sample (per domain for the feature shift)."""
+    from bnfl.experiments.training import train_seeds
+
+    if family not in FAMILIES or candidate not in CANDIDATES.get(family, {}):
+        raise ValueError(f"unknown calibration {family!r} / {candidate!r}; families: {', '.join(FAMILIES)}")
+    base = deep_merge(deep_merge(FAMILIES[family], {"data": CANDIDATES[family][candidate]}), override or {})
+    fed = train_seeds(ctx, {**base, "method": "fedavg+bn"})
+    central = train_seeds(ctx, {**base, "method": "centralized"})
+    a, b = [_score(family, r) for r in central], [_score(family, r) for r in fed]
+    n_test = int(fed[0].get("n_test") or 0)
+    if family == "feature shift":
+        n_test //= len(CANDIDATES[family][candidate].get("domains") or [1])
+    sd = float(np.std(b, ddof=1)) if len(b) > 1 else float("nan")
+    return {"centralized": a, "federated": b, "damage": float(np.mean(a) - np.mean(b)), "sd": sd,
+            "n_test": n_test}
+
+
+def table(measured: Mapping[str, Mapping[str, Mapping[str, Any]]], effects: Sequence[ClaimEffect] = EFFECTS,
+          ) -> list[dict[str, Any]]:
+    """One row per (claim, candidate) from ``measured[family][candidate]`` (:func:`measure`'s
+    dicts; a candidate missing there is skipped), with the claim's recommendation on each row."""
+    rows: list[dict[str, Any]] = []
+    for e in effects:
+        cands = [c for c in CANDIDATES[e.family] if c in measured.get(e.family, {})]
+        claim_rows = []
+        for c in cands:
+            m = measured[e.family][c]
+            sd, n = float(m["sd"]), int(m["n_test"])
+            ok = math.isfinite(sd) and n > 0
+            eff = scaled_effect(e, m["damage"])
+            res = resolution(sd, n) if ok else float("nan")
+            claim_rows.append({
+                "entry": e.entry, "claim": e.claim, "candidate": c, "current": c == next(iter(CANDIDATES[e.family])),
+                "damage (pts)": round(m["damage"], 2), "BN seed std": round(sd, 2) if ok else None,
+                "one test sample": round(100.0 / n, 2) if n else None,
+                f"resolution at {HEADLINE_SEEDS} seeds": round(res, 2) if ok else None,
+                "paper effect": e.effect, "paper damage": e.damage,
+                "scaled effect": None if eff is None else round(eff, 2),
+                "resolves": resolves(eff, sd, n) if ok else None,
+                "seeds needed": seeds_needed(eff, sd, n) if ok else None,
+                "how scaled": e.source})
+        if not claim_rows:
+            continue
+        spread = all(r["BN seed std"] is not None for r in claim_rows)
+        choice = recommend(claim_rows) if spread else "not calibrated (needs >= 2 seeds)"
+        for r in claim_rows:
+            r["recommended"] = choice
+        rows += claim_rows
+    return rows
