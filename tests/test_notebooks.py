@@ -156,7 +156,7 @@ def test_html_tables_escape_align_and_mark_verdicts():
     r = _result()
     tables = notebook.tables_html(r)
     assert tables.count("<table") == 2 and "a&lt;b" in tables and "a<b" not in tables
-    assert 'style="text-align:right;">1.2346</td>' in tables and "The paper (verbatim)" in tables
+    assert 'style="text-align:right;">1.23</td>' in tables and "The paper (verbatim)" in tables
     assert "|---" not in tables
     claims = notebook.claims_html(r)
     assert ">FAIL</td>" in claims and "#cf222e" in claims and "0 pass, 1 fail, 0 inconclusive, 0 reported only" in claims
@@ -196,3 +196,48 @@ def test_claims_table_shows_inconclusive_with_its_why():
                                 claims=[claim])
     html = notebook.claims_html(result)
     assert ">INCONCLUSIVE</td>" in html and "1 inconclusive" in html and "one test sample" in html
+
+
+def test_claims_table_rounds_links_a_re_read_claim_and_lists_whys_under_it():
+    import dataclasses
+
+    from bnfl import experiments
+    from bnfl.experiments import notebook
+    from bnfl.experiments.claims import linked
+
+    shared = "on the quick proxy BN shows little damage (8x8 digits; T = 60)"
+    claims = [dataclasses.replace(experiments.at_least(n, f"{n} >= 99", v, 99.0, noise=0.28),
+                                  why=f"{n} is short by {99 - v:.6f}; {shared}")
+              for n, v in (("a", 97.77766666666666), ("b", 98.1234567))]
+    claims.append(linked(claims[1], "hbn-tab1"))
+    result = experiments.Result(id="hbn-fig1", title="t", profile="quick", seeds=[0, 1, 2], rows=[], paper=[],
+                                claims=claims)
+    text = notebook.claims_html(result)
+    table, below = text.split("</table>")
+    assert "97.78" in table and "97.7776" not in text and "<th>why</th>" not in table
+    assert "3. b &gt;= 99 (re-reads hbn-tab1; counted there)" in table
+    assert "0 pass, 2 fail, 0 inconclusive, 0 reported only (1 more re-read from other entries, counted there)" in table
+    items = re.findall(r"<li>(.*?)</li>", below)
+    assert items == ["1. a is short by 1.22", f"checks 1-3: {html_escape(shared)}",
+                     "checks 2, 3: b is short by 0.877"], items
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def test_generated_headings_are_titles_naming_the_stand_in_with_no_notes_or_raw_numbers():
+    """Every generated notebook's headings: no note about the source text, no long decimals; the
+    title names the quick profile's stand-in data wherever the entry trains on a proxy."""
+    from bnfl import experiments
+    from bnfl.experiments import dashboard, notebook
+
+    for eid in experiments.ids():
+        text = notebook.source(eid)
+        headings = [line.removeprefix("# ") for line in text.splitlines() if re.match(r"# #+ ", line)]
+        assert headings and not [h for h in headings if re.search(r"artifact|in the text|\d\.\d{4}", h)], headings
+        names = dashboard.stand_ins_of(experiments.get(eid))
+        title = headings[0]
+        assert ("stand-in data: " + ", ".join(names) in title) == bool(names), (eid, title)
