@@ -223,7 +223,8 @@ def test_report_links_a_re_read_claim_rounds_and_lists_whys_under_each_table(tmp
     own = E.at_least("gap", "FedBN beats FedAvg", 2.3456789, 0.0)
     again = linked(dataclasses.replace(E.at_least("gap", "FedBN beats FedAvg", 97.77766666666666, 99.0, noise=0.3),
                                        why="short; one seed"), "fedbn-tab11")
-    results = [_result("fedbn-tab11", [own]), _result("fedbn-fig5", [again], deviations=["digits -> Q-DOM"])]
+    results = [_result("fedbn-tab11", [own]), _result("fedbn-fig5", [again], deviations=["digits -> Q-DOM, lambda 0.012345678"],
+                                                      notes=["ratio 1.3333333333"])]
     table = claims_table(results[1])
     assert "| why |" not in table and "97.78" in table and "97.7776" not in table
     assert "| 1. FedBN beats FedAvg *(re-reads [fedbn-tab11](#fedbn-tab11); counted there)* |" in table
@@ -234,4 +235,5 @@ def test_report_links_a_re_read_claim_rounds_and_lists_whys_under_each_table(tmp
     failing = text.split("## Failing and inconclusive claims, and why")[1].split("\n## ")[0]
     assert "re-reads [fedbn-tab11](#fedbn-tab11)" in failing
     assert "**title of fedbn-fig5 (quick profile on stand-in data: Q-DOM)**" in text
+    assert "- digits -> Q-DOM, lambda 0.0123" in text and "- ratio 1.33" in text
     assert not re.search(r"\d\.\d{5}", text.split("Generated ")[0] + text.split("## Entries by paper")[1])

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -170,6 +171,9 @@ def test_provenance_is_folded_after_the_notes():
     assert text.index("a note") < text.index("<details")
     assert "<details class=\"bnfl-provenance\">" in text and "<details open" not in text
     assert "1234567" in text and "a deviation" in text and "bnfl run fedtan-tab3" in text
+    long = notebook.provenance_html(dataclasses.replace(_result(), notes=["ratio 1.3333333333"],
+                                                        deviations=["lambda 0.012345678"]))
+    assert "ratio 1.33<" in long and "lambda 0.0123<" in long
 
 
 def test_png_is_an_image_and_the_figure_is_closed():

@@ -272,7 +272,7 @@ def provenance_html(result: Any) -> str:
     parts = []
     if result.notes:
         parts.append("<p><strong>Notes</strong></p><ul>"
-                     + "".join(f"<li>{html.escape(str(n))}</li>" for n in result.notes) + "</ul>")
+                     + "".join(f"<li>{html.escape(_cell(str(n)))}</li>" for n in result.notes) + "</ul>")
     facts = [
         ("profile", result.profile),
         ("seeds", ", ".join(str(s) for s in result.seeds)),
@@ -285,7 +285,7 @@ def provenance_html(result: Any) -> str:
     ]
     body = "".join(f"<tr><th style=\"text-align:left\">{html.escape(k)}</th>"
                    f"<td><code>{html.escape(str(v))}</code></td></tr>" for k, v in facts)
-    body += "".join(f"<tr><th style=\"text-align:left\">deviation</th><td>{html.escape(str(d))}</td></tr>"
+    body += "".join(f"<tr><th style=\"text-align:left\">deviation</th><td>{html.escape(_cell(str(d)))}</td></tr>"
                     for d in result.deviations)
     parts.append(f'<details class="bnfl-provenance"><summary>Provenance: how this result was '
                  f"made</summary><table>{body}</table></details>")

@@ -233,7 +233,7 @@ def write_report(
         ]
         if r.deviations:
             lines += ["**Deviations from the catalog recipe:**", ""]
-            lines += [f"- {d}" for d in r.deviations] + [""]
+            lines += [f"- {round_numbers(d)}" for d in r.deviations] + [""]
         lines += ["**Our numbers:**", "", markdown_table(labels_first(r.rows))]
         pairs = paper_pairs(r)
         if pairs and not any(k.endswith(" paper") for row in r.rows for k in row):  # else side by side already
@@ -247,7 +247,7 @@ def write_report(
             lines += ["**The paper's numbers:** none printed (figure only).", ""]
         lines += ["**Claim checks:**", "", claims_table(r)]
         if r.notes:
-            lines += ["**Notes:**", ""] + [f"- {n}" for n in r.notes] + [""]
+            lines += ["**Notes:**", ""] + [f"- {round_numbers(n)}" for n in r.notes] + [""]
         lines += ["Remake:", "", "```bash", _command(r, out, device, seeds), "```", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines).rstrip() + "\n")
