@@ -291,8 +291,8 @@ def stand_in_banner(results: Iterable[Any]) -> str:
         return ""
     items = "; ".join(f"**{s.name}**, {s.what}, for {s.replaces}" for s in used)
     return ("**The quick profile trains on stand-in data, not on the papers' data sets.** Titles name the "
-            f"paper's setting; the numbers come from: {items}. Compare directions and gaps with the "
-            "paper's, not absolute accuracies.\n")
+            "paper's setting and, in brackets, the stand-in its quick numbers come from: "
+            f"{items}. Compare directions and gaps with the paper's, not absolute accuracies.\n")
 
 
 # --------------------------------------------------------------------------------------------
