@@ -57,6 +57,8 @@ def test_numbers_are_rounded_for_display_only():
     assert D.round_numbers(text) == "|97.78 - 97.41| = 0.3703 <= 2.0; seed 12345; v1.123456"
     assert D.round_numbers("-0.4627000001 and 12.5") == "-0.463 and 12.5"
     assert D.round_numbers("measured 16.6663 >= 8.0", digits=3) == "measured 16.67 >= 8.0"
+    assert [D.display_value(v) for v in (97.77766666666666, 2.1388, 0.27777777, 1e-5, 3, None)] == [
+        "97.78", "2.1388", "0.2778", "1e-05", "3", "–"]  # an entry's own 4 decimals (the paper's) stay
 
 
 def _result(eid, claims, *, runs=True, **kw):

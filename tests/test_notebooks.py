@@ -156,7 +156,7 @@ def test_html_tables_escape_align_and_mark_verdicts():
     r = _result()
     tables = notebook.tables_html(r)
     assert tables.count("<table") == 2 and "a&lt;b" in tables and "a<b" not in tables
-    assert 'style="text-align:right;">1.23</td>' in tables and "The paper (verbatim)" in tables
+    assert 'style="text-align:right;">1.2346</td>' in tables and "The paper (verbatim)" in tables
     assert "|---" not in tables
     claims = notebook.claims_html(r)
     assert ">FAIL</td>" in claims and "#cf222e" in claims and "0 pass, 1 fail, 0 inconclusive, 0 reported only" in claims

@@ -26,6 +26,7 @@ __all__ = [
     "counts_markdown",
     "data_names",
     "display_number",
+    "display_value",
     "entries_markdown",
     "entry_order",
     "find_claim",
@@ -84,6 +85,18 @@ def display_number(value: Any) -> str:
     if abs(value) >= 1:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
+
+def display_value(value: Any) -> str:
+    """A stored table value as a table shows it: below 10 with up to 4 decimals (an entry that
+    stores ``2.1388`` to set beside the paper's printed ``2.1388`` keeps it), from 10 up with 2
+    (``97.77766666666666 -> "97.78"``), very large or small ones in 4 significant digits; non-floats
+    as :func:`display_number`."""
+    if not isinstance(value, float) or not math.isfinite(value):
+        return display_number(value)
+    if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+        return f"{value:.4g}"
+    return f"{value:.4f}".rstrip("0").rstrip(".") if abs(value) < 10 else f"{value:.2f}"
 
 
 def round_numbers(text: str, *, digits: int = 5) -> str:

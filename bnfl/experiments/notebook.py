@@ -165,12 +165,12 @@ def figure(experiment_id: str, result: Any) -> None:
 
 def _cell(value: Any) -> str:
     """One value as table-cell text: numbers as a reader compares them
-    (:func:`bnfl.experiments.dashboard.display_number`: ``97.77766666666666 -> "97.78"``), long
-    decimals inside text rounded the same way, lists joined."""
-    from bnfl.experiments.dashboard import display_number, round_numbers
+    (:func:`bnfl.experiments.dashboard.display_value`: ``97.77766666666666 -> "97.78"``, ``2.1388``
+    as stored), long decimals inside text rounded, lists joined."""
+    from bnfl.experiments.dashboard import display_value, round_numbers
 
     if value is None or isinstance(value, float):
-        return display_number(value)
+        return display_value(value)
     if isinstance(value, (list, tuple)):
         return ", ".join(_cell(v) for v in value)
     return round_numbers(str(value))

@@ -12,7 +12,7 @@ from typing import Any
 from bnfl.experiments.core import Result, labels_first
 from bnfl.experiments.dashboard import (
     counts_markdown,
-    display_number,
+    display_value,
     entries_markdown,
     entry_order,
     headline_markdown,
@@ -32,10 +32,10 @@ _COUNTED = ("pass", "fail", "inconclusive", "info")
 
 
 def _fmt(v: Any) -> str:
-    """One table cell: numbers as a reader compares them (:func:`~bnfl.experiments.dashboard.display_number`),
-    long decimals inside text rounded the same way, lists joined."""
+    """One table cell: numbers as a reader compares them (:func:`~bnfl.experiments.dashboard.display_value`),
+    long decimals inside text rounded, lists joined."""
     if v is None or isinstance(v, float):
-        return display_number(v)
+        return display_value(v)
     if isinstance(v, bool):
         return str(v)
     if isinstance(v, (list, tuple)):
