@@ -74,17 +74,20 @@ def torchvision_keys(name: str, sd: dict[str, torch.Tensor]) -> dict[str, torch.
 
 
 def write_pretrained(root: Path, names=tuple(PRETRAINED)) -> None:
-    """``root/pretrained/<name>.pth``: the real architecture's keys and shapes at 1000 classes (as
-    torchvision's ImageNet files), constant values in half precision (files half the size)."""
+    """``root/pretrained/<name>.pth``: the real architecture's keys, shapes and dtypes at 1000
+    classes (as torchvision's ImageNet files), in half precision, each tensor one constant
+    broadcast to its shape (a stride-0 view of a one-element storage: ``torch.save`` writes the
+    storage and the view, so the five files take kilobytes instead of 600 MB, and loading them
+    reads the same keys, shapes and values; ``load_state_dict`` copies the broadcast values in)."""
     folder = root / "pretrained"
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
         with torch.device("meta"):  # keys and shapes only: no initialisation cost
             shapes = {k: (v.shape, v.dtype) for k, v in models.build(name, num_classes=1000, **PRETRAINED[name])
                       .state_dict().items()}
-        sd = {k: torch.full(s, 0.01, dtype=torch.half) if dt.is_floating_point else torch.zeros(s, dtype=dt)
-              for k, (s, dt) in shapes.items()}
-        for k in sd:
-            if k.endswith("running_var"):
-                sd[k] = torch.ones_like(sd[k])
+        sd = {}
+        for k, (s, dt) in shapes.items():
+            value = (1.0 if k.endswith("running_var") else 0.01) if dt.is_floating_point else 0
+            sd[k] = torch.tensor([value], dtype=torch.half if dt.is_floating_point else dt).reshape(
+                [1] * len(s)).expand(s)
         torch.save(torchvision_keys(name, sd), folder / f"{name}.pth")

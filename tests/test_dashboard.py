@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,6 +19,7 @@ torch.set_num_threads(1)
 
 import bnfl.experiments as E  # noqa: E402
 from bnfl.experiments import dashboard as D  # noqa: E402
+from bnfl.experiments.claims import linked  # noqa: E402
 from bnfl.experiments.headlines import HEADLINES, STAND_INS  # noqa: E402
 from bnfl.experiments.interval_claims import interval_claim  # noqa: E402
 
@@ -55,6 +57,8 @@ def test_numbers_are_rounded_for_display_only():
     assert D.round_numbers(text) == "|97.78 - 97.41| = 0.3703 <= 2.0; seed 12345; v1.123456"
     assert D.round_numbers("-0.4627000001 and 12.5") == "-0.463 and 12.5"
     assert D.round_numbers("measured 16.6663 >= 8.0", digits=3) == "measured 16.67 >= 8.0"
+    assert [D.display_value(v) for v in (97.77766666666666, 2.1388, 0.27777777, 1e-5, 3, None)] == [
+        "97.78", "2.1388", "0.2778", "1e-05", "3", "–"]  # an entry's own 4 decimals (the paper's) stay
 
 
 def _result(eid, claims, *, runs=True, **kw):
@@ -141,8 +145,13 @@ def test_notebook_index_groups_by_paper_in_natural_order_with_the_benchmark_last
 def test_docs_dashboard_and_paper_pages_from_a_small_results_folder(bnfl_docs, tmp_path, monkeypatch):
     figures = tmp_path / "figures"
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+    shared = "on the quick proxy BN shows little damage (8x8 digits; T = 60)"
+    fig1 = [E.at_least("x", "HBN >= BN", 0.2, 1.0, noise=0.28),
+            E.at_least("y", "HBN >= GN", 0.3, 1.0, noise=0.28),
+            linked(E.at_least("z", "HBN >= BN at B = 2", 0.1, 1.0, noise=0.28), "hbn-tab1")]
+    fig1 = [dataclasses.replace(c, why=f"{c.why}; {shared}; one seed") for c in fig1]
     results = {
-        "hbn-fig1": _result("hbn-fig1", [E.at_least("x", "HBN >= BN", 0.2, 1.0, noise=0.28)]),
+        "hbn-fig1": _result("hbn-fig1", fig1),
         "hbn-tab1": _result("hbn-tab1", [E.at_least(HEADLINES[5].claim, "HBN best", 97.77766666666666, 1.0)],
                             deviations=["CIFAR-10 -> Q-DIG (embedded digits)"]),
     }
@@ -162,10 +171,71 @@ def test_docs_dashboard_and_paper_pages_from_a_small_results_folder(bnfl_docs, t
     assert f"**HBN**: {HEADLINES[5].topic} ({{ref}}`hbn-tab1 <repro-hbn-tab1>`)" in row
     assert "97.78; threshold 1.00" in row and "| Q-DIG-DIR |" in row and "| PASS |" in row
     hbn = (out / "hbn.md").read_text()
+    assert hbn.startswith("# HBN: Hybrid Batch Normalisation\n\n**2 entries: 1 pass, 1 fail.**")  # opens with it
     assert hbn.index("## Verdicts") < hbn.index("(repro-hbn-fig1)=") < hbn.index("(repro-hbn-tab1)=")
-    assert "**2 entries: 1 pass, 1 fail.**" in hbn
+    assert "reproduction: 1 pass, 2 fail" in hbn  # the linked claim is shown, counted in hbn-tab1 only
+    headings = [line for line in hbn.splitlines() if line.startswith("#")]
+    assert not [h for h in headings if re.search(r"artifact|in the text|\d\.\d{5}", h)], headings
     heading = next(line for line in hbn.splitlines() if line.startswith("## `hbn-fig1`"))
-    assert "artifact" not in heading and heading == f"## `hbn-fig1`: {E.get('hbn-fig1').title}"
-    assert "conversion artifact" in hbn  # the catalog's note moved into the body
+    assert heading == f"## `hbn-fig1`: {E.get('hbn-fig1').title} (quick profile on stand-in data: Q-DIG)"
+    assert '*About the paper\'s text:* "16161616" in the text is a conversion artifact.' in hbn  # moved into text
+    assert "(B = 16) and (b)" in hbn  # the setting keeps its own clause
     assert "97.78" in hbn and "97.7776" not in hbn
     assert "Why, by check:" in hbn and "| why |" not in hbn
+    whys = hbn.split("Why, by check:")[1].split("\n\n")[1].splitlines()
+    assert whys[-1] == f"- checks 1-3: {shared}; one seed" and hbn.count(shared) == 1  # said once
+    assert all(len(w) < 200 for w in whys), whys
+    assert "*(re-reads {ref}`hbn-tab1 <repro-hbn-tab1>`; counted there)*" in hbn
+
+
+def test_split_note_keeps_the_setting_and_moves_notes_about_the_text():
+    t = 'Error (a) against phi (B = 16; "16161616" in the text is a conversion artifact) and (b) B (phi = 0.6)'
+    assert D.split_note(t) == ("Error (a) against phi (B = 16) and (b) B (phi = 0.6)",
+                               ['"16161616" in the text is a conversion artifact'])
+    assert D.split_note("Accuracy (typo in the text: 0.06)") == ("Accuracy", ["typo in the text: 0.06"])
+    assert D.split_note("Table 2 (phi = 0.6)") == ("Table 2 (phi = 0.6)", [])
+
+
+def test_why_lines_say_a_shared_reason_once_and_number_each_checks_own():
+    whys = ["measured 9.16666 misses 7.94; proxy (a; b); one seed", None,
+            "margin -0.111 is not larger than the noise; proxy (a; b); one seed", "late; one seed"]
+    assert D.why_lines(whys) == ["1. measured 9.17 misses 7.94", "3. margin -0.111 is not larger than the noise",
+                                 "4. late", "checks 1, 3: proxy (a; b)", "checks 1, 3, 4: one seed"]
+    assert D.why_lines([None, ""]) == []
+    assert D.why_lines(["a", "b", "c; d", "c; d"]) == ["1. a", "2. b", "checks 3, 4: c; d"]
+
+
+def test_titles_name_the_stand_in_where_quick_numbers_come_from_a_proxy():
+    for eid in E.ids():
+        entry = E.get(eid)
+        names = D.stand_ins_of(entry)
+        if entry.kind != "training" or entry.paper == "bench":
+            assert names == [], eid
+            continue
+        assert names, f"{eid}: the quick profile trains on the paper's own data?"
+        assert D.stand_in_title(entry.title, names).endswith(f"(quick profile on stand-in data: {', '.join(names)})")
+    assert D.stand_ins_of(E.get("fedtan-fig7")) == ["Q-GAUSS(C)"]
+    assert D.stand_ins_of(E.get("fedbn-tab1")) == ["Q-DOM", "Q-ABIDE"]
+    assert D.stand_in_title("t", []) == "t"
+
+
+def test_report_links_a_re_read_claim_rounds_and_lists_whys_under_each_table(tmp_path):
+    from bnfl.experiments.report import claims_table, write_report
+
+    own = E.at_least("gap", "FedBN beats FedAvg", 2.3456789, 0.0)
+    again = linked(dataclasses.replace(E.at_least("gap", "FedBN beats FedAvg", 97.77766666666666, 99.0, noise=0.3),
+                                       why="short; one seed"), "fedbn-tab11")
+    results = [_result("fedbn-tab11", [own]), _result("fedbn-fig5", [again], deviations=["digits -> Q-DOM, lambda 0.012345678"],
+                                                      notes=["ratio 1.3333333333"])]
+    table = claims_table(results[1])
+    assert "| why |" not in table and "97.78" in table and "97.7776" not in table
+    assert "| 1. FedBN beats FedAvg *(re-reads [fedbn-tab11](#fedbn-tab11); counted there)* |" in table
+    assert table.rstrip().endswith("Why, by check:\n\n- 1. short; one seed")
+    text = write_report(results, tmp_path / "REPORT.md").read_text()
+    assert "Claims: 1 pass, 0 fail, 1 inconclusive" not in text and "Claims: 1 pass, 0 fail, 0 inconclusive" in text
+    assert "| FedBN | 1/0/0/0 |" in text  # counts by kind: the re-read claim counts in fedbn-tab11 only
+    failing = text.split("## Failing and inconclusive claims, and why")[1].split("\n## ")[0]
+    assert "re-reads [fedbn-tab11](#fedbn-tab11)" in failing
+    assert "**title of fedbn-fig5 (quick profile on stand-in data: Q-DOM)**" in text
+    assert "- digits -> Q-DOM, lambda 0.0123" in text and "- ratio 1.33" in text
+    assert not re.search(r"\d\.\d{5}", text.split("Generated ")[0] + text.split("## Entries by paper")[1])

@@ -18,25 +18,12 @@ from bnfl.cli import main
 from bnfl.experiments.dryrun import dry_run
 from bnfl.experiments.scale import SCALE_KEYS, scale_changes, shrink
 from bnfl.experiments.sources import SOURCES
-from tests.paper_fakes import PRETRAINED, write_paper_root, write_pretrained
 
 torch.set_num_threads(1)
 
 #: The two entries whose dry run builds torchvision's VGG-11/19 (133M/144M parameters) four times.
 _HEAVY = {"hbn-tab5", "hbn-fig7"}
 IDS = [pytest.param(e, marks=pytest.mark.slow) if e in _HEAVY else e for e in E.ids()]
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    return write_paper_root(tmp_path_factory.mktemp("paper_root"))
-
-
-@pytest.fixture(scope="module")
-def weights(root):
-    """``root/pretrained/``: HBN Table 5's five weights files (half-precision constants, 600 MB)."""
-    write_pretrained(root, list(PRETRAINED))
-    return root
 
 
 def _shrunk(eid: str) -> tuple[dict, dict]:
@@ -46,11 +33,8 @@ def _shrunk(eid: str) -> tuple[dict, dict]:
 
 # ------------------------------------------------------------------------------ the dry run
 @pytest.mark.parametrize("eid", IDS)
-def test_every_paper_entry_dry_runs_on_the_standard_layouts(eid, root, monkeypatch, request):
+def test_every_paper_entry_dry_runs_on_the_standard_layouts(eid, paper_root, monkeypatch):
     from bnfl.fl.engine import Simulation
-
-    if E.get(eid).config("paper").get("pretrained"):
-        request.getfixturevalue("weights")
 
     def no_training(*a, **k):
         raise AssertionError("a dry run trained")
@@ -58,7 +42,7 @@ def test_every_paper_entry_dry_runs_on_the_standard_layouts(eid, root, monkeypat
     monkeypatch.setattr(Simulation, "run", no_training)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # pretrained heads / fresh norm layers
-        plan = dry_run(eid, profile="paper", data_root=str(root), seeds=1, time_steps=0)
+        plan = dry_run(eid, profile="paper", data_root=str(paper_root), seeds=1, time_steps=0)
     assert plan.ok, "\n".join(plan.lines())
     if plan.pending:  # ImageNet before its one-time decode: checked, not planned; decoded, it plans
         from bnfl.experiments.dryrun import _data_specs
@@ -67,10 +51,10 @@ def test_every_paper_entry_dry_runs_on_the_standard_layouts(eid, root, monkeypat
         assert not plan.runs and any("imagenet" in line and "not decoded yet" in line for line in plan.lines())
         for d in _data_specs(E.get(eid).config("paper")):
             if d["name"] == "imagenet":
-                load_data(d, data_root=str(root))  # the decode a first run does (tiny fake files)
+                load_data(d, data_root=str(paper_root))  # the decode a first run does (tiny fake files)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            plan = dry_run(eid, profile="paper", data_root=str(root), seeds=1, time_steps=0)
+            plan = dry_run(eid, profile="paper", data_root=str(paper_root), seeds=1, time_steps=0)
         assert plan.ok and not plan.pending, "\n".join(plan.lines())
     if E.get(eid).kind == "training":
         assert plan.runs and plan.models and plan.steps > 0
@@ -80,13 +64,13 @@ def test_every_paper_entry_dry_runs_on_the_standard_layouts(eid, root, monkeypat
         assert not plan.runs and "trains nothing" in plan.lines()[0]
 
 
-def test_dry_run_names_each_missing_data_set_with_its_layout_and_source(tmp_path, root):
+def test_dry_run_names_each_missing_data_set_with_its_layout_and_source(tmp_path, paper_root):
     plan = dry_run("hbn-tab1", profile="paper", data_root=str(tmp_path), seeds=1)
     assert not plan.ok and not plan.runs
     assert [m.split(":")[0] for m in plan.missing] == ["cifar10", "cifar100", "tiny_imagenet"]
     for line, name in zip(plan.missing, ("cifar10", "cifar100", "tiny_imagenet"), strict=True):
         assert SOURCES[name].layout in line and SOURCES[name].origin in line and "\n" not in line
-    (tmp_path / "cifar-10-batches-py").symlink_to(root / "cifar-10-batches-py")
+    (tmp_path / "cifar-10-batches-py").symlink_to(paper_root / "cifar-10-batches-py")
     plan = dry_run("hbn-tab1", profile="paper", data_root=str(tmp_path), seeds=1)
     assert [m.split(":")[0] for m in plan.missing] == ["cifar100", "tiny_imagenet"]
     plan = dry_run("hbn-tab1", profile="paper", data_root=None, seeds=1)
@@ -105,30 +89,30 @@ def test_dry_run_names_a_data_set_in_the_wrong_format_in_one_line(tmp_path):
     assert plan.missing[0].startswith("cifar100: unreadable") and "fine_labels" in plan.missing[0]
 
 
-def test_dry_run_names_a_missing_pretrained_weights_file(root, tmp_path):
-    for item in root.iterdir():
+def test_dry_run_names_a_missing_pretrained_weights_file(paper_root, tmp_path):
+    for item in paper_root.iterdir():
         if item.name != "pretrained":
             (tmp_path / item.name).symlink_to(item)
     plan = dry_run("hbn-tab5", profile="paper", data_root=str(tmp_path), seeds=1, time_steps=0)
     assert not plan.ok and plan.missing[0].startswith("pretrained:") and "mobilenet_v2.pth" in plan.missing[0]
 
 
-def test_dry_run_estimates_the_time_from_a_timed_step(root):
-    plan = dry_run("hbn-fig5", profile="paper", data_root=str(root), seeds=1, time_steps=1)
+def test_dry_run_estimates_the_time_from_a_timed_step(paper_root):
+    plan = dry_run("hbn-fig5", profile="paper", data_root=str(paper_root), seeds=1, time_steps=1)
     assert plan.ok and plan.estimate_s is not None and plan.estimate_s > 0
     assert all(m.step_s is not None and m.step_s > 0 for m in plan.models)
     assert plan.images >= plan.steps > 0
     assert re.search(r"estimate [\d.]+ (s|min|h) on cpu", "\n".join(plan.lines()))
 
 
-def test_dry_run_plans_every_seed(root):
-    one, two = (dry_run("fedtan-fig4", profile="paper", data_root=str(root), seeds=n, time_steps=0) for n in (1, 2))
+def test_dry_run_plans_every_seed(paper_root):
+    one, two = (dry_run("fedtan-fig4", profile="paper", data_root=str(paper_root), seeds=n, time_steps=0) for n in (1, 2))
     assert len(two.runs) == 2 * len(one.runs) and {r["seed"] for r in two.runs} == {0, 1}
     assert two.steps == 2 * one.steps
 
 
-def test_cli_dry_run_exit_codes(root, tmp_path, capsys):
-    assert main(["run", "hbn-fig5", "--profile", "paper", "--data-root", str(root), "--dry-run",
+def test_cli_dry_run_exit_codes(paper_root, tmp_path, capsys):
+    assert main(["run", "hbn-fig5", "--profile", "paper", "--data-root", str(paper_root), "--dry-run",
                  "--seeds", "1"]) == 0
     assert "estimate" in capsys.readouterr().out
     assert main(["run", "hbn-tab1", "--profile", "paper", "--data-root", str(tmp_path), "--dry-run"]) == 1

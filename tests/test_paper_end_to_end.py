@@ -15,20 +15,8 @@ from bnfl import experiments as E
 from bnfl import models
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.scale import shrink
-from tests.paper_fakes import PRETRAINED, write_paper_root, write_pretrained
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    return write_paper_root(tmp_path_factory.mktemp("paper_root"))
-
-
-@pytest.fixture(scope="module")
-def weights(root):
-    write_pretrained(root, list(PRETRAINED))
-    return root
 
 
 def _shrunk(eid: str) -> tuple[dict, dict]:
@@ -37,9 +25,9 @@ def _shrunk(eid: str) -> tuple[dict, dict]:
 
 
 @pytest.mark.slow  # 56 runs, 14 of them torchvision's ResNet-18 at 64x64
-def test_hbn_tab1_paper_runs_end_to_end_shrunk_in_scale_only(root):
+def test_hbn_tab1_paper_runs_end_to_end_shrunk_in_scale_only(paper_root):
     paper, small = _shrunk("hbn-tab1")
-    r = E.run("hbn-tab1", profile="paper", data_root=root, seeds=1, overrides=small, cache=RunCache(),
+    r = E.run("hbn-tab1", profile="paper", data_root=paper_root, seeds=1, overrides=small, cache=RunCache(),
               batched="off")
     assert r.config == small  # what ran is the paper's configuration at a smaller scale
     assert r.series["columns"] == [f"{d} phi={p}" for d in ("CIFAR-10", "CIFAR-100") for p in (0.6, 0.3, 0.1)] + \
@@ -51,25 +39,25 @@ def test_hbn_tab1_paper_runs_end_to_end_shrunk_in_scale_only(root):
                for k in last if r.series["acc"][c][k] == r.series["acc"][c][k])
 
 
-def _planned(eid: str, config: dict, root) -> dict[str, dict]:
+def _planned(eid: str, config: dict, paper_root) -> dict[str, dict]:
     """The runs ``config`` asks for, by cache key (recorded, not trained: the dry run's cache)."""
     from bnfl.experiments.core import Context
     from bnfl.experiments.dryrun import PlanCache
 
-    cache = PlanCache(str(root))
-    E.get(eid).compute(Context(profile="paper", seeds=[0], data_root=str(root), cache=cache), config)
+    cache = PlanCache(str(paper_root))
+    E.get(eid).compute(Context(profile="paper", seeds=[0], data_root=str(paper_root), cache=cache), config)
     return cache.keys
 
 
 @pytest.mark.slow  # 4 runs of each network (VGG-11/19: 133M / 144M parameters, ~30 s a run on a busy 2-core CPU)
 @pytest.mark.parametrize("net", ["MobilenetV2", "ResNet-18", "ResNet-50", "VGG-11", "VGG-19"])
-def test_hbn_tab5_paper_runs_end_to_end_with_each_network_and_its_weights(net, weights, monkeypatch):
+def test_hbn_tab5_paper_runs_end_to_end_with_each_network_and_its_weights(net, paper_root, monkeypatch):
     """Table 5 at the shrunken scale, one network per test: each runs exactly the runs the whole
     table asks for that network (the same run specs: real architecture, weights file, fresh norm
     layers for BN, GN and HBN, and BN from the file's norm entries)."""
     paper, small = _shrunk("hbn-tab5")
-    root = weights  # the whole table resolves its runs: every weights file must be there
-    everything = _planned("hbn-tab5", small, root)
+    # the whole table resolves its runs: every weights file must be there (conftest's paper_root has them)
+    everything = _planned("hbn-tab5", small, paper_root)
     mine = {k: v for k, v in everything.items() if v["spec"]["model"]["weights"].endswith(
         f"/{paper['archs'][net][0]}.pth")}
     assert len(mine) == 4 and len(everything) == 4 * len(paper["archs"])
@@ -84,7 +72,7 @@ def test_hbn_tab5_paper_runs_end_to_end_with_each_network_and_its_weights(net, w
     cache = RunCache()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        r = E.run("hbn-tab5", profile="paper", data_root=root, seeds=1, overrides={**small, "use": [net]},
+        r = E.run("hbn-tab5", profile="paper", data_root=paper_root, seeds=1, overrides={**small, "use": [net]},
                   cache=cache, batched="off")
     assert {cache.key(v) for v in mine.values()} == set(cache._memory)  # the table's runs of this network
     last = [row for row in r.rows if row["accuracy"] == "last"]

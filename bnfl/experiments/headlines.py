@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["HEADLINES", "STAND_INS", "Headline", "StandIn"]
+__all__ = ["DATA_STAND_INS", "HEADLINES", "STAND_INS", "Headline", "StandIn"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,16 @@ STAND_INS: tuple[StandIn, ...] = (
     StandIn("Q-ABIDE", "synthetic binary sites with site-specific scaling and shift", "ABIDE I"),
     StandIn("Q-SEG", "digit-stroke segmentation on styled digits", "Cityscapes"),
 )
+
+#: The registry data sets (``bnfl.data.load`` names) the quick profile trains on -> the stand-in of
+#: :data:`STAND_INS` each one is; a title names it where an entry's quick numbers come from it.
+DATA_STAND_INS: dict[str, str] = {
+    "digits": "Q-DIG",
+    "digit_domains": "Q-DOM",
+    "gaussian_mixture": "Q-GAUSS(C)",
+    "abide_sites": "Q-ABIDE",
+    "digit_segmentation": "Q-SEG",
+}
 
 _DIG2 = "Q-DIG-2 (8x8 digits, 2 classes per client)"
 _DIR = "Q-DIG-DIR (8x8 digits, Dirichlet clients)"

@@ -24,7 +24,6 @@ from __future__ import annotations
 import html
 import io
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -165,20 +164,16 @@ def figure(experiment_id: str, result: Any) -> None:
 
 
 def _cell(value: Any) -> str:
-    """One value as table-cell text: floats rounded to what a reader compares, lists joined."""
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return str(value)
-        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
-            return f"{value:.4g}"
-        return f"{value:.4f}".rstrip("0").rstrip(".") if abs(value) < 100 else f"{value:.2f}"
+    """One value as table-cell text: numbers as a reader compares them
+    (:func:`bnfl.experiments.dashboard.display_value`: ``97.77766666666666 -> "97.78"``, ``2.1388``
+    as stored), long decimals inside text rounded, lists joined."""
+    from bnfl.experiments.dashboard import display_value, round_numbers
+
+    if value is None or isinstance(value, float):
+        return display_value(value)
     if isinstance(value, (list, tuple)):
         return ", ".join(_cell(v) for v in value)
-    return str(value)
+    return round_numbers(str(value))
 
 
 def html_table(rows: Sequence[Mapping[str, Any]], *, caption: str = "",
@@ -236,23 +231,39 @@ def tables_html(result: Any) -> str:
 
 
 def claims_html(result: Any) -> str:
-    """The claim checks as an HTML table: verdict, measured, threshold, margin, numbers.
+    """The claim checks as an HTML table (verdict, measured, threshold, margin, numbers), each
+    check's why under it, one line each (:func:`bnfl.experiments.dashboard.why_lines`).
 
-    ``margin >= 0`` passes; ``info`` rows are reported, not asserted.
+    ``margin >= 0`` passes; ``info`` rows are reported, not asserted. A claim that re-reads a
+    measurement another entry counts (``Claim.counted_in``) says so and stays out of the caption's
+    counts.
     """
     if not result.claims:
         return "<p>This entry checks no claim.</p>"
+    from bnfl.experiments.dashboard import why_lines
     from bnfl.experiments.report import claim_rows
 
-    rows = [{**row, "check": c.statement + (" (consistency check)" if c.kind == "consistency" else ""),
-             "verdict": _VERDICT[c.verdict][0]} for row, c in zip(claim_rows(result), result.claims, strict=True)]
+    rows = []
+    for i, (row, c) in enumerate(zip(claim_rows(result), result.claims, strict=True), 1):
+        check = f"{i}. {c.statement}" + (" (consistency check)" if c.kind == "consistency" else "")
+        if c.counted_in:
+            check += f" (re-reads {c.counted_in}; counted there)"
+        rows.append({**{k: v for k, v in row.items() if k != "why"}, "check": check,
+                     "verdict": _VERDICT[c.verdict][0]})
     colour = {text: col for text, col in _VERDICT.values()}
-    counts = {v: sum(c.verdict == v for c in result.claims) for v in ("pass", "fail", "inconclusive", "info")}
+    counted = [c for c in result.claims if c.counted]
+    counts = {v: sum(c.verdict == v for c in counted) for v in ("pass", "fail", "inconclusive", "info")}
+    linked = len(result.claims) - len(counted)
     caption = (f"{counts['pass']} pass, {counts['fail']} fail, {counts['inconclusive']} inconclusive, "
-               f"{counts['info']} reported only; "
-               f"overall {_VERDICT[result.verdict][0]}")
+               f"{counts['info']} reported only"
+               + (f" ({linked} more re-read from other entries, counted there)" if linked else "")
+               + f"; overall {_VERDICT[result.verdict][0]}")
     table = html_table(rows, caption=caption,
                        styles={"verdict": lambda v: f"color:{colour.get(v, 'inherit')};font-weight:bold;"})
+    lines = why_lines([c.why for c in result.claims])
+    if lines:
+        table += ("\n<p><strong>Why, by check</strong></p><ul class=\"bnfl-whys\">"
+                  + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>")
     return table
 
 
@@ -261,7 +272,7 @@ def provenance_html(result: Any) -> str:
     parts = []
     if result.notes:
         parts.append("<p><strong>Notes</strong></p><ul>"
-                     + "".join(f"<li>{html.escape(str(n))}</li>" for n in result.notes) + "</ul>")
+                     + "".join(f"<li>{html.escape(_cell(str(n)))}</li>" for n in result.notes) + "</ul>")
     facts = [
         ("profile", result.profile),
         ("seeds", ", ".join(str(s) for s in result.seeds)),
@@ -274,7 +285,7 @@ def provenance_html(result: Any) -> str:
     ]
     body = "".join(f"<tr><th style=\"text-align:left\">{html.escape(k)}</th>"
                    f"<td><code>{html.escape(str(v))}</code></td></tr>" for k, v in facts)
-    body += "".join(f"<tr><th style=\"text-align:left\">deviation</th><td>{html.escape(str(d))}</td></tr>"
+    body += "".join(f"<tr><th style=\"text-align:left\">deviation</th><td>{html.escape(_cell(str(d)))}</td></tr>"
                     for d in result.deviations)
     parts.append(f'<details class="bnfl-provenance"><summary>Provenance: how this result was '
                  f"made</summary><table>{body}</table></details>")
@@ -335,32 +346,22 @@ def label(experiment_id: str) -> str:
 
 
 def _datasets(config: Any) -> list[str]:
-    """Names of the data sets a configuration trains on (every ``{"data": {"name": ...}}``)."""
-    found: list[str] = []
+    """Names of the data sets a configuration trains on (:func:`bnfl.experiments.dashboard.data_names`)."""
+    from bnfl.experiments.dashboard import data_names
 
-    def walk(node: Any) -> None:
-        if isinstance(node, Mapping):
-            data = node.get("data")
-            if isinstance(data, Mapping) and isinstance(data.get("name"), str) and data["name"] not in found:
-                found.append(data["name"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, (list, tuple)):
-            for value in node:
-                walk(value)
-
-    walk(config)
-    return found
+    return data_names(config)
 
 
 def _comment(text: str) -> list[str]:
-    """Markdown prose as ``# `` comment lines wrapped at 100 characters (blank lines kept)."""
+    """Markdown prose as ``# `` comment lines wrapped at 100 characters (blank lines kept); a heading
+    stays on one line (wrapped, its tail would become a paragraph)."""
     import textwrap
 
     lines: list[str] = []
     for para in text.strip().split("\n\n"):
-        wrapped = textwrap.wrap(" ".join(para.split()), width=98, break_long_words=False,
-                                break_on_hyphens=False)
+        flat = " ".join(para.split())
+        wrapped = [flat] if flat.startswith("#") else textwrap.wrap(
+            flat, width=98, break_long_words=False, break_on_hyphens=False)
         lines += [f"# {w}" for w in wrapped] + ["#"]
     return lines[:-1]
 
@@ -373,11 +374,14 @@ def _sentence(text: str) -> str:
 def prose(experiment_id: str) -> str:
     """The notebook's introduction (markdown), from the registry entry alone.
 
-    Title, summary and ``look_for`` come from the entry; the quick profile's deviations and
+    Title, summary and ``look_for`` come from the entry (the title names the quick profile's
+    stand-in data, :func:`bnfl.experiments.dashboard.stand_in_title`); the quick profile's deviations and
     the paper profile's data sets, seeds and deviations come from its configurations.
     """
+    from bnfl.experiments.dashboard import stand_in_title, stand_ins_of
+
     entry = get(experiment_id)
-    parts = [f"# {label(entry.id)}: {entry.title}", _sentence(entry.summary)]
+    parts = [f"# {label(entry.id)}: {stand_in_title(entry.title, stand_ins_of(entry))}", _sentence(entry.summary)]
     look_for = str(getattr(entry, "look_for", "") or "").strip()
     if look_for:
         parts.append(f"**What to look for.** {_sentence(look_for)}")

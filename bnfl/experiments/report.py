@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from bnfl.experiments.core import Result, labels_first
 from bnfl.experiments.dashboard import (
     counts_markdown,
+    display_value,
     entries_markdown,
     entry_order,
     headline_markdown,
     paper_pairs,
     round_numbers,
     stand_in_banner,
+    stand_in_title,
+    stand_ins_of,
+    why_lines,
 )
 from bnfl.experiments.registry import get
 
@@ -29,16 +32,12 @@ _COUNTED = ("pass", "fail", "inconclusive", "info")
 
 
 def _fmt(v: Any) -> str:
-    if v is None:
-        return "–"
+    """One table cell: numbers as a reader compares them (:func:`~bnfl.experiments.dashboard.display_value`),
+    long decimals inside text rounded, lists joined."""
+    if v is None or isinstance(v, float):
+        return display_value(v)
     if isinstance(v, bool):
         return str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return str(v)
-        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
-            return f"{v:.4g}"
-        return f"{v:.4f}".rstrip("0").rstrip(".") if abs(v) < 10 else f"{v:.2f}"
     if isinstance(v, (list, tuple)):
         return ", ".join(_fmt(x) for x in v)
     return round_numbers(str(v)).replace("|", "\\|").replace("\n", " ")
@@ -59,10 +58,19 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def claims_table(result: Result) -> str:
-    """The claim checks of ``result`` as a markdown table (verdict, measured, threshold, margin, noise,
-    the numbers, and the one-line why of a fail or inconclusive verdict)."""
-    return markdown_table(claim_rows(result))
+def claims_table(result: Result, *, link: Callable[[str], str] | None = None) -> str:
+    """The claim checks of ``result`` as a markdown table (numbered checks: verdict, measured,
+    threshold, margin, noise, the numbers), and under it the checks' whys, one line each
+    (:func:`~bnfl.experiments.dashboard.why_lines`). ``link`` as in :func:`claim_rows`."""
+    rows = claim_rows(result, link=link)
+    whys = [row.pop("why") for row in rows]
+    for i, row in enumerate(rows, 1):
+        row["check"] = f"{i}. {row['check']}"
+    text = markdown_table(rows)
+    lines = why_lines(whys)
+    if lines:
+        text += "\nWhy, by check:\n\n" + "".join(f"- {_fmt(line)}\n" for line in lines)
+    return text
 
 
 def interval_text(c: Any) -> str | None:
@@ -80,15 +88,20 @@ def interval_text(c: Any) -> str | None:
     return text + ")"
 
 
-def claim_rows(result: Result) -> list[dict[str, Any]]:
+def claim_rows(result: Result, *, link: Callable[[str], str] | None = None) -> list[dict[str, Any]]:
     """One row per claim of ``result`` (what :func:`claims_table` renders). A result with interval
-    claims gets a ``95% interval`` column (results without keep their columns as they were)."""
+    claims gets a ``95% interval`` column (results without keep their columns as they were).
+
+    A claim that re-reads another entry's measurement (``Claim.counted_in``) says so and links that
+    entry: ``link(entry id)`` gives the markdown of the link; default ``[id](#id)``, the entry's
+    section in ``REPORT.md``."""
+    link = link or (lambda eid: f"[{eid}](#{eid.lower()})")
     intervals = any(getattr(c, "interval", None) for c in result.claims)
     rows = []
     for c in result.claims:
         row = {
             "check": c.statement + (" *(consistency check)*" if c.kind == "consistency" else "")
-            + (f" *(re-reads [{c.counted_in}](#{c.counted_in}); counted there)*" if c.counted_in else ""),
+            + (f" *(re-reads {link(c.counted_in)}; counted there)*" if c.counted_in else ""),
             "verdict": _MARK[c.verdict],
             "measured": c.measured,
             "threshold": c.threshold,
@@ -106,6 +119,11 @@ def claim_counts(results: Sequence[Result]) -> dict[str, int]:
     """``{verdict: number of claims}`` over ``results``, for pass / fail / inconclusive / info; a claim
     that re-reads another entry's measurement (``Claim.counted_in``) is counted there only."""
     return {v: sum(1 for r in results for c in r.claims if c.verdict == v and c.counted) for v in _COUNTED}
+
+
+def _entry_title(result: Result, entry: Any) -> str:
+    """The entry's title, naming the stand-in data its numbers come from (not at the paper profile)."""
+    return result.title if result.profile == "paper" else stand_in_title(result.title, stand_ins_of(entry))
 
 
 def _command(result: Result, out: str, device: str, seeds: int | None) -> str:
@@ -194,15 +212,16 @@ def write_report(
     if open_claims:
         lines += ["## Failing and inconclusive claims, and why", "",
                   "| id | check | verdict | why |", "|---|---|---|---|"]
-        lines += [f"| [{r.id}](#{r.id.lower()}) | {_fmt(c.statement)} | {_MARK[c.verdict]} | {_fmt(c.why)} |"
-                  for r, c in open_claims]
+        lines += [f"| [{r.id}](#{r.id.lower()}) | {_fmt(c.statement)}"
+                  + (f" *(re-reads [{c.counted_in}](#{c.counted_in.lower()}); counted there)*" if c.counted_in else "")
+                  + f" | {_MARK[c.verdict]} | {_fmt(c.why)} |" for r, c in open_claims]
         lines.append("")
     for r in results:
         entry = get(r.id)
         lines += [
             f"## {r.id}",
             "",
-            f"**{r.title}** — verdict: **{_MARK[r.verdict]}** (profile `{r.profile}`, "
+            f"**{_entry_title(r, entry)}** — verdict: **{_MARK[r.verdict]}** (profile `{r.profile}`, "
             f"{len(r.seeds)} seed{'s' if len(r.seeds) != 1 else ''}, device `{r.device}`, "
             f"{r.duration_s:.1f} s, commit `{r.git_commit}`"
             + (f", {r.machine.get('cpu')} / {r.machine.get('torch_cpu_capability')}" if r.machine else "") + ")",
@@ -214,7 +233,7 @@ def write_report(
         ]
         if r.deviations:
             lines += ["**Deviations from the catalog recipe:**", ""]
-            lines += [f"- {d}" for d in r.deviations] + [""]
+            lines += [f"- {round_numbers(d)}" for d in r.deviations] + [""]
         lines += ["**Our numbers:**", "", markdown_table(labels_first(r.rows))]
         pairs = paper_pairs(r)
         if pairs and not any(k.endswith(" paper") for row in r.rows for k in row):  # else side by side already
@@ -228,7 +247,7 @@ def write_report(
             lines += ["**The paper's numbers:** none printed (figure only).", ""]
         lines += ["**Claim checks:**", "", claims_table(r)]
         if r.notes:
-            lines += ["**Notes:**", ""] + [f"- {n}" for n in r.notes] + [""]
+            lines += ["**Notes:**", ""] + [f"- {round_numbers(n)}" for n in r.notes] + [""]
         lines += ["Remake:", "", "```bash", _command(r, out, device, seeds), "```", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines).rstrip() + "\n")

@@ -642,9 +642,11 @@ def md_cell(value: object, limit: int = 160) -> str:
 def result_section(result_file: Path) -> list[str]:
     """Claim verdicts and provenance of a ``bnfl run``/``bnfl reproduce`` result.json, rendered by
     :func:`bnfl.experiments.report.claim_rows` and :func:`~bnfl.experiments.report.markdown_table`; the
-    claims' whys are listed under the table, numbered by check, and long decimals are rounded."""
+    claims' whys are listed under the table, one line each, numbered by check, with the reasons
+    several checks share said once (:func:`bnfl.experiments.dashboard.why_lines`); a claim that
+    re-reads another entry's measurement links that entry's section; long decimals are rounded."""
     from bnfl.experiments.core import Result
-    from bnfl.experiments.dashboard import round_numbers
+    from bnfl.experiments.dashboard import round_numbers, why_lines
     from bnfl.experiments.report import claim_rows, markdown_table
 
     try:
@@ -668,20 +670,20 @@ def result_section(result_file: Path) -> list[str]:
     if result.paper:
         out += ["**The paper** (verbatim):", "", markdown_table(result.paper).rstrip("\n"), ""]
     if result.claims:
-        rows = claim_rows(result)
-        whys = [(i, row.pop("why")) for i, row in enumerate(rows, 1)]
+        rows = claim_rows(result, link=lambda eid: f"{{ref}}`{eid} <{entry_label(eid)}>`")
+        whys = [row.pop("why") for row in rows]
         for i, row in enumerate(rows, 1):
             row["check"] = f"{i}. {row['check']}"
         out += ["**Claim checks** (`margin >= 0` passes; a margin no larger than the noise, the seed spread or "
                 "one test sample, is inconclusive; `info` rows are reported, not asserted):", "",
                 markdown_table(rows).rstrip("\n").replace("| FAIL |", "| **FAIL** |"), ""]
-        whys = [(i, w) for i, w in whys if w]
-        if whys:
-            out += ["Why, by check:", ""] + [f"- {i}. {md_cell(round_numbers(w), 2000)}" for i, w in whys] + [""]
+        lines = why_lines(whys)
+        if lines:
+            out += ["Why, by check:", ""] + [f"- {md_cell(line, 2000)}" for line in lines] + [""]
     for key in ("deviations", "notes"):
         items = data.get(key) or []
         if items:
-            out += [f"**{key.capitalize()}**:", ""] + [f"- {md_cell(round_numbers(i), 400)}" for i in items] + [""]
+            out += [f"**{key.capitalize()}**:", ""] + [f"- {md_cell(round_numbers(i, digits=3), 400)}" for i in items] + [""]
     return out
 
 
@@ -715,6 +717,21 @@ def verdict_summary(results: list) -> str:
     parts = [f"{k}: " + ", ".join(f"{n} {v}" for v, n in totals[k].items() if n)
              for k in COUNT_KINDS if sum(totals[k].values())]
     return f"**{len(results)} entries: {head}.** Claims by kind: " + "; ".join(parts) + "."
+
+
+def entry_title(eid: str, title: str, results: dict[str, object]) -> str:
+    """An entry's heading title, naming the stand-in data its quick numbers come from
+    (:func:`bnfl.experiments.dashboard.stand_in_title`); as it is for a paper-profile result."""
+    from bnfl.experiments import dashboard, registry
+
+    result = results.get(eid)
+    if getattr(result, "profile", "quick") == "paper":
+        return title
+    try:
+        entry = registry.get(eid)
+    except KeyError:
+        return title
+    return dashboard.stand_in_title(title, dashboard.stand_ins_of(entry))
 
 
 def entry_label(eid: str) -> str:
@@ -841,20 +858,23 @@ def generate_reproductions(written: set[Path]) -> None:
         page = [f"# {PAPER_TITLE[paper]}", ""]
         done = sorted((e for e in entries if e["id"] in by_id), key=lambda e: dashboard.entry_order(e["id"]))
         missing = [e for e in entries if e["id"] not in by_id]
+        mine = [results[e["id"]] for e in done if e["id"] in results]
+        if mine:  # the page opens with its verdicts
+            page += [verdict_summary(mine), ""]
         page += [
             (f"{len(done)} of {len(entries)} catalog entries have a reproduced figure." if paper != "Benchmarks" else
              "Entries that no paper has, registered and run like the reproductions (`bnfl run <id>`)."),
             "",
         ]
-        mine = [results[e["id"]] for e in done if e["id"] in results]
         if mine:
-            page += ["## Verdicts", "", verdict_summary(mine), "",
-                     dashboard.entries_markdown(mine, link=link, heading=None).rstrip("\n"), ""]
+            page += ["## Verdicts", "", dashboard.entries_markdown(mine, link=link, heading=None).rstrip("\n"), ""]
         for e in done:
             title = known.get(e["id"], {}).get("title") or e["title"]
-            page += [f"({entry_label(e['id'])})=", f"## `{e['id']}`: {title}", ""]
+            page += [f"({entry_label(e['id'])})=", f"## `{e['id']}`: {entry_title(e['id'], title, results)}", ""]
             if title != e["title"]:
-                page += [f"*The paper's setting (catalog):* {md_cell(e['title'], 2000)}", ""]
+                setting, source_notes = dashboard.split_note(e["title"])
+                page += [f"*The paper's setting (catalog):* {md_cell(setting, 2000)}", ""]
+                page += [f"*About the paper's text:* {md_cell(n, 2000)}." for n in source_notes] + [""] * bool(source_notes)
             if e["id"] in known and known[e["id"]]["summary"]:
                 page += [md_cell(known[e["id"]]["summary"], 2000), ""]
             for img in by_id[e["id"]]:
