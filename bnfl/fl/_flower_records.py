@@ -14,9 +14,10 @@ carry the run's index ``i`` in the launch (several runs may share one federation
 ``bnfl.i.momentum`` (ArrayRecord)
     SGD momentum buffers kept across rounds (FixBN's maintained momenta, ``momentum_mode="local"``);
 ``bnfl.i.client`` (ConfigRecord)
-    the batch cursor (``epoch``, ``position``) and the client's algorithm state
-    (``algorithm``: :meth:`Algorithm.state_dict <bnfl.fl.Algorithm.state_dict>` as
-    ``torch.save`` bytes, e.g. SCAFFOLD's control variate :math:`c_i`).
+    the batch cursor (``epoch``, ``position``) and the client's own algorithm state
+    (``algorithm``: its :attr:`ClientContext.state <bnfl.fl.context.ClientContext>` as
+    ``torch.save`` bytes, e.g. SCAFFOLD's control variate :math:`c_i`; nothing of the server's
+    or another client's state).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from torch import Tensor
+
+from bnfl.fl._checkpoint import to_device
 
 if TYPE_CHECKING:
     from bnfl.fl.engine import Simulation
@@ -51,6 +54,10 @@ def from_arrays(record: ArrayRecord, device: torch.device | str = "cpu") -> dict
     return {k: torch.from_numpy(np.array(a.numpy(), copy=True)).to(device) for k, a in record.items()}
 
 
+def _cpu(value: object) -> object:
+    return to_device(value, torch.device("cpu"))
+
+
 def _to_bytes(obj: object) -> bytes:
     buf = io.BytesIO()
     torch.save(obj, buf)
@@ -68,7 +75,7 @@ def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) 
         state[MOMENTUM] = to_arrays(sim.client_momentum[c])
     epoch, position = sim.cursors[c]
     state[CLIENT] = ConfigRecord({"client": c, "epoch": int(epoch), "position": int(position),
-                                  "algorithm": _to_bytes(sim.algorithm.state_dict())})
+                                  "algorithm": _to_bytes(_cpu(sim.client_algorithm.get(c, {})))})
 
 
 def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
@@ -87,4 +94,5 @@ def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) 
         sim.client_momentum[c] = from_arrays(state[MOMENTUM], sim.device)
     sim.cursors[c] = [int(rec["epoch"]), int(rec["position"])]
     alg_state = torch.load(io.BytesIO(bytes(rec["algorithm"])), weights_only=True)
-    sim.algorithm.load_state_dict(alg_state)
+    if alg_state:
+        sim.client_algorithm[c] = to_device(alg_state, sim.device)
