@@ -308,7 +308,7 @@ class Bnfl:
 
     @staticmethod
     def client_samples(c):
-        from bnfl.fl.flower import _ClientSide
+        from bnfl.fl.flower_client import _ClientSide
 
         setup = setup_from_config(CASES["fedbn"], out=None)  # what each ClientApp instantiation builds
         return _ClientSide(setup, c).client_indices[c]
