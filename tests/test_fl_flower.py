@@ -54,6 +54,10 @@ METHODS = {
               "train": {**BASE["train"], "momentum": 0.9}},
     # eq. 7 on the clients, eqs. 8 and 11 on the server, the statistics-only round T+1
     "hbn": {},
+    # algorithm state as values: each node keeps its client's c_i in its Context, the ServerApp c
+    "scaffold": {},
+    # server momentum on the ServerApp; each node anchors the regulariser at the lookahead it got
+    "fedacg+bn": {},
 }
 TIME_LIMIT_S = 240
 
@@ -130,6 +134,12 @@ def test_flower_run_equals_the_simulator(runs, method):
     for c in range(ref.num_clients):
         assert _max_diff(res.client_state[c]["local"], ref.client_local.get(c, {})) <= 1e-12
         assert _max_diff(res.client_state[c]["momentum"], ref.client_momentum.get(c, {})) <= 1e-12
+        got, want = res.client_state[c]["algorithm"], ref.client_algorithm.get(c, {})  # e.g. SCAFFOLD's c_i
+        assert list(got) == list(want)
+        for key in want:
+            assert _max_diff(got[key], want[key]) <= 1e-12, key
+    # the server's own (SCAFFOLD's c, FedACG's m; what an algorithm still keeps on itself, HBN's solver)
+    assert list(res.algorithm_state) == list({**ref.server.state, **ref.algorithm.state_dict()})
     _assert_rows_close(_rows(res.history), _rows(ref.history), 1e-12)
     assert {k: v for k, v in res.history.meta.items() if k not in ("engine", "flwr")} == ref.history.meta
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -36,7 +36,7 @@ from bnfl.fl._checkpoint import to_device
 if TYPE_CHECKING:
     from bnfl.fl.engine import Simulation
 
-__all__ = ["from_arrays", "load_client_state", "save_client_state", "to_arrays"]
+__all__ = ["from_arrays", "load_client_state", "save_client_state", "state_from_bytes", "state_to_bytes", "to_arrays"]
 
 
 
@@ -54,14 +54,17 @@ def from_arrays(record: ArrayRecord, device: torch.device | str = "cpu") -> dict
     return {k: torch.from_numpy(np.array(a.numpy(), copy=True)).to(device) for k, a in record.items()}
 
 
-def _cpu(value: object) -> object:
-    return to_device(value, torch.device("cpu"))
-
-
-def _to_bytes(obj: object) -> bytes:
+def state_to_bytes(state: Mapping[str, Any]) -> bytes:
+    """An algorithm's client state (tensors, numbers and dicts of them) as ``torch.save`` bytes
+    (tensors on the CPU), for a ConfigRecord."""
     buf = io.BytesIO()
-    torch.save(obj, buf)
+    torch.save(to_device(dict(state), torch.device("cpu")), buf)
     return buf.getvalue()
+
+
+def state_from_bytes(data: bytes, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """:func:`state_to_bytes` back (a safe load: tensors, numbers and containers only)."""
+    return to_device(torch.load(io.BytesIO(bytes(data)), weights_only=True), torch.device(device))
 
 
 def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
@@ -75,7 +78,7 @@ def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) 
         state[MOMENTUM] = to_arrays(sim.client_momentum[c])
     epoch, position = sim.cursors[c]
     state[CLIENT] = ConfigRecord({"client": c, "epoch": int(epoch), "position": int(position),
-                                  "algorithm": _to_bytes(_cpu(sim.client_algorithm.get(c, {})))})
+                                  "algorithm": state_to_bytes(sim.client_algorithm.get(c, {}))})
 
 
 def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
@@ -93,6 +96,6 @@ def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) 
     if MOMENTUM in state:
         sim.client_momentum[c] = from_arrays(state[MOMENTUM], sim.device)
     sim.cursors[c] = [int(rec["epoch"]), int(rec["position"])]
-    alg_state = torch.load(io.BytesIO(bytes(rec["algorithm"])), weights_only=True)
+    alg_state = state_from_bytes(rec["algorithm"], sim.device)
     if alg_state:
-        sim.client_algorithm[c] = to_device(alg_state, sim.device)
+        sim.client_algorithm[c] = alg_state

@@ -16,7 +16,13 @@ from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from torch import Tensor
 
-from bnfl.fl._flower_records import from_arrays, load_client_state, save_client_state, to_arrays
+from bnfl.fl._flower_records import (
+    from_arrays,
+    load_client_state,
+    save_client_state,
+    state_to_bytes,
+    to_arrays,
+)
 from bnfl.fl._run import FederatedData
 from bnfl.fl.engine import Simulation
 from bnfl.fl.flower_setup import FlowerSetup, Setups, _as_list, samples_crc
@@ -121,6 +127,7 @@ def client_app(setup: Setups | Callable[[Context], Setups]) -> ClientApp:
             raise PermissionError("this ClientApp does not reveal its local state (FlowerSetup.answer_inspect=False)")
         sim, c, _ = _open(s, msg, context)
         return _reply(msg, local=to_arrays(sim.client_local.get(c, {})),
-                      momentum=to_arrays(sim.client_momentum.get(c, {})))
+                      momentum=to_arrays(sim.client_momentum.get(c, {})),
+                      algorithm=ConfigRecord({"state": state_to_bytes(sim.client_algorithm.get(c, {}))}))
 
     return app

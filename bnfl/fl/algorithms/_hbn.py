@@ -321,7 +321,8 @@ class HBN(_ServerStatistics, Algorithm):
         return new
 
     def state_dict(self):
-        return {"solver": self.solver.state_dict()}  # HBN's own state is server state (ServerContext.state)
+        solver = self.solver.state_dict()  # a user solver's own; HBN's state is ServerContext.state
+        return {"solver": solver} if solver else {}
 
     def load_state_dict(self, state):
         if "solver" in state:
