@@ -56,9 +56,7 @@ METHODS = {
     "hbn": {},
     # algorithm state as values: each node keeps its client's c_i in its Context, the ServerApp c
     "scaffold": {},
-    # server momentum on the ServerApp; each node anchors the regulariser at the lookahead it got
-    "fedacg+bn": {},
-}
+}  # FedACG and MOON's state over the same apps, without Ray: tests/test_fl_client_state.py
 TIME_LIMIT_S = 240
 
 
