@@ -232,7 +232,7 @@ def test_fedprox_with_mu_zero_is_fedavg_and_scaffold_runs():
     s.run()
     # SCAFFOLD sends control variates: twice the parameter volume down and up
     assert s.channel.bytes_up > fl.Simulation(_mlp(), data, fl.FedAvg(), cfg).channel.bytes_up
-    assert any(float(t.abs().max()) > 0 for t in s.algorithm.c.values())
+    assert any(float(t.abs().max()) > 0 for t in s.server.state["scaffold.c"].values())
 
 
 @pytest.mark.parametrize("name", sorted(fl.ALGORITHMS))

@@ -84,20 +84,27 @@ def _state(sd):
 # -- SCAFFOLD (Karimireddy et al. 2020, Algorithm 1, option II) --------------------------------------
 
 
+def _ci(sim):
+    """Every client's SCAFFOLD control variate c_i: client state, kept in the engine's store."""
+    return {j: s["scaffold.ci"] for j, s in sim.client_algorithm.items()}
+
+
 class _ScaffoldSpy(fl.Scaffold):
-    """Records what the server holds at the start of every round, and each client's parameters
-    just before every local optimizer step (after the SCAFFOLD gradient correction)."""
+    """Records what the server holds at the start of every round (``c``, and every client's
+    ``c_i`` from the simulation's client store ``sim``), and each client's parameters just before
+    every local optimizer step (after the SCAFFOLD gradient correction)."""
 
     def __init__(self):
         super().__init__()
+        self.sim = None  # set by the test: where the clients' states are kept
         self.at_round: dict[int, dict] = {}
         self.before_step: dict[tuple[int, int], list[dict]] = {}
         self._rc = (0, 0)
 
     def begin_round(self, server, r, clients, state):
         super().begin_round(server, r, clients, state)
-        self.at_round[r] = {"global": copy.deepcopy(dict(state)), "c": copy.deepcopy(self.c),
-                            "ci": copy.deepcopy(self.ci), "clients": list(clients)}
+        self.at_round[r] = {"global": copy.deepcopy(dict(state)), "c": copy.deepcopy(server.state.get("scaffold.c")),
+                            "ci": copy.deepcopy(_ci(self.sim)), "clients": list(clients)}
 
     def client_start(self, client, r, model):
         super().client_start(client, r, model)
@@ -153,7 +160,7 @@ def test_scaffold_control_variates_follow_option_ii(participation):
     model = _mlp()
     cfg = _cfg(rounds=3, local_steps=3, batch_size=4, participation=participation, seed=3)
     alg = _ScaffoldSpy()
-    sim = fl.Simulation(model, data, alg, cfg)
+    sim = alg.sim = fl.Simulation(model, data, alg, cfg)
     sim.run()
     rounds_clients = [row["clients"] for row in sim.history.rows]
     if participation < 1:
@@ -166,12 +173,12 @@ def test_scaffold_control_variates_follow_option_ii(participation):
             assert _max_diff(got["c"], ref["c"]) < TOL, r
             for j, cij in got["ci"].items():
                 assert _max_diff(cij, ref["ci"][j]) < TOL, (r, j)
-    assert _max_diff(alg.c, c_final) < TOL
-    assert sorted(alg.ci) == sorted({j for cl in rounds_clients for j in cl})
-    for j, cij in alg.ci.items():
+    assert _max_diff(sim.server.state["scaffold.c"], c_final) < TOL
+    assert sorted(_ci(sim)) == sorted({j for cl in rounds_clients for j in cl})
+    for j, cij in _ci(sim).items():
         assert _max_diff(cij, ci_final[j]) < TOL, j
     # the control variates are not trivial (else the test would prove nothing)
-    assert max(float(t.abs().max()) for t in alg.c.values()) > 1e-3
+    assert max(float(t.abs().max()) for t in sim.server.state["scaffold.c"].values()) > 1e-3
 
 
 def test_scaffold_round_two_first_step_uses_corrected_gradient():
@@ -181,10 +188,10 @@ def test_scaffold_round_two_first_step_uses_corrected_gradient():
     model = _mlp()
     cfg = _cfg(rounds=2, local_steps=3, batch_size=4, seed=1)
     alg = _ScaffoldSpy()
-    sim = fl.Simulation(model, data, alg, cfg)
+    sim = alg.sim = fl.Simulation(model, data, alg, cfg)
     sim.run(stop_after=1)
     w_g = copy.deepcopy(sim.global_state)
-    c, c1 = copy.deepcopy(alg.c), copy.deepcopy(alg.ci[1])
+    c, c1 = copy.deepcopy(sim.server.state["scaffold.c"]), copy.deepcopy(_ci(sim)[1])
     assert max(float((c[k] - c1[k]).abs().max()) for k in c) > 1e-3
     sim.run()
     twin = fl.Simulation(model, data, fl.Scaffold(), cfg)

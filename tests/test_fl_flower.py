@@ -54,7 +54,9 @@ METHODS = {
               "train": {**BASE["train"], "momentum": 0.9}},
     # eq. 7 on the clients, eqs. 8 and 11 on the server, the statistics-only round T+1
     "hbn": {},
-}
+    # algorithm state as values: each node keeps its client's c_i in its Context, the ServerApp c
+    "scaffold": {},
+}  # FedACG and MOON's state over the same apps, without Ray: tests/test_fl_client_state.py
 TIME_LIMIT_S = 240
 
 
@@ -130,6 +132,12 @@ def test_flower_run_equals_the_simulator(runs, method):
     for c in range(ref.num_clients):
         assert _max_diff(res.client_state[c]["local"], ref.client_local.get(c, {})) <= 1e-12
         assert _max_diff(res.client_state[c]["momentum"], ref.client_momentum.get(c, {})) <= 1e-12
+        got, want = res.client_state[c]["algorithm"], ref.client_algorithm.get(c, {})  # e.g. SCAFFOLD's c_i
+        assert list(got) == list(want)
+        for key in want:
+            assert _max_diff(got[key], want[key]) <= 1e-12, key
+    # the server's own (SCAFFOLD's c, FedACG's m; what an algorithm still keeps on itself, HBN's solver)
+    assert list(res.algorithm_state) == list({**ref.server.state, **ref.algorithm.state_dict()})
     _assert_rows_close(_rows(res.history), _rows(ref.history), 1e-12)
     assert {k: v for k, v in res.history.meta.items() if k not in ("engine", "flwr")} == ref.history.meta
 
@@ -308,7 +316,7 @@ class Bnfl:
 
     @staticmethod
     def client_samples(c):
-        from bnfl.fl.flower import _ClientSide
+        from bnfl.fl.flower_client import _ClientSide
 
         setup = setup_from_config(CASES["fedbn"], out=None)  # what each ClientApp instantiation builds
         return _ClientSide(setup, c).client_indices[c]

@@ -163,8 +163,9 @@ def test_moon_local_loss_equals_a_hand_computation_with_frozen_models_in_their_m
         m.train()
         with torch.no_grad():
             m(data.x_train * 2 + 1)
-    alg.previous[0] = copy.deepcopy(prev.state_dict())
-    alg.client_start(sim.client_context(0), 1, glob)  # the downloaded model, as loaded into the client's model
+    sim.client_algorithm[0] = {"moon.previous": copy.deepcopy(prev.state_dict())}  # client 0's state
+    ctx = sim.client_context(0)
+    alg.client_start(ctx, 1, glob)  # the downloaded model, as loaded into the client's model
     before = {k: v.clone() for k, v in glob.state_dict().items()}
     local.load_state_dict(glob.state_dict())
     with torch.no_grad():
@@ -172,7 +173,7 @@ def test_moon_local_loss_equals_a_hand_computation_with_frozen_models_in_their_m
             p.add_(0.1)
     local.train()
     x, y = data.x_train[:12], data.y_train[:12]
-    got = alg.local_loss(sim.client_context(0), local, x, y)
+    got = alg.local_loss(ctx, local, x, y)
     ref_local = copy.deepcopy(local)
 
     def feats(m, train):
@@ -186,8 +187,9 @@ def test_moon_local_loss_equals_a_hand_computation_with_frozen_models_in_their_m
     want = nn.functional.cross_entropy(ref_local[-1](z), y) + 0.7 * (-torch.log(pos / (pos + neg))).mean()
     assert torch.allclose(got, want, atol=TOL, rtol=0)
     _equal(glob.state_dict(), before)  # the downloaded model itself is untouched
-    assert all(not p.requires_grad for p in alg._glob.parameters())
-    assert alg._glob.training is (mode == "train") and alg._prev.training is (mode == "train")
+    frozen_glob, frozen_prev = ctx.scratch["moon.global"], ctx.scratch["moon.previous"]  # the round's scratch
+    assert all(not p.requires_grad for p in frozen_glob.parameters())
+    assert frozen_glob.training is (mode == "train") and frozen_prev.training is (mode == "train")
     with pytest.raises(ValueError, match="frozen_mode"):
         fl.MOON(frozen_mode="test")
 
@@ -195,21 +197,24 @@ def test_moon_local_loss_equals_a_hand_computation_with_frozen_models_in_their_m
 def test_moon_gradient_flows_only_into_the_local_model_and_previous_models_are_kept():
     alg = fl.MOON(mu=1.0)
     sim = _run(alg, rounds=2)
-    assert set(alg.previous) == {0, 1, 2}
-    assert alg.previous[0].keys() == sim.client_state(0).keys()  # full state_dicts of the local models
+    previous = {c: s["moon.previous"] for c, s in sim.client_algorithm.items()}  # client state, kept by the engine
+    assert set(previous) == {0, 1, 2}
+    assert previous[0].keys() == sim.client_state(0).keys()  # full state_dicts of the local models
     # with one client the FedAvg average is that client's model: what MOON keeps is the local model
     one = fl.MOON(mu=1.0)
     solo = fl.Simulation(_mlp(), _data(n_per=(12,)), one, _cfg(rounds=1, local_steps=2))
     solo.run()
     floats = [k for k, v in solo.global_state.items() if v.is_floating_point()]  # num_batches_tracked is never sent
-    _equal({k: one.previous[0][k] for k in floats}, {k: solo.global_state[k] for k in floats})
-    assert not torch.equal(alg.previous[0]["0.weight"], alg.previous[1]["0.weight"])  # one model per client
+    _equal({k: solo.client_algorithm[0]["moon.previous"][k] for k in floats}, {k: solo.global_state[k] for k in floats})
+    assert not torch.equal(previous[0]["0.weight"], previous[1]["0.weight"])  # one model per client
     model, data = _mlp(), _data()
-    alg.client_start(sim.client_context(0), 3, model)
+    ctx = sim.client_context(0)
+    alg.client_start(ctx, 3, model)
     x, y = data.x_train[:6], data.y_train[:6]
-    alg.local_loss(sim.client_context(0), model, x, y).backward()
+    alg.local_loss(ctx, model, x, y).backward()
     assert all(p.grad is not None for p in model.parameters())
-    assert all(p.grad is None for p in alg._glob.parameters()) and all(p.grad is None for p in alg._prev.parameters())
+    assert all(p.grad is None for p in ctx.scratch["moon.global"].parameters())
+    assert all(p.grad is None for p in ctx.scratch["moon.previous"].parameters())
     out, z = representation(model, x)
     assert z.shape == (6, 8) and out.shape == (6, 3)
     with pytest.raises(ValueError, match="no nn.Linear"):

@@ -114,10 +114,10 @@ def test_hbn_on_scaffold_equals_the_hand_composition_of_scaffold_and_hbn_statist
     for k in hbn.global_state:
         _close(hbn.global_state[k], hand.global_state[k])
     for c in range(3):  # the same control variates, and alpha stayed local
-        for n in hand.algorithm.ci[c]:
-            _close(hbn.algorithm.solver.ci[c][n], hand.algorithm.ci[c][n])
+        for n in hand.client_algorithm[c]["scaffold.ci"]:  # client state, kept by the engine
+            _close(hbn.client_algorithm[c]["scaffold.ci"][n], hand.client_algorithm[c]["scaffold.ci"][n])
         assert any(k.endswith("alpha") for k in hbn.client_local[c])
-    assert any(float(v.abs().max()) > 0 for v in hbn.algorithm.solver.c.values())  # round 2 was corrected
+    assert any(float(v.abs().max()) > 0 for v in hbn.server.state["scaffold.c"].values())  # round 2 was corrected
 
 
 def test_hbn_forwards_every_hook_it_does_not_extend_to_the_solver():

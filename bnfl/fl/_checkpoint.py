@@ -17,6 +17,18 @@ from bnfl.fl._history_file import HistoryFile, read_rows
 from bnfl.fl._run import History
 
 
+def to_device(value: Any, device: torch.device) -> Any:
+    """``value`` with every tensor in it (nested in dicts, lists and tuples) on ``device``:
+    an algorithm's client or server state as a checkpoint or a message brought it."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
 class CheckpointMixin:
     """``state_dict``/``load_state_dict`` and the checkpoint files of a Simulation."""
 
@@ -26,6 +38,7 @@ class CheckpointMixin:
         return {
             "round": self.round, "global_state": self.global_state, "client_local": self.client_local,
             "client_momentum": self.client_momentum, "global_momentum": self.global_momentum,
+            "client_algorithm": self.client_algorithm, "server_state": self.server.state,
             "cursors": self.cursors, "algorithm": self.algorithm.state_dict(),
             "channel": self.channel.counters(), "history_rows": len(self.history.rows),
             "statistics_only_done": any(row.get("statistics_only") for row in self.history.rows),
@@ -50,6 +63,9 @@ class CheckpointMixin:
         self.client_local = {int(k): v for k, v in s["client_local"].items()}
         self.client_momentum = {int(k): v for k, v in s["client_momentum"].items()}
         self.global_momentum = s["global_momentum"]
+        # the algorithm's state: each client's (ClientContext.state) and the server's (ServerContext.state)
+        self.client_algorithm = {int(k): dict(v) for k, v in s.get("client_algorithm", {}).items()}
+        self.server.state = dict(s.get("server_state", {}))
         self.cursors = {int(k): list(v) for k, v in s["cursors"].items()}
         self.algorithm.load_state_dict(s["algorithm"])
         self.channel.load_counters(s["channel"])
@@ -97,6 +113,8 @@ class CheckpointMixin:
         if rows is not None:
             self.history = History(rows=rows[:n], meta=self.history.meta)
         self.global_state = {k: v.to(self.device) for k, v in self.global_state.items()}
+        self.client_algorithm = {c: to_device(v, self.device) for c, v in self.client_algorithm.items()}
+        self.server.state = to_device(self.server.state, self.device)
         return True
 
     def _start(self, *, resume: bool, overwrite: bool) -> bool:

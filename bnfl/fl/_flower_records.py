@@ -14,26 +14,29 @@ carry the run's index ``i`` in the launch (several runs may share one federation
 ``bnfl.i.momentum`` (ArrayRecord)
     SGD momentum buffers kept across rounds (FixBN's maintained momenta, ``momentum_mode="local"``);
 ``bnfl.i.client`` (ConfigRecord)
-    the batch cursor (``epoch``, ``position``) and the client's algorithm state
-    (``algorithm``: :meth:`Algorithm.state_dict <bnfl.fl.Algorithm.state_dict>` as
-    ``torch.save`` bytes, e.g. SCAFFOLD's control variate :math:`c_i`).
+    the batch cursor (``epoch``, ``position``) and the client's own algorithm state
+    (``algorithm``: its :attr:`ClientContext.state <bnfl.fl.context.ClientContext>` as
+    ``torch.save`` bytes, e.g. SCAFFOLD's control variate :math:`c_i`; nothing of the server's
+    or another client's state).
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from torch import Tensor
 
+from bnfl.fl._checkpoint import to_device
+
 if TYPE_CHECKING:
     from bnfl.fl.engine import Simulation
 
-__all__ = ["from_arrays", "load_client_state", "save_client_state", "to_arrays"]
+__all__ = ["from_arrays", "load_client_state", "save_client_state", "state_from_bytes", "state_to_bytes", "to_arrays"]
 
 
 
@@ -51,10 +54,17 @@ def from_arrays(record: ArrayRecord, device: torch.device | str = "cpu") -> dict
     return {k: torch.from_numpy(np.array(a.numpy(), copy=True)).to(device) for k, a in record.items()}
 
 
-def _to_bytes(obj: object) -> bytes:
+def state_to_bytes(state: Mapping[str, Any]) -> bytes:
+    """An algorithm's client state (tensors, numbers and dicts of them) as ``torch.save`` bytes
+    (tensors on the CPU), for a ConfigRecord."""
     buf = io.BytesIO()
-    torch.save(obj, buf)
+    torch.save(to_device(dict(state), torch.device("cpu")), buf)
     return buf.getvalue()
+
+
+def state_from_bytes(data: bytes, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """:func:`state_to_bytes` back (a safe load: tensors, numbers and containers only)."""
+    return to_device(torch.load(io.BytesIO(bytes(data)), weights_only=True), torch.device(device))
 
 
 def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
@@ -68,7 +78,7 @@ def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) 
         state[MOMENTUM] = to_arrays(sim.client_momentum[c])
     epoch, position = sim.cursors[c]
     state[CLIENT] = ConfigRecord({"client": c, "epoch": int(epoch), "position": int(position),
-                                  "algorithm": _to_bytes(sim.algorithm.state_dict())})
+                                  "algorithm": state_to_bytes(sim.client_algorithm.get(c, {}))})
 
 
 def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
@@ -86,5 +96,6 @@ def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) 
     if MOMENTUM in state:
         sim.client_momentum[c] = from_arrays(state[MOMENTUM], sim.device)
     sim.cursors[c] = [int(rec["epoch"]), int(rec["position"])]
-    alg_state = torch.load(io.BytesIO(bytes(rec["algorithm"])), weights_only=True)
-    sim.algorithm.load_state_dict(alg_state)
+    alg_state = state_from_bytes(rec["algorithm"], sim.device)
+    if alg_state:
+        sim.client_algorithm[c] = alg_state

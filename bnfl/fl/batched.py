@@ -140,9 +140,10 @@ def _ema_global_stats(net: BatchedNet, step: CoupledStep, union_count: Mapping[s
 
 
 class _HookScope:
-    """Per-client scratch of an algorithm whose hooks keep state between a client's calls in
-    instance attributes (FedProx's ``_anchor``): attributes a client's hook call rebinds are
-    saved for that client and restored before its next call, as if the clients ran one by one."""
+    """Per-client scratch of a user's algorithm whose hooks keep state between a client's calls in
+    instance attributes (bnfl's own keep it in ``client.scratch``/``client.state``, one context per
+    client): attributes a client's hook call rebinds are saved for that client and restored before
+    its next call, as if the clients ran one by one."""
 
     def __init__(self, algs: Sequence[Algorithm]) -> None:
         self.algs = list(algs)  # row j's algorithm (several simulations' clients train together)
@@ -552,6 +553,8 @@ class BatchedClients:
             up = {key: tensors[key][j] for key in sim.upload_keys} if alg.communicates else {}
             if self.hooks["extra_upload"]:
                 up.update(scope.call(j, "extra_upload", contexts[j], views[j], row.steps, lr))
+            if contexts[j].state or c in sim.client_algorithm:  # the client's algorithm state, back to its store
+                sim.client_algorithm[c] = contexts[j].state
             if keep_momentum:
                 if sim.momentum_mode == "local":
                     sim.client_momentum[c] = {name: b[j].clone() for name, b in mom.items()}

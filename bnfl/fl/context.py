@@ -7,6 +7,14 @@ Flower apps) builds these two small objects and calls the same hooks of
 can *request* a statistics computation from clients; a client knows its own id, size, data and
 what it downloaded. The global state itself is passed to the server hooks as an argument and
 the new state is their return value (:meth:`~bnfl.fl.Algorithm.aggregate` is pure).
+
+An algorithm's own state is a value the backend owns, never an attribute of the algorithm:
+:attr:`ClientContext.state` is what a client keeps across rounds (SCAFFOLD's :math:`c_i`, MOON's
+previous model), handed in at the client's round and taken back after it, stored and shipped by
+the backend (its client store, checkpoint, rank or Flower node); :attr:`ClientContext.scratch` is
+the client's working memory for one round (FedProx's anchor); :attr:`ServerContext.state` is the
+server's (SCAFFOLD's :math:`c`, FedAdam's moments), checkpointed with the run. Keys carry the
+algorithm's name as prefix (``"scaffold.ci"``), so a solver and a wrapper (HBN) share one store.
 """
 
 from __future__ import annotations
@@ -67,6 +75,10 @@ class ServerContext:
         The round being run (1-based; ``rounds + 1`` in HBN's statistics-only round).
     frozen : bool
         Whether BN layers normalise with frozen statistics in this round.
+    state : dict
+        The algorithm's server state (SCAFFOLD's ``c``, FedAdam's moments, HBN's flags): read and
+        written by the server hooks, kept by the backend across rounds and in checkpoints
+        (tensors, numbers and dicts of them).
     """
 
     model: nn.Module
@@ -81,6 +93,7 @@ class ServerContext:
     request: StatisticsRequest
     round: int = 0
     frozen: bool = False
+    state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_clients(self) -> int:
@@ -114,6 +127,14 @@ class ClientContext:
         ``loss_fn(output, y)``, the batch-mean training loss.
     data : callable
         ``data()`` -> ``(x, y)``: the client's training samples (only its own).
+    state : dict
+        The client's algorithm state as its previous round left it (empty at its first round):
+        the hooks read and replace its entries, and the backend keeps what it holds after
+        :meth:`~bnfl.fl.Algorithm.extra_upload` for the client's next round (tensors, numbers and
+        dicts of them; e.g. SCAFFOLD's ``"scaffold.ci"``).
+    scratch : dict
+        Working memory of this client's round, dropped after it (FedProx's anchor, MOON's frozen
+        models): what a hook leaves for a later hook of the same client and round.
     """
 
     server: ServerContext
@@ -124,6 +145,8 @@ class ClientContext:
     batch_size: int
     loss_fn: Callable[[Tensor, Tensor], Tensor]
     data: Callable[[], tuple[Tensor, Tensor]] = field(repr=False)
+    state: dict[str, Any] = field(default_factory=dict)
+    scratch: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def size(self) -> int:

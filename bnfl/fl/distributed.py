@@ -207,19 +207,18 @@ class DistributedSimulation(Simulation):
 
     def state_dict(self) -> dict[str, Any]:
         s = super().state_dict()
-        mine = {"client_local": {c: v for c, v in self.client_local.items() if c in self.owned},
-                "client_momentum": {c: v for c, v in self.client_momentum.items() if c in self.owned},
-                "cursors": {c: v for c, v in self.cursors.items() if c in self.owned}}
-        mine = {k: {c: _cpu(v) for c, v in d.items()} for k, d in mine.items()}
-        mine["algorithm"] = _cpu(s["algorithm"])
+        # a client's state (local groups, momentum, cursor, algorithm state) lives on the rank that
+        # owns it; the server's (global state, algorithm server state) is the same on every rank
+        per_client = ("client_local", "client_momentum", "client_algorithm", "cursors")
+        mine = {key: {c: _cpu(v) for c, v in getattr(self, key).items() if c in self.owned} for key in per_client}
         got: list[Any] = [None] * self.world_size
         dist.all_gather_object(got, mine)
-        for key in ("client_local", "client_momentum", "cursors"):
+        for key in per_client:
             merged: dict[int, Any] = {}
             for part in got:
                 merged.update(part[key])
             s[key] = dict(sorted(merged.items()))
-        s["algorithm"] = _merge_client_entries([part["algorithm"] for part in got], self.blocks)
+        s["server_state"], s["algorithm"] = _cpu(s["server_state"]), _cpu(s["algorithm"])
         return s
 
     def save_checkpoint(self, directory) -> Path:
@@ -246,24 +245,11 @@ class DistributedSimulation(Simulation):
             super()._write_history()
 
 
-def _merge_client_entries(states: list[Any], blocks: list[list[int]]) -> Any:
-    """One algorithm state from every rank's: a mapping keyed by client ids (SCAFFOLD's ``ci``,
-    MOON's previous models) takes each client's entry from the rank that owns the client;
-    everything else is server state, the same on every rank, and is taken from rank 0."""
-    first = states[0]
-    if not isinstance(first, dict):
-        return first
-    keys = {k for st in states if isinstance(st, dict) for k in st}
-    if keys and all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
-        owner = {c: r for r, block in enumerate(blocks) for c in block}
-        return {k: states[owner.get(k, 0)][k] for k in sorted(keys) if k in states[owner.get(k, 0)]}
-    return {k: _merge_client_entries([st.get(k) if isinstance(st, dict) else None for st in states], blocks)
-            if isinstance(v, dict) else v for k, v in first.items()}
-
-
 def _cpu(v: Any) -> Any:
     if isinstance(v, Tensor):
         return v.detach().cpu()
     if isinstance(v, dict):
         return {k: _cpu(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return type(v)(_cpu(x) for x in v)
     return v

@@ -103,6 +103,7 @@ class Simulation(CheckpointMixin):
         self.init_local = {k: self.global_state[k].clone() for k in self.local_keys}
         self.client_local: dict[int, dict[str, Tensor]] = {}
         self.client_momentum: dict[int, dict[str, Tensor]] = {}
+        self.client_algorithm: dict[int, dict[str, Any]] = {}  # each client's ClientContext.state
         self.global_momentum: dict[str, Tensor] = {}
         self.cursors = {c: [0, 0] for c in range(self.num_clients)}  # epoch, batch position
         cfg_meta = {k: v for k, v in dataclasses.asdict(self.config).items() if k != "schedule"}
@@ -150,7 +151,8 @@ class Simulation(CheckpointMixin):
         idx = np.asarray(self.client_indices[c])
         return ClientContext(server=self.server, client=c, indices=idx, received=received or {},
                              first_participation=c not in self.client_local, batch_size=min(self.batch_size, len(idx)),
-                             loss_fn=self.loss_fn, data=lambda: self._client_data(c))
+                             loss_fn=self.loss_fn, data=lambda: self._client_data(c),
+                             state=dict(self.client_algorithm.get(c, {})))
 
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """The training samples this process keeps, on its device (a distributed backend keeps only
@@ -395,6 +397,8 @@ class Simulation(CheckpointMixin):
             self.client_local[c] = {k: sd[k].detach().clone() for k in self.local_keys}
         up = {k: sd[k].detach().clone() for k in self.upload_keys} if alg.communicates else {}
         up.update(alg.extra_upload(client, work, steps, lr))
+        if client.state or c in self.client_algorithm:  # the client's algorithm state goes back to the store
+            self.client_algorithm[c] = client.state
         if cfg.momentum > 0 and self.momentum_mode in ("local", "global"):
             mom = self._momentum_of(work, opt)
             if self.momentum_mode == "local":

@@ -26,7 +26,7 @@ message type         server -> node                             node -> server
 ``train``            download keys + extras; round, lr, frozen  upload keys + extras; loss, ``num-examples``, ``samples-crc``
 ``query.statistics`` the state to compute on; ``kind``          :meth:`Algorithm.client_statistics` tensors
 ``evaluate``         the global state (personalised methods)    accuracy on the test set and own data
-``query.inspect``    -- (if :attr:`FlowerSetup.answer_inspect`) the client's local state (tests)
+``query.inspect``    -- (if :attr:`FlowerSetup.answer_inspect`) the client's local, momentum and algorithm state (tests)
 ==================== ========================================== =============================================================
 
 Faults: a reply that carries an error, or none within ``reply_timeout_s``, is reported. Methods
@@ -44,30 +44,30 @@ clients' state lives in the nodes' Contexts and ends with the run). See ``docs/f
 from __future__ import annotations
 
 import copy
-import dataclasses
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import flwr
-import numpy as np
 import torch
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
-from torch import Tensor, nn
+from torch import Tensor
 
-from bnfl.fl._evaluate import _cross_entropy
-from bnfl.fl._flower_records import from_arrays, load_client_state, save_client_state, to_arrays
-from bnfl.fl._run import DivergenceError, FederatedData, History, TrainConfig
+from bnfl.fl._flower_records import from_arrays, state_from_bytes, to_arrays
+from bnfl.fl._run import DivergenceError, FederatedData, History
 from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.engine import Simulation
+from bnfl.fl.flower_client import client_app
+from bnfl.fl.flower_setup import FlowerSetup, Setups, _as_list, samples_crc, setup_from_config
 
 __all__ = ["FlowerClientError", "FlowerResult", "FlowerSetup", "client_app", "flower_apps", "run_flower",
            "server_app", "setup_from_config", "stops_on_failure"]
+# the setup (FlowerSetup, setup_from_config, samples_crc) is bnfl.fl.flower_setup, the ClientApp
+# bnfl.fl.flower_client; this module is the ServerApp and the launcher
 
 
 class FlowerClientError(RuntimeError):
@@ -79,197 +79,10 @@ class FlowerClientError(RuntimeError):
         self.failures = dict(failures)
 
 
-@dataclass
-class FlowerSetup:
-    """What both apps are built from.
-
-    Attributes
-    ----------
-    model : nn.Module
-        The initial global model (every node builds its initial local state from it).
-    data : FederatedData
-        The seeded partition, computed once (a node keeps only its client's training rows).
-    algorithm : Algorithm
-        A template: the server and every client message use fresh deep copies of it, the clients'
-        copies restored from their Context.
-    config : TrainConfig
-        ``checkpoint_dir`` must be None (no resume over Flower).
-    loss_fn : callable, default cross-entropy
-    reply_timeout_s : float, default 600
-        Seconds to wait for a round's replies (the start: >= 60 s); a silent client is failed, named.
-    answer_inspect : bool, default False
-        Whether clients answer ``query.inspect`` with their local state (equality tests only).
-    out : str, optional
-        Folder for ``history.json``/``history.csv`` (written by the ServerApp at the end).
-    """
-
-    model: nn.Module
-    data: FederatedData
-    algorithm: Algorithm
-    config: TrainConfig
-    loss_fn: Callable[[Tensor, Tensor], Tensor] = _cross_entropy
-    reply_timeout_s: float = 600.0
-    answer_inspect: bool = False
-    out: str | None = None
-
-    def __post_init__(self) -> None:
-        alg, cfg = self.algorithm, self.config
-        if cfg.checkpoint_dir is not None:
-            raise ValueError("checkpoints are not supported over Flower (the clients' state lives in the nodes' "
-                             "Contexts); set checkpoint_dir=None and give FlowerSetup(out=...) for the history")
-        if alg.centralized or not alg.communicates:
-            raise ValueError(f"{alg.name} does not run over Flower: it trains {'one pooled model' if alg.centralized else 'without communication'}; "
-                             "use the simulation engine")
-        coupled = [r for r in range(1, cfg.rounds + 1) if alg.first_step(r) is not None]
-        if coupled:
-            from bnfl.fl.state import state_groups
-
-            n_bn = len(state_groups(self.model)["bn_count"])
-            raise ValueError(
-                f"{alg.name} does not run over Flower: it couples the first local step of round {coupled[0]} across "
-                f"clients, 3L+1 = {3 * n_bn + 1} exchanges inside one step for this model's L = {n_bn} BN layers, and "
-                "a Flower node keeps no autograd graph between messages. Run it on the torch.distributed engine "
-                "(bnfl.fl.distributed): torchrun --nproc-per-node R -m bnfl train --config FILE (docs/distributed.md)")
-        if getattr(alg, "alpha_sharing", "local") != "local":
-            raise ValueError("HBN alpha_sharing='averaged' gives first-time clients the server's average alpha "
-                             "outside the messages; over Flower use alpha_sharing='local' (the paper's)")
-
-
 def stops_on_failure(algorithm: Algorithm) -> bool:
     """Whether a failed client stops the round: the server sets BN statistics pooled exactly over
     the round's clients (``bn_stats`` in ``server_state``: HBN eqs. 8 and 11, FBN)."""
     return "bn_stats" in algorithm.server_state
-
-
-def samples_crc(ids: Any) -> int:
-    """CRC-32 of a client's sorted training sample ids: the server checks every node's against the
-    seeded partition (at ``query.hello`` and in every ``train`` reply), so a node that re-partitions
-    (unseeded, or per instantiation) is caught even when the sizes agree."""
-    return zlib.crc32(np.sort(np.asarray(ids, dtype=np.int64)).tobytes())
-
-
-Setups = FlowerSetup | Sequence[FlowerSetup]
-
-
-def _as_list(setup: Setups | Callable[[Context], Setups], context: Context) -> list[FlowerSetup]:
-    s = setup if isinstance(setup, FlowerSetup | Sequence) else setup(context)
-    return [s] if isinstance(s, FlowerSetup) else list(s)
-
-
-def setup_from_config(cfg: Any, *, data_root: str | Path | None = None, **options: Any) -> FlowerSetup:
-    """The :class:`FlowerSetup` of a run config (a :class:`~bnfl.fl.config.RunConfig`, dict or TOML
-    path), built by the same builder as ``bnfl train``: data, seeded partition, model, algorithm.
-    ``options`` are further :class:`FlowerSetup` fields; ``out`` defaults to the config's."""
-    from bnfl.fl.config import as_config, build
-
-    cfg = as_config(cfg)
-    sim = build(cfg, data_root=data_root, engine="simulation")
-    options.setdefault("out", cfg.out)
-    return FlowerSetup(model=sim.model, data=sim.data, algorithm=sim.algorithm,
-                       config=dataclasses.replace(sim.config, checkpoint_dir=None), **options)
-
-
-# -- the client side -------------------------------------------------------------------------------
-class _ClientSide(Simulation):
-    """The simulator restricted to one client: only its training rows, its state from the Context."""
-
-    def __init__(self, setup: FlowerSetup, c: int) -> None:
-        self.client = c
-        super().__init__(setup.model, setup.data, copy.deepcopy(setup.algorithm), setup.config,
-                         loss_fn=setup.loss_fn)
-        self.client_indices = [np.array(i) for i in self.client_indices]  # Ray hands over read-only arrays
-
-    def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        return self._keep_clients_samples(data, [self.client], dtype)
-
-
-def _node_client(context: Context, setup: FlowerSetup) -> int:
-    """This node's client id: its ``partition-id`` (checked against the partition)."""
-    if "partition-id" not in context.node_config:
-        raise ValueError("the node has no 'partition-id' in its node config; start it with "
-                         "--node-config 'partition-id=<client id>' (the simulation runtime sets it)")
-    c = int(context.node_config["partition-id"])
-    if not 0 <= c < len(setup.data.clients):
-        raise ValueError(f"node partition-id {c} but the run has {len(setup.data.clients)} clients")
-    return c
-
-
-def _open(setup: FlowerSetup, msg: Message, context: Context) -> tuple[_ClientSide, int, ConfigRecord]:
-    cfg = msg.content["config"]
-    c = _node_client(context, setup)
-    if int(cfg["client"]) != c:
-        raise ValueError(f"message for client {int(cfg['client'])} reached the node of client {c}")
-    sim = _ClientSide(setup, c)
-    load_client_state(sim, c, context.state, int(cfg["run"]))
-    r = int(cfg["round"])
-    sim.round, sim.server.round = r - 1, r
-    sim.frozen = sim.server.frozen = bool(cfg.get("frozen", False))
-    return sim, c, cfg
-
-
-def _reply(msg: Message, **records: Any) -> Message:
-    return Message(RecordDict(records), reply_to=msg)
-
-
-def client_app(setup: Setups | Callable[[Context], Setups]) -> ClientApp:
-    """The ClientApp of ``setup`` (one or several runs; or of ``setup(context)``, for apps that
-    read it from the run config). Every handler runs the simulator's code for this node's client
-    on its Context state, for the run its message names."""
-    app = ClientApp()
-
-    def get(context: Context, msg: Message) -> FlowerSetup:
-        setups = _as_list(setup, context)
-        run = int(msg.content["config"]["run"])
-        if not 0 <= run < len(setups):
-            raise ValueError(f"message for run {run} but this ClientApp has {len(setups)} run(s)")
-        return setups[run]
-
-    @app.query("hello")
-    def hello(msg: Message, context: Context) -> Message:
-        s = get(context, msg)
-        c = _node_client(context, s)
-        ids = s.data.clients[c]
-        return _reply(msg, metrics=MetricRecord({"client": c, "num-examples": len(ids), "samples-crc": samples_crc(ids)}))
-
-    @app.train()
-    def train(msg: Message, context: Context) -> Message:
-        s = get(context, msg)
-        sim, c, cfg = _open(s, msg, context)
-        received = from_arrays(msg.content["arrays"], sim.device)
-        up, loss = sim.client_round(int(cfg["round"]), c, received, lr=float(cfg["lr"]), frozen=sim.frozen)
-        save_client_state(sim, c, context.state, int(cfg["run"]))
-        # num-examples in samples (the weights' N_i), never in batches
-        ids = sim.client_indices[c]
-        return _reply(msg, arrays=to_arrays(up), metrics=MetricRecord({"train_loss": loss, "num-examples": len(ids),
-                                                                      "samples-crc": samples_crc(ids)}))
-
-    @app.query("statistics")
-    def statistics(msg: Message, context: Context) -> Message:
-        s = get(context, msg)
-        sim, c, cfg = _open(s, msg, context)
-        state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
-        up = sim._request(str(cfg["kind"]), [c], state, tag=None)[0]
-        save_client_state(sim, c, context.state, int(cfg["run"]))
-        return _reply(msg, arrays=to_arrays(up))
-
-    @app.evaluate()
-    def evaluate(msg: Message, context: Context) -> Message:
-        s = get(context, msg)
-        sim, c, _ = _open(s, msg, context)
-        sim.global_state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
-        per, own = sim._client_accuracies([c])[0]
-        return _reply(msg, metrics=MetricRecord({"test_acc": per, "own_acc": own}))
-
-    @app.query("inspect")
-    def inspect(msg: Message, context: Context) -> Message:
-        s = get(context, msg)
-        if not s.answer_inspect:
-            raise PermissionError("this ClientApp does not reveal its local state (FlowerSetup.answer_inspect=False)")
-        sim, c, _ = _open(s, msg, context)
-        return _reply(msg, local=to_arrays(sim.client_local.get(c, {})),
-                      momentum=to_arrays(sim.client_momentum.get(c, {})))
-
-    return app
 
 
 # -- the server side -------------------------------------------------------------------------------
@@ -397,15 +210,17 @@ class _ServerSide(Simulation):
             row["failed_clients"] = [f["client"] for f in self.failures[before:]]
         return row
 
-    def client_state_of_nodes(self) -> dict[int, dict[str, dict[str, Tensor]]]:
-        """Every client's local state and momentum buffers, asked from the nodes (``query.inspect``;
-        answered only when the setup allows it: equality tests)."""
+    def client_state_of_nodes(self) -> dict[int, dict[str, dict[str, Any]]]:
+        """Every client's local state, momentum buffers and algorithm state (``"algorithm"``:
+        :attr:`ClientContext.state <bnfl.fl.context.ClientContext>`), asked from the nodes
+        (``query.inspect``; answered only when the setup allows it: equality tests)."""
         clients = list(range(self.num_clients))
         ok, failed = self._exchange("query.inspect", clients, None, {"round": self.round})
         if failed:
             self._fail(self.round, "inspection", failed, stop=True)
         return {c: {"local": from_arrays(ok[c]["local"], self.device),
-                    "momentum": from_arrays(ok[c]["momentum"], self.device)} for c in clients}
+                    "momentum": from_arrays(ok[c]["momentum"], self.device),
+                    "algorithm": state_from_bytes(ok[c]["algorithm"]["state"], self.device)} for c in clients}
 
 
 def _short(failed: Mapping[int, str], width: int = 300) -> str:
@@ -421,8 +236,9 @@ def _short(failed: Mapping[int, str], width: int = 300) -> str:
 @dataclass
 class FlowerResult:
     """What :func:`run_flower` returns per run: the server's history and final state (plus the
-    clients' local state when ``collect_client_state``), Flower's start-up time (launch to the
-    first run's nodes answering) and the whole launch's time."""
+    clients' local state when ``collect_client_state``), the algorithm's server state
+    (``ServerContext.state``), Flower's start-up time (launch to the first run's nodes
+    answering) and the whole launch's time."""
 
     history: History | None = None
     global_state: dict[str, Tensor] = field(default_factory=dict)
@@ -466,7 +282,7 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
                 res = results[i]
                 res.history = hist
                 res.global_state = dict(sim.global_state)
-                res.algorithm_state = sim.algorithm.state_dict()
+                res.algorithm_state = {**sim.server.state, **sim.algorithm.state_dict()}
                 res.failures = list(sim.failures)
                 if collect_client_state:
                     res.client_state = sim.client_state_of_nodes()

@@ -30,6 +30,7 @@ from bnfl.fl.algorithms._fedavg import (
 )
 from bnfl.fl.algorithms._fedtan import FedAvgAlg2, FedTAN, FedTAN2
 from bnfl.fl.algorithms._fixbn import CentralizedFixBN, DecoupledBN, FixBN
+from bnfl.fl.algorithms._hbn import HBN
 from bnfl.fl.algorithms._hbn_options import hbn_reference_stats
 from bnfl.fl.algorithms._registry import ALGORITHMS, make_algorithm
 from bnfl.fl.algorithms._solvers import (
@@ -42,7 +43,7 @@ from bnfl.fl.algorithms._solvers import (
     moon_contrastive_loss,
     representation,
 )
-from bnfl.fl.algorithms._statistics import FBN, HBN, hbn_client_stats
+from bnfl.fl.algorithms._statistics import FBN, hbn_client_stats
 
 __all__ = [
     "Algorithm", "FBN", "Centralized", "SingleNet", "FedAvg", "FedProx", "Scaffold", "FedBN", "SiloBN",

@@ -53,7 +53,10 @@ class Algorithm:
 
     # -- hooks ------------------------------------------------------------------------------
     # Server hooks get the :class:`~bnfl.fl.context.ServerContext`, client hooks a
-    # :class:`~bnfl.fl.context.ClientContext`; no hook sees the backend that runs it.
+    # :class:`~bnfl.fl.context.ClientContext`; no hook sees the backend that runs it. State is a
+    # value, never an attribute: ``server.state`` (the server's), ``client.state`` (a client's,
+    # handed in at its round and taken back after ``extra_upload``) and ``client.scratch`` (a
+    # client's round).
     def begin_round(self, server: ServerContext, r: int, clients: Sequence[int],
                     state: Mapping[str, Tensor]) -> dict[str, Tensor] | None:
         """Before the broadcast of round ``r``: entries of the global ``state`` to replace (e.g.
@@ -89,7 +92,8 @@ class Algorithm:
                   weights: Sequence[float], uploads: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
         """The new global state from the gathered uploads (default: the weighted average of the
         uploaded keys, FedTAN eq. 7). Pure: neither ``state`` nor ``uploads`` is modified; an
-        algorithm's own server state (SCAFFOLD's ``c``, FedAdam's moments) is its attribute."""
+        algorithm's own server state (SCAFFOLD's ``c``, FedAdam's moments) is a value in
+        ``server.state`` (:class:`~bnfl.fl.context.ServerContext`), never an attribute."""
         keys = server.upload_keys
         if server.frozen:  # frozen statistics are still sent (FedTAN Table 4) but kept bit-exact
             keys = [k for k in keys if k not in server.groups["bn_stats"]]
@@ -119,7 +123,9 @@ class Algorithm:
         return state
 
     def state_dict(self) -> dict[str, Any]:
-        """Algorithm state for checkpoints."""
+        """Server-side state kept on the object, for checkpoints (default: none). bnfl's own
+        algorithms keep none: their server state is ``server.state`` and a client's is
+        ``client.state`` (:mod:`bnfl.fl.context`), which every backend stores and checkpoints."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

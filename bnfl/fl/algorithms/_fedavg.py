@@ -53,15 +53,15 @@ class FedProx(Algorithm):
         if not mu >= 0:
             raise ValueError(f"FedProx mu must be >= 0, got {mu!r}")
         self.mu = float(mu)
-        self._anchor: dict[str, Tensor] = {}
 
     def client_start(self, client, r, model):
-        self._anchor = {n: p.detach().clone() for n, p in model.named_parameters()}
+        client.scratch["fedprox.anchor"] = {n: p.detach().clone() for n, p in model.named_parameters()}
 
     def adjust_grads(self, client, model):
+        anchor = client.scratch["fedprox.anchor"]
         for n, p in model.named_parameters():
             if p.grad is not None:
-                p.grad.add_(p.detach() - self._anchor[n], alpha=self.mu)
+                p.grad.add_(p.detach() - anchor[n], alpha=self.mu)
 
     def __repr__(self) -> str:
         return f"FedProx(mu={self.mu})"
@@ -75,16 +75,14 @@ class Scaffold(Algorithm):
     :math:`c_i^+ = c_i - c + (w_g - w_i)/(K\eta)`; the server sets
     :math:`c \leftarrow c + \frac{|S|}{N}\,\overline{\Delta c}` and averages the models.
     ``c`` is broadcast and every :math:`\Delta c_i` uploaded (counted by the channel).
+    ``c`` is server state and :math:`c_i` client state (:mod:`bnfl.fl.context`).
     """
 
     name = "scaffold"
 
-    def __init__(self) -> None:
-        self.c: dict[str, Tensor] = {}
-        self.ci: dict[int, dict[str, Tensor]] = {}
-        self._start: dict[str, Tensor] = {}
-        self._c_recv: dict[str, Tensor] = {}
-
+    # State (values, never attributes): the server's ``c`` is ``server.state["scaffold.c"]``; a
+    # client's ``c_i`` is ``client.state["scaffold.ci"]`` (kept across its rounds); its round's
+    # start point and received ``c`` are ``client.scratch["scaffold.start"/"scaffold.c"]``.
     def _zeros(self, server) -> dict[str, Tensor]:
         # only what the server averages: a client-local parameter (HBN's alpha) gets no control
         # variate, so its change never leaves the client
@@ -92,45 +90,40 @@ class Scaffold(Algorithm):
         return {n: torch.zeros_like(p) for n, p in server.model.named_parameters() if n in shared}
 
     def extra_download(self, server):
-        if not self.c:
-            self.c = self._zeros(server)
-        return {f"scaffold.c.{n}": t for n, t in self.c.items()}
+        if not server.state.get("scaffold.c"):
+            server.state["scaffold.c"] = self._zeros(server)
+        return {f"scaffold.c.{n}": t for n, t in server.state["scaffold.c"].items()}
 
     def client_start(self, client, r, model):
-        c = client.client
-        self._start = {n: p.detach().clone() for n, p in model.named_parameters()}
-        self._c_recv = {n[len("scaffold.c."):]: t for n, t in client.received.items() if n.startswith("scaffold.c.")}
-        if c not in self.ci:
-            self.ci[c] = {n: torch.zeros_like(t) for n, t in self._c_recv.items()}
+        client.scratch["scaffold.start"] = {n: p.detach().clone() for n, p in model.named_parameters()}
+        c_recv = {n[len("scaffold.c."):]: t for n, t in client.received.items() if n.startswith("scaffold.c.")}
+        client.scratch["scaffold.c"] = c_recv
+        if "scaffold.ci" not in client.state:
+            client.state["scaffold.ci"] = {n: torch.zeros_like(t) for n, t in c_recv.items()}
 
     def adjust_grads(self, client, model):
-        ci = self.ci[client.client]
+        ci, c_recv = client.state["scaffold.ci"], client.scratch["scaffold.c"]
         for n, p in model.named_parameters():
-            if p.grad is not None and n in self._c_recv:
-                p.grad.add_(self._c_recv[n] - ci[n])
+            if p.grad is not None and n in c_recv:
+                p.grad.add_(c_recv[n] - ci[n])
 
     def extra_upload(self, client, model, steps, lr):
-        c = client.client
-        new = {n: self.ci[c][n] - self._c_recv[n] + (self._start[n] - p.detach()) / (steps * lr)
-               for n, p in model.named_parameters() if n in self._c_recv}
-        delta = {f"scaffold.dc.{n}": new[n] - self.ci[c][n] for n in new}
-        self.ci[c] = new
+        ci, c_recv, start = client.state["scaffold.ci"], client.scratch["scaffold.c"], client.scratch["scaffold.start"]
+        new = {n: ci[n] - c_recv[n] + (start[n] - p.detach()) / (steps * lr)
+               for n, p in model.named_parameters() if n in c_recv}
+        delta = {f"scaffold.dc.{n}": new[n] - ci[n] for n in new}
+        client.state["scaffold.ci"] = new
         return delta
 
     def aggregate(self, server, state, clients, weights, uploads):
         new = super().aggregate(server, state, clients, weights, uploads)
         k = len(clients)
-        for n in self.c:
+        c = dict(server.state.get("scaffold.c") or {})
+        for n in c:
             mean_dc = sum(u[f"scaffold.dc.{n}"] for u in uploads) / k
-            self.c[n] = self.c[n] + (k / server.num_clients) * mean_dc
+            c[n] = c[n] + (k / server.num_clients) * mean_dc
+        server.state["scaffold.c"] = c
         return new
-
-    def state_dict(self):
-        return {"c": self.c, "ci": self.ci}
-
-    def load_state_dict(self, state):
-        self.c = dict(state["c"])
-        self.ci = {int(k): dict(v) for k, v in state["ci"].items()}
 
 
 @register_algorithm

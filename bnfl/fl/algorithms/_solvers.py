@@ -88,26 +88,20 @@ class FedAdam(Algorithm):
                 raise ValueError(f"FedAdam {label} must be in {'(0, inf)' if hi == math.inf else '[0, 1)'}, got {v!r}")
         self.server_lr, self.beta1, self.beta2, self.tau = float(server_lr), float(beta1), float(beta2), float(tau)
         self.scope = _check_scope("FedAdam", scope)
-        self.m: dict[str, Tensor] = {}
-        self.v: dict[str, Tensor] = {}
 
     def aggregate(self, server, state, clients, weights, uploads):
         new = super().aggregate(server, state, clients, weights, uploads)  # the weighted average, FedAvg
+        ms, vs = dict(server.state.get("fedadam.m") or {}), dict(server.state.get("fedadam.v") or {})  # server state
         for n in _server_keys(server, state, self.scope):
             delta = new[n] - state[n]
-            m = self.m.get(n, torch.zeros_like(delta))
-            v = self.v.get(n, torch.full_like(delta, self.tau ** 2))
+            m = ms.get(n, torch.zeros_like(delta))
+            v = vs.get(n, torch.full_like(delta, self.tau ** 2))
             m = self.beta1 * m + (1 - self.beta1) * delta
             v = self.beta2 * v + (1 - self.beta2) * delta * delta
-            self.m[n], self.v[n] = m, v
+            ms[n], vs[n] = m, v
             new[n] = state[n] + self.server_lr * m / (v.sqrt() + self.tau)
+        server.state["fedadam.m"], server.state["fedadam.v"] = ms, vs
         return new
-
-    def state_dict(self):
-        return {"m": self.m, "v": self.v}
-
-    def load_state_dict(self, state):
-        self.m, self.v = dict(state["m"]), dict(state["v"])
 
     def __repr__(self) -> str:
         extra = "" if self.scope == "parameters" else f", scope={self.scope!r}"
@@ -184,41 +178,33 @@ class MOON(Algorithm):
         if frozen_mode not in ("eval", "train"):
             raise ValueError(f"MOON frozen_mode must be 'eval' or 'train', got {frozen_mode!r}")
         self.mu, self.temperature, self.frozen_mode = float(mu), float(temperature), frozen_mode
-        self.previous: dict[int, dict[str, Tensor]] = {}
-        self._glob: nn.Module | None = None
-        self._prev: nn.Module | None = None
 
+    # The client's model at the end of its previous participation is client state
+    # (``client.state["moon.previous"]``); the two frozen models are the round's scratch.
     def client_start(self, client, r, model):
         if self.mu == 0:
             return
-        self._glob = copy.deepcopy(model)
-        self._prev = copy.deepcopy(model)
-        if client.client in self.previous:
-            self._prev.load_state_dict(self.previous[client.client])
-        for m in (self._glob, self._prev):
+        glob, prev = copy.deepcopy(model), copy.deepcopy(model)
+        if "moon.previous" in client.state:
+            prev.load_state_dict(client.state["moon.previous"])
+        for m in (glob, prev):
             m.train(self.frozen_mode == "train")
             m.requires_grad_(False)
+        client.scratch["moon.global"], client.scratch["moon.previous"] = glob, prev
 
     def local_loss(self, client, model, x, y):
         if self.mu == 0:
             return client.loss_fn(model(x), y)
         out, z = representation(model, x)
         with torch.no_grad():
-            _, z_glob = representation(self._glob, x)  # type: ignore[arg-type]
-            _, z_prev = representation(self._prev, x)  # type: ignore[arg-type]
+            _, z_glob = representation(client.scratch["moon.global"], x)
+            _, z_prev = representation(client.scratch["moon.previous"], x)
         return client.loss_fn(out, y) + self.mu * moon_contrastive_loss(z, z_glob, z_prev, self.temperature)
 
     def extra_upload(self, client, model, steps, lr):
         if self.mu > 0:
-            self.previous[client.client] = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        self._glob = self._prev = None
+            client.state["moon.previous"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         return {}
-
-    def state_dict(self):
-        return {"previous": self.previous}
-
-    def load_state_dict(self, state):
-        self.previous = {int(k): dict(v) for k, v in state["previous"].items()}
 
     def __repr__(self) -> str:
         extra = "" if self.frozen_mode == "eval" else f", frozen_mode={self.frozen_mode!r}"
@@ -247,7 +233,6 @@ class FedSAM(Algorithm):
         if not rho >= 0:
             raise ValueError(f"FedSAM rho must be >= 0, got {rho!r}")
         self.rho = float(rho)
-        self._eps: list[tuple[nn.Parameter, Tensor]] = []
 
     def local_loss(self, client, model, x, y):
         loss = client.loss_fn(model(x), y)
@@ -259,8 +244,8 @@ class FedSAM(Algorithm):
         norm = torch.sqrt(sum((g * g).sum() for _, g in pairs))  # type: ignore[arg-type]
         scale = self.rho / (norm + 1e-12)
         with torch.no_grad():
-            self._eps = [(p, g * scale) for p, g in pairs]
-            for p, e in self._eps:
+            eps = client.scratch["fedsam.eps"] = [(p, g * scale) for p, g in pairs]  # this step's perturbation
+            for p, e in eps:
                 p.add_(e)
         # The second forward runs on copies of every buffer, so the running statistics move once
         # per step; the originals are put back by reference (never written in place: the
@@ -277,9 +262,8 @@ class FedSAM(Algorithm):
 
     def adjust_grads(self, client, model):
         with torch.no_grad():  # back to w: the optimizer steps from w with the gradient at w + eps
-            for p, e in self._eps:
+            for p, e in client.scratch.pop("fedsam.eps", []):
                 p.sub_(e)
-        self._eps = []
 
     def __repr__(self) -> str:
         return f"FedSAM(rho={self.rho})"
@@ -324,43 +308,41 @@ class FedACG(Algorithm):
             raise ValueError(f"FedACG beta must be >= 0, got {beta!r}")
         self.lam, self.beta = float(lam), float(beta)
         self.scope = _check_scope("FedACG", scope)
-        self.m: dict[str, Tensor] = {}
-        self._w: dict[str, Tensor] = {}
-        self._anchor: dict[str, Tensor] = {}
 
+    # Server state: the momentum ``server.state["fedacg.m"]`` and the round's keys
+    # ``"fedacg.keys"``; a client's anchor (the lookahead it received) is its round's scratch.
     def begin_round(self, server, r, clients, state):
-        self._w, look = {}, {}
-        for n in _server_keys(server, state, self.scope):
+        ms, look = server.state.get("fedacg.m") or {}, {}
+        keys = _server_keys(server, state, self.scope)
+        for n in keys:
             w = state[n]
-            self._w[n] = w.clone()
-            if n in self.m and self.lam > 0:
-                look[n] = w + self.lam * self.m[n]  # the lookahead is what is broadcast
+            if n in ms and self.lam > 0:
+                look[n] = w + self.lam * ms[n]  # the lookahead is what is broadcast
+        server.state["fedacg.keys"] = keys
         return look
 
     def client_start(self, client, r, model):
-        if self.beta > 0:
-            self._anchor = {n: p.detach().clone() for n, p in model.named_parameters() if n in self._w}
+        if self.beta > 0:  # the regulariser acts on the shared trainable parameters (in every scope)
+            shared = set(_shared_params(client.server))
+            client.scratch["fedacg.anchor"] = {n: p.detach().clone() for n, p in model.named_parameters() if n in shared}
 
     def adjust_grads(self, client, model):
         if self.beta == 0:
             return
+        anchor = client.scratch["fedacg.anchor"]
         for n, p in model.named_parameters():
-            if p.grad is not None and n in self._anchor:
-                p.grad.add_(p.detach() - self._anchor[n], alpha=self.beta)
+            if p.grad is not None and n in anchor:
+                p.grad.add_(p.detach() - anchor[n], alpha=self.beta)
 
     def aggregate(self, server, state, clients, weights, uploads):
         new = super().aggregate(server, state, clients, weights, uploads)
-        for n, w in self._w.items():
+        ms = dict(server.state.get("fedacg.m") or {})
+        for n in server.state.get("fedacg.keys", ()):
             delta = new[n] - state[n]  # ``state`` holds the lookahead that was broadcast
-            self.m[n] = self.lam * self.m.get(n, torch.zeros_like(w)) + delta
+            ms[n] = self.lam * ms.get(n, torch.zeros_like(state[n])) + delta
             # w_g + m = (w_g + lam m_old) + delta = the average itself: the global state keeps it
+        server.state["fedacg.m"] = ms
         return new
-
-    def state_dict(self):
-        return {"m": self.m}
-
-    def load_state_dict(self, state):
-        self.m = dict(state["m"])
 
     def __repr__(self) -> str:
         extra = "" if self.scope == "parameters" else f", scope={self.scope!r}"

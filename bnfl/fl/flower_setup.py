@@ -1,0 +1,108 @@
+"""What both Flower apps are built from: :class:`FlowerSetup` (one run's model, data, algorithm
+and config), :func:`setup_from_config` (the same builder as ``bnfl train``) and the check of a
+node's samples (:func:`samples_crc`). The apps themselves: :mod:`bnfl.fl.flower` (server) and
+:mod:`bnfl.fl.flower_client` (client)."""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import Context
+from torch import Tensor, nn
+
+from bnfl.fl._evaluate import _cross_entropy
+from bnfl.fl._run import FederatedData, TrainConfig
+from bnfl.fl.algorithms import Algorithm
+from bnfl.fl.builder import build
+from bnfl.fl.config_schema import as_config
+
+__all__ = ["FlowerSetup", "Setups", "samples_crc", "setup_from_config"]
+
+
+@dataclass
+class FlowerSetup:
+    """What both apps are built from.
+
+    Attributes
+    ----------
+    model : nn.Module
+        The initial global model (every node builds its initial local state from it).
+    data : FederatedData
+        The seeded partition, computed once (a node keeps only its client's training rows).
+    algorithm : Algorithm
+        A template of options: the server and every client message use fresh copies of it. It
+        holds no state (:mod:`bnfl.fl.context`): a client's algorithm state travels in its
+        node's Context, the server's stays in the ServerApp.
+    config : TrainConfig
+        ``checkpoint_dir`` must be None (no resume over Flower).
+    loss_fn : callable, default cross-entropy
+    reply_timeout_s : float, default 600
+        Seconds to wait for a round's replies (the start: >= 60 s); a silent client is failed, named.
+    answer_inspect : bool, default False
+        Whether clients answer ``query.inspect`` with their local state (equality tests only).
+    out : str, optional
+        Folder for ``history.json``/``history.csv`` (written by the ServerApp at the end).
+    """
+
+    model: nn.Module
+    data: FederatedData
+    algorithm: Algorithm
+    config: TrainConfig
+    loss_fn: Callable[[Tensor, Tensor], Tensor] = _cross_entropy
+    reply_timeout_s: float = 600.0
+    answer_inspect: bool = False
+    out: str | None = None
+
+    def __post_init__(self) -> None:
+        alg, cfg = self.algorithm, self.config
+        if cfg.checkpoint_dir is not None:
+            raise ValueError("checkpoints are not supported over Flower (the clients' state lives in the nodes' "
+                             "Contexts); set checkpoint_dir=None and give FlowerSetup(out=...) for the history")
+        if alg.centralized or not alg.communicates:
+            raise ValueError(f"{alg.name} does not run over Flower: it trains {'one pooled model' if alg.centralized else 'without communication'}; "
+                             "use the simulation engine")
+        coupled = [r for r in range(1, cfg.rounds + 1) if alg.first_step(r) is not None]
+        if coupled:
+            from bnfl.fl.state import state_groups
+
+            n_bn = len(state_groups(self.model)["bn_count"])
+            raise ValueError(
+                f"{alg.name} does not run over Flower: it couples the first local step of round {coupled[0]} across "
+                f"clients, 3L+1 = {3 * n_bn + 1} exchanges inside one step for this model's L = {n_bn} BN layers, and "
+                "a Flower node keeps no autograd graph between messages. Run it on the torch.distributed engine "
+                "(bnfl.fl.distributed): torchrun --nproc-per-node R -m bnfl train --config FILE (docs/distributed.md)")
+        if getattr(alg, "alpha_sharing", "local") != "local":
+            raise ValueError("HBN alpha_sharing='averaged' gives first-time clients the server's average alpha "
+                             "outside the messages; over Flower use alpha_sharing='local' (the paper's)")
+
+
+def samples_crc(ids: Any) -> int:
+    """CRC-32 of a client's sorted training sample ids: the server checks every node's against the
+    seeded partition (at ``query.hello`` and in every ``train`` reply), so a node that re-partitions
+    (unseeded, or per instantiation) is caught even when the sizes agree."""
+    return zlib.crc32(np.sort(np.asarray(ids, dtype=np.int64)).tobytes())
+
+
+Setups = FlowerSetup | Sequence[FlowerSetup]
+
+
+def _as_list(setup: Setups | Callable[[Context], Setups], context: Context) -> list[FlowerSetup]:
+    s = setup if isinstance(setup, FlowerSetup | Sequence) else setup(context)
+    return [s] if isinstance(s, FlowerSetup) else list(s)
+
+
+def setup_from_config(cfg: Any, *, data_root: str | Path | None = None, **options: Any) -> FlowerSetup:
+    """The :class:`FlowerSetup` of a run config (a :class:`~bnfl.fl.config_schema.RunConfig`, dict or TOML
+    path), built by the same builder as ``bnfl train``: data, seeded partition, model, algorithm.
+    ``options`` are further :class:`FlowerSetup` fields; ``out`` defaults to the config's."""
+    cfg = as_config(cfg)
+    sim = build(cfg, data_root=data_root, engine="simulation")
+    options.setdefault("out", cfg.out)
+    return FlowerSetup(model=sim.model, data=sim.data, algorithm=sim.algorithm,
+                       config=dataclasses.replace(sim.config, checkpoint_dir=None), **options)
