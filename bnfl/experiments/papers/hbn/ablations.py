@@ -172,7 +172,10 @@ _FIG5 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR3, "hbn": _Q_HBN, "lams":
 )
 def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     lams, Cs = [float(v) for v in config["lams"]], [float(c) for c in config["C"]]
-    names = {lam: f"{lam:g}" + (f" (paper {p:g})" if p != lam else "") for lam, p in zip(lams, config["paper_lams"], strict=True)}
+    paper_lams = [float(v) for v in config.get("paper_lams") or lams]
+    if len(paper_lams) != len(lams):  # lams overridden without their paper values: label them as they are
+        paper_lams = lams
+    names = {lam: f"{lam:g}" + (f" (paper {p:g})" if p != lam else "") for lam, p in zip(lams, paper_lams, strict=True)}
     table: dict[str, dict[str, list[float]]] = {str(c): {} for c in Cs}
     every = []
     hbn = dict(config.get("hbn") or {})
