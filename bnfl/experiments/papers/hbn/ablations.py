@@ -1,5 +1,12 @@
 """HBN's ablations and sensitivities: Table 6 (each component of HBN replaced), Fig. 5 (lambda of
-eq. 11 against the client activation ratio C) and Fig. 6 (the number of local epochs)."""
+eq. 11 against the client activation ratio C) and Fig. 6 (the number of local epochs).
+
+Quick profile (issue 25): 3 seeds in lock-step, claims as 95% t-intervals paired by seed; HBN with
+eq. 11's lambda scaled to T = 60 (Fig. 5 scales each of the paper's lambdas the same way) and tested
+with the statistics of the evaluated round's clients (Sec. 4.1). Table 6 and Fig. 5 (CIFAR-10) train
+at HBN's rate chosen by 3 seeds (``setups.Q_LR3``, hbn-tab1's protocol); Fig. 6 (CIFAR-100) at the
+catalog's 0.005 x B / 4 for every method, as hbn-tab2.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.claims import Claim, at_least, at_most, info
+from bnfl.experiments.claims import Claim, info
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.curves import final_stats, noise
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
@@ -18,33 +24,62 @@ from bnfl.experiments.papers.hbn.setups import (
     P_BASES,
     P_LR,
     Q_BASE,
-    Q_LR,
-    acc,
+    Q_CAT_LR,
+    Q_LR3,
+    accs,
     batch,
+    compare,
     explain,
-    noise_of,
+    fmt,
+    hbn_note,
+    hbn_options,
+    mean,
     profiles,
     run,
+    scaled_lambda,
 )
 from bnfl.experiments.registry import entry, plotter
 
 _Q_NOTE = "CIFAR -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, E = 1 epoch, T = 60"
-_LR_NOTE = "HBN's rate chosen at B = 4 (hbn-tab8, validation split), scaled linearly with B"
+_LR_NOTE = ("HBN's rate chosen at B = 4 on a validation split by the mean of 3 seeds (hbn-tab1's protocol, setups.Q_LR3), "
+            "scaled linearly with B")
+#: Seeds per profile (issue 25).
+SEEDS = {"smoke": 1, "quick": 3, "paper": 3}
+_Q_HBN = hbn_options("CIFAR-10")
+_P_HBN = {"eval_stats": "recompute"}  # the paper profile: its lambda at its T, Sec. 4.1's evaluation
+#: Why hbn-tab6's full HBN (94.91 +- 2.33 before issue 25) sat below the reference-variants benchmark's
+#: 97.04 +- 0.16 (benchmarks/hbn_reference_variants.py, docs/hbn-reference-code.md): measured by
+#: benchmarks/hbn_tab6_gap.py (same lr 0.005, lambda 0.01, EMA evaluation, seeds 0 1 2, T = 60).
+TAB6_GAP_NOTE = (
+    "Why full HBN read 94.91 ± 2.33 here before issue 25 and 97.04 ± 0.16 in benchmarks/hbn_reference_variants.py: "
+    "both train HBN at lr 0.005 (HBN's one-seed pick was 0.005), lambda = 0.01, EMA test statistics, seeds 0 1 2, "
+    "T = 60; they differ in the lr decay (this entry x0.998 a round, the benchmark none) and the engine (3 seeds in "
+    "lock-step on the batched engine vs one by one on the sequential engine). Measured by benchmarks/hbn_tab6_gap.py "
+    "(seed 0 / 1 / 2): sequential, no decay 97.22 / 96.94 / 96.94 (the benchmark); sequential with the decay 96.11 / "
+    "97.78 / 96.39 (96.76 ± 0.89); lock-step, no decay 97.22 / 96.67 / 96.67 (96.85 ± 0.32); lock-step with the decay "
+    "(this entry's setting before issue 25) 96.11 / 93.61 / 96.94 (95.56 ± 1.75). Neither difference lowers accuracy by itself (decay "
+    "alone: -1.11 / +0.84 / -0.55; engine alone: 0 / -0.28 / -0.28, at most one test sample): seed 1 lands 3 pts "
+    "lower only under both, a perturbation (the batched engine's rounding) sending one trajectory elsewhere. The gap "
+    "is HBN's seed spread at the quick scale with 3 seeds, not a bug or a protocol effect. (The committed 94.91 ± "
+    "2.33 was computed at an earlier revision; at this one the same setting gives 95.56 ± 1.75; not traced further.)")
 
 # -- Table 6 -------------------------------------------------------------------------------------
 #: Table 6's rows as HBN options (bnfl.fl.HBN).
 ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
-    "(1)": ("Equation 7 <- moving average", {"client_stats": "moving-average"}),
+    # tested with the server's statistics: recomputing them at test would run eq. 7, the piece (1) replaces
+    "(1)": ("Equation 7 <- moving average", {"client_stats": "moving-average", "eval_stats": "global"}),
     "(2)": ("Equation 8 <- weighted average", {"pooling": "average"}),
     "(3)": ("Equation 9 <- only global statistics", {"alpha": "global"}),
     "(4)": ("Equation 9 <- only batch statistics", {"alpha": "batch"}),
     "(5)": ("Equation 9 <- fix ratio at 1:1", {"alpha": "equal"}),
     "": ("FedAvg+HBN", {}),
 }
-_TAB6 = profiles({"base": Q_BASE, "lr": Q_LR, "deviations": [_Q_NOTE + ", B = 4", _LR_NOTE + " (the same rate "
-                  "for every ablation)", "3 seeds (the catalog's count; the paper does not state its repeats)",
-                  DECAY_NOTE]},
-                 {"base": P_BASES["CIFAR-10"], "lr": P_LR["CIFAR-10"],
+_TAB6 = profiles({"base": Q_BASE, "lr": Q_LR3, "hbn": _Q_HBN, "deviations": [
+                      _Q_NOTE + ", B = 4", _LR_NOTE + " (the same rate for every ablation)",
+                      "3 seeds in lock-step (the catalog's count; the paper does not state its repeats); ablations (1) "
+                      "and (3)-(5) train seed by seed (the batched engine cannot take them)", hbn_note("CIFAR-10"),
+                      DECAY_NOTE]},
+                 {"base": P_BASES["CIFAR-10"], "lr": P_LR["CIFAR-10"], "hbn": _P_HBN,
                   "deviations": ["every ablation at HBN's chosen rate (Table 8)", DECAY_NOTE]})
 
 
@@ -57,34 +92,39 @@ _TAB6 = profiles({"base": Q_BASE, "lr": Q_LR, "deviations": [_Q_NOTE + ", B = 4"
     look_for="Each row replaces one piece of HBN; compare with the last row (full HBN).",
     kind="training",
     configs=_TAB6,
-    seeds={"smoke": 1, "quick": 3, "paper": 3},
+    seeds=SEEDS,
 )
 def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    runs = {idx: run(ctx, config["lr"], config["base"], "HBN", seeds=True, **opts)
+    runs = {idx: run(ctx, config["lr"], config["base"], "HBN", seeds=True, hbn=config.get("hbn"), **opts)
             for idx, (_, opts) in ABLATIONS.items()}
-    stats = {idx: final_stats(rs) for idx, rs in runs.items()}
-    full = stats[""][0]
+    per_seed = {idx: accs(rs) for idx, rs in runs.items()}
+    every = [r for rs in runs.values() for r in rs]
+    full = per_seed[""]
     claims: list[Claim] = []
     for idx, (name, _) in ABLATIONS.items():
         if not idx:
             continue
-        nz = noise(runs[idx], runs[""])
-        claims.append(at_least(f"full-vs-{idx}", f"full HBN >= {idx} {name} - 0.5 pt", full - stats[idx][0], -0.5,
-                               noise=nz[0], noise_label=nz[1], detail=f"HBN {full:.2f} vs {stats[idx][0]:.2f}"))
-    worst = min(stats, key=lambda i: stats[i][0])
-    others = min(v[0] for i, v in stats.items() if i != "(1)")
-    nz = noise(*runs.values())
-    claims.append(at_most("moving-average-worst", "(1) (moving averages for eq. 7) is the worst of the six",
-                          stats["(1)"][0] - others, 0.0, noise=nz[0], noise_label=nz[1],
-                          detail=f"(1) {stats['(1)'][0]:.2f}; worst of the rest {others:.2f}; worst overall {worst}"))
-    rows = [{"index": idx, "ablation": name, "acc (%)": round(stats[idx][0], 2),
-             "std": None if not math.isfinite(stats[idx][1]) else round(stats[idx][1], 2), "seeds": len(runs[idx])}
+        claims.append(compare(ctx, f"full-vs-{idx}", f"full HBN >= {idx} {name} - 0.5 pt", full, -0.5,
+                              baseline=per_seed[idx], runs=every, detail=f"HBN {fmt(full)} vs {fmt(per_seed[idx])}"))
+    others = {i: mean(v) for i, v in per_seed.items() if i != "(1)" and math.isfinite(mean(v))}
+    worst = min(others, key=lambda i: others[i]) if others else ""
+    claims.append(compare(ctx, "moving-average-worst", "(1) (moving averages for eq. 7) is the worst of the six",
+                          per_seed["(1)"], 0.0, baseline=per_seed[worst], side="below", runs=every,
+                          detail=f"(1) {fmt(per_seed['(1)'])}; worst of the rest {worst or 'HBN'} {fmt(per_seed[worst])}"))
+    rows = [{"index": idx, "ablation": name, "acc (%)": fmt(per_seed[idx]), "seeds": len(runs[idx])}
             for idx, (name, _) in ABLATIONS.items()]
     paper = [{"index": i, "ablation": n, "acc (%)": a} for i, n, a in N.TABLE6]
+    from bnfl.experiments.training import mean_std
+
+    stats = {idx: mean_std(v) for idx, v in per_seed.items()}
+    notes = ["Table 6's (2) = 77.90 equals HBN at lr 0.005 in Table 8 (flagged by the catalog as a possible "
+             "coincidence).", "acc: mean ± sample std over seeds."]
+    if TAB6_GAP_NOTE:
+        notes.append(TAB6_GAP_NOTE)
     return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
-            "series": {"acc": {i or "HBN": stats[i][0] for i in stats}, "std": {i or "HBN": stats[i][1] for i in stats}},
-            "notes": ["Table 6's (2) = 77.90 equals HBN at lr 0.005 in Table 8 (flagged by the catalog as a possible "
-                      "coincidence)."]}
+            "series": {"acc": {i or "HBN": stats[i][0] for i in stats}, "std": {i or "HBN": stats[i][1] for i in stats},
+                       "per_seed": {i or "HBN": v for i, v in per_seed.items()}},
+            "notes": notes}
 
 
 @plotter("hbn-tab6")
@@ -112,11 +152,23 @@ def plot_tab6(result: Result) -> Any:
 
 
 # -- Fig. 5 --------------------------------------------------------------------------------------
-_FIG5 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR, "lams": [1.0, 0.1, 0.01], "C": [1.0, 0.7, 0.4, 0.1],
-                  "deviations": [_Q_NOTE + ", B = 32 (C = 0.1 is 2 clients per round)", _LR_NOTE, "1 seed", DECAY_NOTE]},
-                 {"base": batch(P_BASES["CIFAR-10"], 32), "lr": P_LR["CIFAR-10"], "lams": [1.0, 0.1, 0.01],
-                  "C": [1.0, 0.7, 0.4, 0.1], "deviations": ["HBN's Table 8 rate x 32 / 4", DECAY_NOTE]},
-                 smoke={"lams": [1.0, 0.01], "C": [1.0, 0.5]})
+#: The paper's lambdas (Fig. 5) and the quick ones with the same weight left on the initial statistics
+#: after T = 60 as after the paper's T = 500 (CIFAR-10): 1, 0.585, 0.0803.
+_FIG5_LAMS = [1.0, 0.1, 0.01]
+_Q_LAMS = [round(scaled_lambda(lam, 500, 60), 4) for lam in _FIG5_LAMS]
+_FIG5 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR3, "hbn": _Q_HBN, "lams": _Q_LAMS, "paper_lams": _FIG5_LAMS,
+                  "C": [1.0, 0.7, 0.4, 0.1],
+                  "variants": {"lambda=0.01": {"lam": 0.01}, "EMA": {"eval_stats": "global"}},
+                  "deviations": [_Q_NOTE + ", B = 32 (C = 0.1 is 2 clients per round)", _LR_NOTE,
+                                 "lambda: the paper's {1, 0.1, 0.01} at T = 500 scaled to T = 60 (1 - (1 - lambda)^(500/60)"
+                                 f" = {', '.join(f'{v:g}' for v in _Q_LAMS)}), so each leaves the initial statistics the "
+                                 "paper's weight; the unscaled 0.01 and the EMA test statistics (at the smallest lambda) "
+                                 "beside them at the smallest C", "tested with the statistics of the evaluated round's clients (Sec. 4.1)",
+                                 "3 seeds in lock-step", DECAY_NOTE]},
+                 {"base": batch(P_BASES["CIFAR-10"], 32), "lr": P_LR["CIFAR-10"], "hbn": _P_HBN, "lams": _FIG5_LAMS,
+                  "paper_lams": _FIG5_LAMS, "C": [1.0, 0.7, 0.4, 0.1], "variants": {"EMA": {"eval_stats": "global"}},
+                  "deviations": ["HBN's Table 8 rate x 32 / 4", DECAY_NOTE]},
+                 smoke={"lams": [1.0, 0.0803], "paper_lams": [1.0, 0.01], "C": [1.0, 0.5]})
 
 
 @entry(
@@ -127,29 +179,56 @@ _FIG5 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR, "lams": [1.0, 0.1, 0.01
     look_for="Accuracy for each lambda at each activation ratio C.",
     kind="training",
     configs=_FIG5,
+    seeds=SEEDS,
 )
 def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     lams, Cs = [float(v) for v in config["lams"]], [float(c) for c in config["C"]]
-    table: dict[str, dict[str, float]] = {str(c): {} for c in Cs}
+    paper_lams = [float(v) for v in config.get("paper_lams") or lams]
+    if len(paper_lams) != len(lams):  # lams overridden without their paper values: label them as they are
+        paper_lams = lams
+    names = {lam: f"{lam:g}" + (f" (paper {p:g})" if p != lam else "") for lam, p in zip(lams, paper_lams, strict=True)}
+    table: dict[str, dict[str, list[float]]] = {str(c): {} for c in Cs}
     every = []
+    hbn = dict(config.get("hbn") or {})
+    lo, hi = str(min(Cs)), str(max(Cs))
     for c in Cs:
         for lam in lams:
-            r = run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, lam=lam)
-            every.append(r)
-            table[str(c)][str(lam)] = acc(r)
-    nz = noise_of(*every)
-    lo, hi = str(min(Cs)), str(max(Cs))
-    claims = [
-        at_least("low-C", f"C = {lo}: acc(lambda = {min(lams)}) >= acc(lambda = {max(lams)}) + 1 pt",
-                 table[lo][str(min(lams))] - table[lo][str(max(lams))], 1.0, noise=nz[0], noise_label=nz[1],
-                 detail=", ".join(f"lambda {k}: {v:.2f}" for k, v in table[lo].items())),
-        at_most("high-C", f"C = {hi}: max - min over lambda <= 1 pt",
-                max(table[hi].values()) - min(table[hi].values()), 1.0, noise=nz[0], noise_label=nz[1],
-                detail=", ".join(f"lambda {k}: {v:.2f}" for k, v in table[hi].items())),
+            rs = run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, seeds=True,
+                     hbn={**hbn, "lam": lam})
+            every += rs
+            table[str(c)][names[lam]] = accs(rs)
+        for vname, opts in (config.get("variants") or {}).items():
+            if str(c) != lo:  # the variants where lambda matters: the fewest clients a round
+                continue
+            if "lam" in opts and float(opts["lam"]) in lams:
+                continue  # the variant is a headline column here (the paper profile's lambdas)
+            rs = run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, seeds=True,
+                     hbn={**hbn, "lam": min(lams), **opts})
+            every += rs
+            table[str(c)][f"{vname} (variant)"] = accs(rs)
+    small, big = names[min(lams)], names[max(lams)]
+    claims: list[Claim] = [
+        compare(ctx, "low-C", f"C = {lo}: acc(lambda = {small}) >= acc(lambda = {big}) + 1 pt", table[lo][small], 1.0,
+                baseline=table[lo][big], runs=every,
+                detail=", ".join(f"lambda {k}: {fmt(v)}" for k, v in table[lo].items())),
     ]
-    rows = [{"C": c, **{f"lambda={lam}": round(table[str(c)][str(lam)], 2) for lam in lams}} for c in Cs]
+    # the spread over lambda at C = hi: the largest paired |difference| of a lambda with the best one
+    heads = [names[lam] for lam in lams]
+    best = max(heads, key=lambda k: mean(table[hi][k]) if math.isfinite(mean(table[hi][k])) else -math.inf)
+    worst = min(heads, key=lambda k: mean(table[hi][k]) if math.isfinite(mean(table[hi][k])) else math.inf)
+    claims.append(compare(ctx, "high-C", f"C = {hi}: max - min over lambda <= 1 pt", table[hi][best], 1.0,
+                          baseline=table[hi][worst], side="below", runs=every,
+                          detail=", ".join(f"lambda {k}: {fmt(v)}" for k, v in table[hi].items())
+                          + f" (best {best} paired with worst {worst})"))
+    for col in [k for k in table[lo] if k.endswith("(variant)")]:
+        claims.append(info(f"variant-{col}-C{lo}", f"C = {lo}: {col}", mean(table[lo][col]), detail=fmt(table[lo][col])))
+    cols = list(dict.fromkeys(k for d in table.values() for k in d))
+    rows = [{"C": c, **{f"lambda={k}": fmt(table[str(c)][k]) if k in table[str(c)] else None for k in cols}} for c in Cs]
     return {"rows": rows, "paper": [], "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
-            "series": {"acc": table}, "notes": ["The figure has no printed numbers."]}
+            "series": {"acc": {c: {k: mean(v) for k, v in d.items() if not k.endswith("(variant)")}
+                               for c, d in table.items()}, "per_seed": table},
+            "notes": ["The figure has no printed numbers. Cells: mean ± std over seeds; columns name the quick lambda "
+                      "and the paper's it stands for."]}
 
 
 @plotter("hbn-fig5")
@@ -158,7 +237,7 @@ def plot_fig5(result: Result) -> Any:
 
     t = result.series["acc"]
     Cs = sorted(t, key=float, reverse=True)  # C = 1 first, as the rows
-    lams = sorted(t[Cs[0]], key=float, reverse=True)
+    lams = sorted(t[Cs[0]], key=lambda k: float(k.split()[0]), reverse=True)
     fig, ax = new_figure(1, 1, width=5.0, height=3.4)
     w = 0.8 / len(lams)
     shades = ["#332288", "#6699CC", "#AACCEE", "#DDDDDD"]
@@ -176,11 +255,13 @@ def plot_fig5(result: Result) -> Any:
 
 
 # -- Fig. 6 --------------------------------------------------------------------------------------
-_FIG6 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR, "E": [1, 2, 5, 10], "methods": ["BN", "GN", "HBN"],
+_FIG6 = profiles({"base": batch(Q_BASE, 32), "lr": Q_CAT_LR, "hbn": hbn_options("CIFAR-100"), "E": [1, 2, 5, 10],
+                  "methods": ["BN", "GN", "HBN"],
                   "deviations": ["CIFAR-100 -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, B = 32, T = 60",
                                  "the E values are not listed beyond 'reaches 10': {1, 2, 5, 10}",
-                                 "each method's rate chosen at B = 4 (hbn-tab8) x 32 / 4", "1 seed", DECAY_NOTE]},
-                 {"base": batch(P_BASES["CIFAR-100"], 32), "lr": P_LR["CIFAR-100"], "E": [1, 2, 5, 10],
+                                 "learning rate = the catalog's 0.005 x 32 / 4 for every method (as hbn-tab2)",
+                                 "3 seeds in lock-step", hbn_note("CIFAR-100"), DECAY_NOTE]},
+                 {"base": batch(P_BASES["CIFAR-100"], 32), "lr": P_LR["CIFAR-100"], "hbn": _P_HBN, "E": [1, 2, 5, 10],
                   "methods": ["BN", "GN", "HBN"], "deviations": ["the E values are not listed beyond 'reaches 10'",
                                                                  "Table 9's rates x 32 / 4", DECAY_NOTE]},
                  smoke={"E": [1, 2]})
@@ -194,29 +275,35 @@ _FIG6 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR, "E": [1, 2, 5, 10], "me
     look_for="The three normalisers' accuracy against E, and the gap HBN - BN shrinking as E grows.",
     kind="training",
     configs=_FIG6,
+    seeds=SEEDS,
 )
 def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Es = [int(e) for e in config["E"]]
-    table: dict[str, dict[str, float]] = {k: {} for k in config["methods"]}
+    table: dict[str, dict[str, list[float]]] = {k: {} for k in config["methods"]}
     every = []
     for E in Es:
         for k in config["methods"]:
-            r = run(ctx, config["lr"], config["base"], k, {"train": {"local_steps": E}})
-            every.append(r)
-            table[k][str(E)] = acc(r)
-    nz = noise_of(*every)
+            rs = run(ctx, config["lr"], config["base"], k, {"train": {"local_steps": E}}, seeds=True, hbn=config.get("hbn"))
+            every += rs
+            table[k][str(E)] = accs(rs)
     claims: list[Claim] = []
     for E in [e for e in Es if e <= 5]:
-        best = max(table["BN"][str(E)], table["GN"][str(E)])
-        claims.append(at_least(f"E{E}", f"E = {E}: HBN >= BN and GN", table["HBN"][str(E)] - best, 0.0, noise=nz[0],
-                               noise_label=nz[1], detail=", ".join(f"{k} {table[k][str(E)]:.2f}" for k in table)))
-    g0, g1 = (abs(table["HBN"][str(e)] - table["BN"][str(e)]) for e in (Es[0], Es[-1]))
-    claims.append(at_least("gap-shrinks", f"|HBN - BN| at E = {Es[-1]} < at E = {Es[0]}", g0 - g1, 1e-9, noise=nz[0],
-                           noise_label=nz[1], detail=f"E = {Es[0]}: {g0:.2f}; E = {Es[-1]}: {g1:.2f}"))
-    claims.append(info("hbn-e-max", f"HBN at E = {Es[-1]}", table["HBN"][str(Es[-1])]))
-    rows = [{"E": E, **{k: round(table[k][str(E)], 2) for k in table}} for E in Es]
+        best = max(("BN", "GN"), key=lambda k: mean(table[k][str(E)]) if math.isfinite(mean(table[k][str(E)])) else -math.inf)
+        claims.append(compare(ctx, f"E{E}", f"E = {E}: HBN >= BN and GN", table["HBN"][str(E)], 0.0,
+                              baseline=table[best][str(E)], runs=every,
+                              detail=", ".join(f"{k} {fmt(table[k][str(E)])}" for k in table) + f" (paired with {best})"))
+    # the signed gap HBN - BN (issue 25: |HBN - BN| also "shrinks" when HBN's deficit shrinks)
+    gap = {E: [h - b for h, b in zip(table["HBN"][str(E)], table["BN"][str(E)], strict=True)] for E in (Es[0], Es[-1])}
+    claims.append(compare(ctx, "gap-shrinks", f"HBN's advantage HBN - BN (signed) at E = {Es[-1]} < at E = {Es[0]}",
+                          gap[Es[0]], 0.0, baseline=gap[Es[-1]], runs=every,
+                          detail=f"HBN - BN: E = {Es[0]}: {fmt(gap[Es[0]])}; E = {Es[-1]}: {fmt(gap[Es[-1]])}"))
+    claims.append(info("hbn-e-max", f"HBN at E = {Es[-1]}", mean(table["HBN"][str(Es[-1])]),
+                       detail=fmt(table["HBN"][str(Es[-1])])))
+    rows = [{"E": E, **{k: fmt(table[k][str(E)]) for k in table}} for E in Es]
     return {"rows": rows, "paper": [], "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
-            "series": {"E": Es, "acc": table}, "notes": ["The figure has no printed numbers."]}
+            "series": {"E": Es, "acc": {k: {E: mean(v) for E, v in d.items()} for k, d in table.items()},
+                       "per_seed": table},
+            "notes": ["The figure has no printed numbers. Cells: mean ± std over seeds."]}
 
 
 @plotter("hbn-fig6")

@@ -34,8 +34,9 @@ from bnfl.experiments.curves import merge_specs
 from bnfl.experiments.papers.hbn import numbers as N
 
 __all__ = [
-    "METHODS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_LR", "Q_TINY", "Q_TINY_LR", "SMOKE", "acc", "dirichlet", "grid_runs", "label", "lr_of",
-    "noise_of", "profiles", "reported", "spec", "variant",
+    "CATALOG_RATE", "LAMBDA_QUICK", "METHODS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
+    "Q_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR", "Q_TINY_LR3", "SMOKE", "acc", "accs", "compare", "dirichlet", "fmt", "mean", "n_test_of", "grid_runs", "grid_scores",
+    "gated", "hbn_note", "hbn_options", "label", "lr_of", "noise_of", "profiles", "reported", "scaled_lambda", "spec", "variant",
 ]
 
 #: The normalisation rows of Tables 1 and 3 (paper row -> bnfl method id), all with FedAvg.
@@ -50,8 +51,8 @@ METHOD_OPTIONS: dict[str, dict[str, Any]] = {
 
 #: The one-line why of a quick-profile claim that HBN beats BN (or another normaliser) and does not.
 WHY_QUICK = ("on the quick proxy BN shows little of the damage HBN repairs (8x8 digits at T = 60: BN stays within a few "
-             "points of its best even at B = 2 and phi = 0.1, hbn-tab2), and HBN's test statistics are pooled with "
-             "lambda = 0.01 from earlier models, which lags at 60 rounds (hbn-fig5); one seed")
+             "points of its best even at B = 2 and phi = 0.1, hbn-tab2); where an entry keeps lambda = 0.01 and the EMA "
+             "test statistics, they still carry the early models' statistics at 60 rounds (hbn-fig5)")
 
 DECAY_NOTE = "lr 'decays quadratically with 0.998': implemented as x0.998 per round (an interpretation)"
 
@@ -165,11 +166,18 @@ SMOKE_NOTE = "smoke profile: 2 rounds of 2 local steps: checks the machinery, no
 
 # -- the learning-rate protocol ------------------------------------------------------------------
 def selection(grid_base: Mapping[str, Any], grid: Mapping[str, Sequence[float]], *,
-              validation: float = 0.2) -> dict[str, Any]:
+              validation: float = 0.2, seeds: int | None = None) -> dict[str, Any]:
     """A config's ``"lr"`` field: choose each method's rate from ``grid`` on a validation split of
-    ``grid_base``'s training set (the quick profile's protocol)."""
-    return {"mode": "select", "base": dict(grid_base), "grid": {k: list(v) for k, v in grid.items()},
-            "validation": float(validation)}
+    ``grid_base``'s training set (the quick profile's protocol). ``seeds``: score every rate by its
+    mean validation accuracy over seeds ``0 .. seeds-1`` (trained in lock-step), whatever seeds the
+    entry itself runs; ``None``: one run at the entry's first seed (the protocol before issue 25)."""
+    out = {"mode": "select", "base": dict(grid_base), "grid": {k: list(v) for k, v in grid.items()},
+           "validation": float(validation)}
+    if seeds is not None:
+        if int(seeds) < 1:
+            raise ValueError(f"selection: seeds must be >= 1 (or None), got {seeds!r}")
+        out["seeds"] = list(range(int(seeds)))
+    return out
 
 
 def fixed(rates: Mapping[str, float], at_batch: int) -> dict[str, Any]:
@@ -188,14 +196,34 @@ def grid_runs(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, 
             for lr in lr_cfg["grid"][key]}
 
 
+def grid_scores(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, list[float]]:
+    """Validation accuracy (%) of every rate of method ``key``'s grid, one value per seed of the
+    protocol (``lr_cfg["seeds"]``, trained in lock-step), or ``[acc]`` of :func:`grid_runs`' one
+    run when the protocol names no seeds. NaN: a diverged run."""
+    import dataclasses
+
+    from bnfl.experiments.training import train_seeds
+
+    if "seeds" not in lr_cfg:
+        return {lr: [acc(r)] for lr, r in grid_runs(ctx, lr_cfg, key).items()}
+    base = lr_cfg["base"]
+    data = {**base["data"], "validation": lr_cfg["validation"]}
+    sctx = dataclasses.replace(ctx, seeds=[int(s) for s in lr_cfg["seeds"]])
+    out = {}
+    for lr in lr_cfg["grid"][key]:
+        out[float(lr)] = accs(train_seeds(sctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}})))
+    ctx.runs_used.update(sctx.runs_used)
+    return out
+
+
 def lr_of(ctx: Context, lr_cfg: Mapping[str, Any], key: str, batch_size: int) -> float:
     """Method ``key``'s learning rate at ``batch_size`` under the config's protocol: the grid rate
-    with the best validation accuracy (ties: the larger rate; a diverged rate never wins), or the
-    fixed rate, scaled linearly from the grid's batch size."""
+    with the best validation accuracy, averaged over the protocol's seeds (ties: the larger rate; a
+    rate that diverged on any seed never wins), or the fixed rate, scaled linearly from the grid's
+    batch size (one rate per method at every B)."""
     if lr_cfg["mode"] == "fixed":
         return float(lr_cfg["rates"][key]) * batch_size / int(lr_cfg["batch"])
-    runs = grid_runs(ctx, lr_cfg, key)
-    scores = {lr: acc(r) for lr, r in runs.items()}
+    scores = {lr: float(np.mean(v)) for lr, v in grid_scores(ctx, lr_cfg, key).items()}
     finite = {lr: s for lr, s in scores.items() if math.isfinite(s)}
     if not finite:
         raise RuntimeError(f"every learning rate of {key}'s grid diverged: {sorted(scores)}")
@@ -204,12 +232,16 @@ def lr_of(ctx: Context, lr_cfg: Mapping[str, Any], key: str, batch_size: int) ->
 
 
 def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: str, *parts: Mapping[str, Any],
-        seeds: bool = False, lr_key: str | None = None, **options: Any) -> Any:
+        seeds: bool = False, lr_key: str | None = None, hbn: Mapping[str, Any] | None = None, **options: Any) -> Any:
     """Train method ``key`` (with method ``options``) on ``base`` merged with ``parts``, at the
     learning rate that protocol ``lr_cfg`` gives method ``lr_key`` (default ``key``: a variant
-    of HBN uses HBN's rate); a list over ``ctx.seeds`` when ``seeds``."""
+    of HBN uses HBN's rate); a list over ``ctx.seeds`` (lock-step) when ``seeds``. ``hbn``: options
+    applied only when ``key`` is HBN (an entry's :func:`hbn_options`), under ``options``."""
     from bnfl.experiments.training import train, train_seeds
+    from bnfl.methods import get
 
+    if hbn and get(METHODS.get(key, key)).id == "hbn":
+        options = {**dict(hbn), **options}
     s = spec(base, variant(key, **options), *parts)
     s = spec(s, {"train": {"lr": lr_of(ctx, lr_cfg, lr_key or key, int(s["train"]["batch_size"]))}})
     return train_seeds(ctx, s) if seeds else train(ctx, s)
@@ -217,6 +249,70 @@ def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: s
 
 Q_LR = selection(Q_BASE, Q_GRID)
 Q_TINY_LR = selection(Q_TINY, Q_TINY_GRID)
+
+# -- issue 25: the catalog's rates, seeded selection, the scaled lambda, the Sec. 4.1 evaluation ---
+#: The catalog's quick rate (hbn-fig1: "lr = 0.005 * B / 4 with momentum 0.9"), the same for every
+#: method: no method trains at another's multiple of it by a one-seed pick.
+CATALOG_RATE = 0.005
+Q_CAT_LR = fixed({k: CATALOG_RATE for k in METHODS}, 4)
+
+
+def _near(grid: Sequence[float], centre: float, n: int = 3) -> list[float]:
+    """The ``n`` rates of ``grid`` nearest ``centre`` on a log scale, in the grid's order."""
+    keep = sorted(grid, key=lambda lr: (abs(math.log(lr / centre)), -lr))[:n]
+    return [lr for lr in grid if lr in keep]
+
+
+#: Table 8's grid cut, per method, to its 3 rates nearest the catalog's 0.005 (log scale): each
+#: keeps the paper's Table 8 argmax; chosen on the mean validation accuracy of 3 seeds.
+Q_GRID3: dict[str, list[float]] = {k: _near(v, CATALOG_RATE) for k, v in Q_GRID.items()}
+Q_LR3 = selection(Q_BASE, Q_GRID3, seeds=3)
+Q_TINY_LR3 = selection(Q_TINY, Q_TINY_GRID, seeds=3)
+
+
+def scaled_lambda(lam: float, paper_rounds: int, rounds: int) -> float:
+    r"""HBN's eq. 11 rate at ``rounds`` rounds that leaves the initial statistics the weight they
+    have after the paper's ``paper_rounds`` at rate ``lam``:
+
+    .. math:: 1 - (1 - \lambda_q)^{T_q} = 1 - (1 - \lambda)^{T}
+              \iff \lambda_q = 1 - (1 - \lambda)^{T / T_q}
+
+    (HBN eq. 11: after :math:`T` updates an estimate of weight :math:`w` keeps :math:`w(1-\lambda)^T`).
+    E.g. the paper's 0.01 over T = 500 (CIFAR-10) leaves 0.0066, and at T = 60 so does 0.0804."""
+    if not 0 < lam <= 1:
+        raise ValueError(f"scaled_lambda: lam must be in (0, 1], got {lam!r}")
+    if int(paper_rounds) < 1 or int(rounds) < 1:
+        raise ValueError(f"scaled_lambda: rounds must be >= 1, got paper_rounds={paper_rounds!r}, rounds={rounds!r}")
+    return 1.0 - (1.0 - float(lam)) ** (int(paper_rounds) / int(rounds))
+
+
+#: Eq. 11's lambda at the quick T = 60 per paper setting (4 decimals): CIFAR-10 (T = 500) 0.0804,
+#: CIFAR-100 / Tiny-ImageNet (T = 1000) 0.1545.
+LAMBDA_QUICK: dict[str, float] = {k: round(scaled_lambda(N.LAMBDA, int(s["T"]), int(Q_BASE["rounds"])), 4)
+                                  for k, s in N.SETTINGS.items()}
+
+
+def hbn_options(setting: str, *, lam: float | None = None, eval_stats: str = "recompute") -> dict[str, Any]:
+    """HBN's options in a quick entry standing for the paper's ``setting``: eq. 11's lambda scaled to
+    the quick T (:data:`LAMBDA_QUICK`; ``lam`` overrides it) and the evaluation with the statistics
+    of the evaluated round's client subset (``eval_stats="recompute"``, the paper's Sec. 4.1: "the
+    statistical parameters of the same client subset"; ``"global"``: the server's EMA, eq. 11)."""
+    if setting not in LAMBDA_QUICK:
+        raise ValueError(f"hbn_options: unknown setting {setting!r}; valid: {', '.join(LAMBDA_QUICK)}")
+    if eval_stats not in ("recompute", "global"):
+        raise ValueError(f"hbn_options: eval_stats must be 'recompute' or 'global', got {eval_stats!r}")
+    return {"lam": float(LAMBDA_QUICK[setting] if lam is None else lam), "eval_stats": eval_stats}
+
+
+def hbn_note(setting: str) -> str:
+    """The deviation line of the scaled lambda and the evaluation (quick profile)."""
+    T = int(N.SETTINGS[setting]["T"])
+    lq = LAMBDA_QUICK[setting]
+    return (f"HBN: lambda = {lq:g} (eq. 11) at T = {Q_BASE['rounds']} instead of the paper's {N.LAMBDA:g} at T = {T} "
+            f"({setting}): the initial statistics keep the paper's weight (1 - lambda)^T = {(1 - N.LAMBDA) ** T:.2g} "
+            f"(0.01 at T = {Q_BASE['rounds']} would leave {(1 - N.LAMBDA) ** int(Q_BASE['rounds']):.2f}); tested with "
+            "the statistics of the evaluated round's clients (Sec. 4.1, eval_stats='recompute'); lambda = 0.01 and "
+            "the EMA statistics (eval_stats='global') are reported beside as variants")
 P_LR: dict[str, dict[str, Any]] = {k: fixed(PAPER_LR[k], int(N.SETTINGS[k]["B"])) for k in P_BASES}
 
 
@@ -237,6 +333,68 @@ def reported(r: Mapping[str, Any], *, last: int = LAST_K) -> dict[str, float]:
     end = max(rounds) if rounds else 0
     tail = [a for k, a in zip(rounds, accs, strict=True) if k > end - last] or accs[-1:]
     return {"last": float(accs[-1]), "best": float(max(accs)), f"last-{last} mean": float(np.mean(tail))}
+
+
+def accs(runs: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Final test accuracy (%) of each run (one per seed, in ``ctx.seeds`` order; NaN = diverged)."""
+    return [acc(r) for r in runs]
+
+
+def gated(claim: Any, gate: Any, *, what: str) -> Any:
+    """``claim`` made ``"inconclusive"`` where it would pass while ``gate`` does not pass (issue 25:
+    "HBN's drop is smaller" may only pass once BN's own drop, ``gate``, exceeds its interval)."""
+    import dataclasses
+
+    if claim.verdict != "pass" or gate.verdict == "pass":
+        return claim
+    return dataclasses.replace(claim, verdict="inconclusive",
+                               why=f"{what} is not resolved ({gate.name}: {gate.verdict}), so a smaller drop of HBN "
+                                   "is no evidence that HBN repairs it")
+
+
+def n_test_of(*groups: Sequence[Mapping[str, Any]]) -> int | None:
+    """The smallest test-set size of the runs (``None`` when no run records one)."""
+    sizes = [int(r["n_test"]) for g in groups for r in g if r.get("n_test")]
+    return min(sizes) if sizes else None
+
+
+def compare(ctx: Context, name: str, statement: str, values: Sequence[float], threshold: float, *,
+            baseline: Sequence[float] | None = None, runs: Sequence[Mapping[str, Any]] = (), side: str = "above",
+            detail: str = "", why: str = "") -> Any:
+    """The claim ``mean(values) [- mean(baseline)] >= threshold`` (``side="below"``: ``<=``) judged by
+    the 95% t-interval over seeds (paired by seed with ``baseline``: the compared runs share seed,
+    initialisation, batches and partition), which :class:`~bnfl.experiments.claims.Claim` stores with
+    the per-seed values. With one seed (smoke, or ``--seeds 1``) there is no interval: the margin of the
+    single value against one test sample (``runs``' ``n_test``)."""
+    from bnfl.experiments.claims import at_least, at_most
+
+    fn = at_least if side == "above" else at_most
+    n = n_test_of(runs)
+    vals = [float(v) for v in values]
+    if len(vals) >= 2:
+        iv = {"seeds": list(ctx.seeds)[:len(vals)], "n_test": n}
+        if baseline is not None:
+            iv["baseline"] = [float(b) for b in baseline]
+        return fn(name, statement, vals, threshold, detail=detail, why=why, interval=iv)
+    m = vals[0] - (float(baseline[0]) if baseline is not None else 0.0)
+    res = 100.0 / n if n else None
+    return fn(name, statement, m, threshold, detail=detail, why=why, noise=res,
+              noise_label=f"one test sample = {res:.2f} pts of {n}; 1 seed" if res else "")
+
+
+def fmt(values: Sequence[float]) -> str:
+    """``"97.50 ± 0.21"`` over seeds (sample std), ``"97.50 (1 seed)"``, or ``"diverged"``."""
+    from bnfl.experiments.curves import fmt_mean_std
+    from bnfl.experiments.training import mean_std
+
+    return fmt_mean_std(*mean_std(list(values)))
+
+
+def mean(values: Sequence[float]) -> float:
+    """Mean over seeds (NaN if any seed diverged)."""
+    from bnfl.experiments.training import mean_std
+
+    return mean_std(list(values))[0]
 
 
 def noise_of(*runs: Mapping[str, Any]) -> tuple[float, str]:
@@ -271,6 +429,8 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
         if isinstance(sm[k], Mapping) and sm[k].get("mode") == "select":
             sm[k] = {**sm[k], "base": deep_merge(sm[k]["base"], SMOKE),
                      "grid": {m: v[:2] for m, v in sm[k]["grid"].items()}}
+            if "seeds" in sm[k]:
+                sm[k]["seeds"] = sm[k]["seeds"][:1]
     sm = deep_merge(sm, smoke or {})
     sm["deviations"] = [SMOKE_NOTE]
     paper = dict(paper)
