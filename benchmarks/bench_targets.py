@@ -10,18 +10,20 @@
     the coupled forward and backward, the per-client gradients, eq. 6), and the sequential
     engine's :func:`bnfl.fedtan.coupled_step`; digits MLP and Q-SCNN; target <= 1.5;
 (d) the 300-round digits FedAvg+BN run against the plain-numpy implementation of
-    ``bench_numpy_baseline.py`` (its arithmetic only): ``bnfl train --config
-    examples/fedtan_digits.toml --method fedavg+bn --rounds 300`` as a whole process (its
-    history files and a checkpoint every round, the default engine) minus bnfl's start-up (a
-    process that imports ``bnfl.cli`` and ``bnfl.fl``), and ``Simulation.run`` of the same run in
-    this process (build excluded, no checkpoints); target <= 1.0.
+    ``bench_numpy_baseline.py`` (its arithmetic only, one evaluation at the end): ``bnfl train
+    --config examples/fedtan_digits.toml --method fedavg+bn --rounds 300`` with one evaluation at
+    the end, as a whole process (data, model, its history files and a checkpoint every round, the
+    default engine) minus bnfl's start-up (a process that imports ``bnfl.cli`` and ``bnfl.fl``),
+    and ``Simulation.run`` of the same run in this process (build excluded, no checkpoints);
+    target <= 1.0.
 
 Usage::
 
     python benchmarks/bench_targets.py [--samples 40] [--repeats 3] [--rounds 300] [--skip-resnet]
 
 Round times are medians over rounds after a warm-up round, the two settings of a ratio advanced
-round by round alternately (load on a shared machine hits both). One torch thread. Not a test:
+round by round alternately (load on a shared machine hits both); each ratio is printed for the
+medians and, in brackets, for the minima (steadier on a loaded machine). One torch thread. Not a test:
 the numbers depend on the machine; ``docs/engines.md`` records a run.
 """
 
@@ -44,7 +46,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_batched import MODELS, digits_run_seconds, paired_round_seconds  # noqa: E402
+from bench_batched import MODELS, digits_run_seconds, round_timer  # noqa: E402
 from bench_numpy_baseline import CONFIG, numpy_seconds  # noqa: E402
 
 from bnfl import fedtan, fl  # noqa: E402
@@ -62,6 +64,28 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+def paired_rounds(a: tuple, b: tuple, rounds: int) -> tuple[list[float], list[float]]:
+    """Seconds of ``rounds`` rounds of two settings ``(method, model, form, kwargs)``, advanced
+    alternately round by round (``bench_batched.round_timer``: after a warm-up round)."""
+    ta = round_timer(a[0], a[1], a[2], rounds=rounds, **a[3])
+    tb = round_timer(b[0], b[1], b[2], rounds=rounds, **b[3])
+    sa, sb = [], []
+    for _ in range(rounds):
+        sa.append(ta())
+        sb.append(tb())
+    return sa, sb
+
+
+def ratio(a: list[float], b: list[float]) -> str:
+    """``a / b`` of the medians, and of the minima in brackets (the minima are steadier where
+    other work preempts the process: a long measurement is interrupted more often than a short)."""
+    return f"{statistics.median(a) / statistics.median(b):.2f} (min {min(a) / min(b):.2f})"
+
+
+def ms(a: list[float]) -> str:
+    return f"{statistics.median(a) * 1e3:.1f}"
 
 
 # (c) ------------------------------------------------------------------------------------------
@@ -129,10 +153,18 @@ def _process_seconds(args: list[str]) -> float:
 
 
 def train_process_seconds(rounds: int) -> float:
-    """Wall time of ``bnfl train`` of the digits FedAvg+BN run as a whole process."""
+    """Wall time of ``bnfl train`` of the digits FedAvg+BN run as a whole process:
+    ``examples/fedtan_digits.toml`` with FedAvg+BN and, as the numpy baseline does, one evaluation
+    after the last round (``[train] eval_every = rounds``; the example evaluates every round); its
+    history files and its checkpoint every round as ``bnfl train`` writes them."""
+    example = (ROOT / "examples" / "fedtan_digits.toml").read_text()
+    if "\n[train]\n" not in example:
+        raise RuntimeError("examples/fedtan_digits.toml has no [train] table")
     with tempfile.TemporaryDirectory() as tmp:
-        return _process_seconds(["-m", "bnfl", "train", "--config", str(ROOT / "examples" / "fedtan_digits.toml"),
-                                 "--method", "fedavg+bn", "--rounds", str(rounds), "--out", str(Path(tmp) / "run")])
+        config = Path(tmp) / "digits.toml"
+        config.write_text(example.replace("\n[train]\n", f"\n[train]\neval_every = {rounds}\n"))
+        return _process_seconds(["-m", "bnfl", "train", "--config", str(config), "--method", "fedavg+bn",
+                                 "--rounds", str(rounds), "--out", str(Path(tmp) / "run")])
 
 
 def startup_seconds() -> float:
@@ -154,9 +186,9 @@ def main() -> None:
     mlp, flat = MODELS["digits MLP"]
 
     # (a)
-    hundred, five = paired_round_seconds(("fedavg+bn", mlp, flat, {"clients": 100}),
-                                         ("fedavg+bn", mlp, flat, {"clients": 5}), args.samples)
-    print(f"  (a) 100 clients {hundred * 1e3:.1f} ms, 5 clients {five * 1e3:.1f} ms", flush=True)
+    hundred, five = paired_rounds(("fedavg+bn", mlp, flat, {"clients": 100}), ("fedavg+bn", mlp, flat, {"clients": 5}),
+                                  args.samples)
+    print(f"  (a) 100 clients {ms(hundred)} ms, 5 clients {ms(five)} ms", flush=True)
 
     # (b)
     ratios_b = {}
@@ -164,18 +196,17 @@ def main() -> None:
         if label == "ResNet-20" and args.skip_resnet:
             continue
         n = args.resnet_rounds if label == "ResNet-20" else args.samples
-        ratios_b[label] = paired_round_seconds(("fedtan", model, form, {}), ("fedavg+bn", model, form, {}), n)
-        print(f"  (b) {label}: FedTAN {ratios_b[label][0] * 1e3:.1f} ms, FedAvg+BN {ratios_b[label][1] * 1e3:.1f} ms",
-              flush=True)
+        ratios_b[label] = paired_rounds(("fedtan", model, form, {}), ("fedavg+bn", model, form, {}), n)
+        print(f"  (b) {label}: FedTAN {ms(ratios_b[label][0])} ms, FedAvg+BN {ms(ratios_b[label][1])} ms", flush=True)
 
     # (c)
     ratios_c = {}
     for label in ("digits MLP", "Q-SCNN"):
         model, form = MODELS[label]
-        tb, ts, tc = first_step_times(model, form, args.samples)
-        ratios_c[label] = statistics.median(tb), statistics.median(ts), statistics.median(tc)
-        print(f"  (c) {label}: batched step 1 {ratios_c[label][0] * 1e3:.2f} ms, fedtan.coupled_step "
-              f"{ratios_c[label][1] * 1e3:.2f} ms, centralized {ratios_c[label][2] * 1e3:.2f} ms", flush=True)
+        ratios_c[label] = first_step_times(model, form, args.samples)
+        tb, ts, tc = ratios_c[label]
+        print(f"  (c) {label}: batched step 1 {ms(tb)} ms, fedtan.coupled_step {ms(ts)} ms, centralized {ms(tc)} ms",
+              flush=True)
 
     # (d)
     train_process_seconds(2), startup_seconds(), numpy_seconds(5), digits_run_seconds(5, "on")  # warm caches
@@ -187,22 +218,22 @@ def main() -> None:
         rows["run"].append(digits_run_seconds(args.rounds, "on")[0])
         print(f"  (d) repeat {rep + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in rows.items()), flush=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
+    proc = [p - s for p, s in zip(rows["process"], rows["startup"], strict=True)]
 
-    print("\n=== issue 27 targets (one run) ===")
-    print(f"(a) 100 / 5 clients per round, digits MLP, batched: {hundred / five:.2f}   (target <= 5; "
-          f"{hundred * 1e3:.1f} / {five * 1e3:.1f} ms)")
+    print("\n=== issue 27 targets (one run; ratio of medians, of minima in brackets) ===")
+    print(f"(a) 100 / 5 clients per round, digits MLP, batched: {ratio(hundred, five)}   (target <= 5; "
+          f"{ms(hundred)} / {ms(five)} ms)")
     print("(b) FedTAN round / FedAvg+BN round, batched, 5 clients (target <= 1.15):")
     for label, (tan, avg) in ratios_b.items():
-        print(f"    {label:11s} {tan / avg:.2f}   ({tan * 1e3:.1f} / {avg * 1e3:.1f} ms)")
+        print(f"    {label:11s} {ratio(tan, avg)}   ({ms(tan)} / {ms(avg)} ms)")
     print("(c) FedTAN first step / centralized fwd+bwd on the union batch (target <= 1.5):")
     for label, (tb, ts, tc) in ratios_c.items():
-        print(f"    {label:11s} batched engine {tb / tc:.2f}, fedtan.coupled_step {ts / tc:.2f}   "
-              f"({tb * 1e3:.2f}, {ts * 1e3:.2f} / {tc * 1e3:.2f} ms)")
-    proc = med["process"] - med["startup"]
-    print(f"(d) digits FedAvg+BN, {args.rounds} rounds, median of {args.repeats} (target <= 1.0):")
-    print(f"    bnfl train process - start-up / numpy: {proc / med['numpy']:.2f}   ({med['process']:.2f} - "
-          f"{med['startup']:.2f} = {proc:.2f} s / {med['numpy']:.2f} s)")
-    print(f"    Simulation.run (batched, in process) / numpy: {med['run'] / med['numpy']:.2f}   "
+        print(f"    {label:11s} batched engine {ratio(tb, tc)}, fedtan.coupled_step {ratio(ts, tc)}   "
+              f"({ms(tb)}, {ms(ts)} / {ms(tc)} ms)")
+    print(f"(d) digits FedAvg+BN, {args.rounds} rounds, {args.repeats} repeats (target <= 1.0):")
+    print(f"    bnfl train process - start-up / numpy: {ratio(proc, rows['numpy'])}   ({med['process']:.2f} - "
+          f"{med['startup']:.2f} s / {med['numpy']:.2f} s)")
+    print(f"    Simulation.run (batched, in process) / numpy: {ratio(rows['run'], rows['numpy'])}   "
           f"({med['run']:.2f} s / {med['numpy']:.2f} s)")
 
 
