@@ -225,8 +225,7 @@ class Simulation(CheckpointMixin):
             epoch, pos = epoch + 1, 0
             batches = self._epoch_batches(c, epoch)
         self.cursors[c] = [epoch, pos + 1]
-        ids = batches[pos]
-        return ids if self.device.type == "cpu" else ids.to(self.device)
+        return batches[pos] if self.device.type == "cpu" else batches[pos].to(self.device)
 
     def _steps_this_round(self, c: int) -> int:
         if self.config.local_unit == "steps":
