@@ -66,6 +66,8 @@ from bnfl.fedtan import CoupledStep
 from bnfl.fl._evaluate import _cross_entropy
 from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.augment import BatchAugmenter, augment_rows
+from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
+from bnfl.fl.batched_together import ClientWork, in_round_order, run_together, same_samples
 from bnfl.functional import ema
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
 from bnfl.nn.batched import BatchedNet, batching_obstacle
@@ -159,99 +161,6 @@ class _HookScope:
         return out
 
 
-class _RowState(dict):
-    """``optimizer.state`` of one client's view: ``clear()`` restarts its momentum buffers (zero
-    rows, so the next SGD step's buffer is that step's direction, as a fresh optimizer's)."""
-
-    def __init__(self, opt: StackedSGD, j: int) -> None:
-        super().__init__()
-        self.opt, self.j = opt, j
-
-    def clear(self) -> None:
-        with torch.no_grad():
-            for st in self.opt.state.values():
-                if "momentum_buffer" in st:
-                    st["momentum_buffer"][self.j].zero_()
-        super().clear()
-
-
-class _ClientOptimizer:
-    """What a hook sees of the optimizer of client ``j``: its ``param_groups`` (the view's
-    parameters) and ``state`` (whose ``clear()`` restarts the client's momentum); one per client
-    and round, built on first use."""
-
-    def __init__(self, opt: StackedSGD, view: torch.nn.Module, j: int) -> None:
-        self._opt, self._view = opt, view
-        self.state = _RowState(opt, j)
-
-    @property
-    def param_groups(self) -> list[dict]:
-        return [{**g, "params": list(self._view.parameters())} for g in self._opt.param_groups]
-
-
-class StackedSGD:
-    r"""``torch.optim.SGD`` (momentum :math:`\beta`, no dampening, weight decay :math:`\lambda`, no
-    Nesterov) over the stacked ``(K, *shape)`` tensors, each update one ``torch._foreach`` op:
-
-    .. math:: d = g + \lambda w,\qquad b \leftarrow \beta b + d \;(b = d \text{ at the first step}),
-              \qquad w \leftarrow w - \eta\, b
-
-    the same elementwise operations, in the same order, as ``SGD``'s single-tensor step, so each
-    client's rows are updated as its own optimizer would. Parameters without a gradient are
-    skipped (as ``SGD`` does). ``param_groups`` and ``state`` look like an optimizer's for the
-    algorithms' hooks."""
-
-    def __init__(self, params: list[Tensor], *, lr: float, momentum: float, weight_decay: float) -> None:
-        self.params = params
-        self.param_groups = [{"params": params, "lr": lr, "momentum": momentum, "weight_decay": weight_decay,
-                              "dampening": 0.0, "nesterov": False}]
-        self.state: dict[Tensor, dict[str, Tensor]] = {}
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self, rows: int | None = None) -> None:
-        """One update; ``rows``: only the first ``rows`` clients' rows (the others have finished
-        their local steps: parameters and momentum buffers stay as they are)."""
-        g = self.param_groups[0]
-        lr, beta, wd = g["lr"], g["momentum"], g["weight_decay"]
-        full = [p for p in self.params if p.grad is not None]
-        if not full:
-            return
-
-        def cut(t: Tensor) -> Tensor:
-            return t if rows is None else t[:rows]
-
-        ps = [cut(p) for p in full]
-        d = [cut(p.grad) for p in full]  # type: ignore[arg-type]
-        if wd != 0:
-            d = torch._foreach_add(d, ps, alpha=wd)
-        if beta != 0:
-            have = [p for p in full if "momentum_buffer" in self.state.get(p, {})]
-            if len(have) == len(full):
-                bufs = [cut(self.state[p]["momentum_buffer"]) for p in full]
-                torch._foreach_mul_(bufs, beta)
-                torch._foreach_add_(bufs, d)
-            else:  # first step: the buffer is the direction itself
-                bufs = []
-                for p, dp in zip(full, d, strict=True):
-                    st = self.state.setdefault(p, {})
-                    if "momentum_buffer" in st:
-                        buf = cut(st["momentum_buffer"])
-                        buf.mul_(beta).add_(dp)
-                    elif rows is None:
-                        buf = st["momentum_buffer"] = dp.clone()
-                    else:  # the other clients' rows start at zero (beta * 0 + d = d at their first step)
-                        st["momentum_buffer"] = torch.zeros_like(p)
-                        buf = st["momentum_buffer"][:rows]
-                        buf.copy_(dp)
-                    bufs.append(buf)
-            d = bufs
-        torch._foreach_add_(ps, d, alpha=-lr)
-
-
 @dataclass(frozen=True)
 class DeferredCoupledStep:
     """FedTAN's coupled first step left to the batched engine (:meth:`BatchedClients.defer_first_step`):
@@ -272,20 +181,6 @@ class _Row:
     received: dict[str, Tensor]
     index: int
     steps: int
-
-
-@dataclass(frozen=True)
-class ClientWork:
-    """One simulation's request for its participants' local training in round ``r`` (the
-    arguments of :meth:`BatchedClients.run`); :func:`run_together` trains several at once."""
-
-    batched: BatchedClients
-    r: int
-    clients: tuple[int, ...]
-    received: tuple[dict[str, Tensor], ...]
-    lr: float
-    frozen: bool
-    first: CoupledStep | DeferredCoupledStep | None
 
 
 class BatchedClients:
@@ -319,7 +214,7 @@ class BatchedClients:
         ups, ls, failed = self._group(r, sorted(rows, key=lambda row: -row.steps), lr=lr, frozen=frozen, first=first)
         if failed:
             raise failed[self.sim]
-        return _in_round_order(rows, ups, ls)
+        return in_round_order(rows, ups, ls)
 
     def _rows(self, r: int, clients: Sequence[int], received: Sequence[dict[str, Tensor]]) -> list[_Row]:
         sim = self.sim
@@ -370,7 +265,7 @@ class BatchedClients:
                 scope.call(j, "client_start", contexts[j], r, views[j])
         names = list(net.params)
         opt = self._optimizer(net, rows, lr)
-        client_opts = [_ClientOptimizer(opt, v, j) for j, v in enumerate(views)]
+        client_opts = [ClientOptimizer(opt, v, j) for j, v in enumerate(views)]
         sizes = [ctx.batch_size for ctx in contexts]
         n = max(sizes)
         net.set_mask(sizes, n)
@@ -465,15 +360,19 @@ class BatchedClients:
         ``config.augment`` every block gets the crops and flips the sequential engine gives it
         (:func:`bnfl.fl.augment.augment_rows`)."""
         ids = [row.sim.next_batch_ids(row.client) for row in rows]
-        drawn = [BatchAugmenter.drawn(row.sim, row.client, len(i)) for row, i in zip(rows, ids, strict=True)]
-        ids = [i if len(i) == n else torch.cat([i, i[:1].expand(n - len(i))]) for i in ids]
         owners = [row.sim for row in rows]
-        if all(o is owners[0] or _same_samples(o, owners[0]) for o in owners):
-            x, y = owners[0]._samples(torch.cat(ids))
+        augmenters = [o._augment for o in owners]
+        drawn = [BatchAugmenter.drawn(row.sim, row.client, i.shape[0]) for row, i in zip(rows, ids, strict=True)] \
+            if any(a is not None for a in augmenters) else []
+        flat = _padded(ids, n)  # (len(rows)*n,)
+        if all(o is owners[0] or same_samples(o, owners[0]) for o in owners):
+            x, y = owners[0]._samples(flat)
         else:
-            parts = [o._samples(i) for o, i in zip(owners, ids, strict=True)]
+            parts = [o._samples(i) for o, i in zip(owners, flat.split(n), strict=True)]
             x, y = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
-        return augment_rows(x, [o._augment for o in owners], drawn, n), y  # the sequential engine's crops and flips
+        if not drawn:
+            return x, y
+        return augment_rows(x, augmenters, drawn, n), y  # the sequential engine's crops and flips
 
     def _optimizer(self, net: BatchedNet, rows: Sequence[_Row], lr: float) -> StackedSGD:
         """One SGD over the stacked parameters; momentum buffers stacked from the clients' own
@@ -566,67 +465,14 @@ class BatchedClients:
         return uploads
 
 
-def _in_round_order(rows: Sequence[_Row], uploads: Mapping[_Row, dict[str, Tensor]],
-                    losses: Mapping[_Row, float]) -> tuple[list[dict[str, Tensor]], list[float]]:
-    """One simulation's uploads and losses in the order of its participants."""
-    ordered = sorted(rows, key=lambda row: row.index)
-    return [uploads[row] for row in ordered], [losses[row] for row in ordered]
-
-
-def _same_samples(a: Simulation, b: Simulation) -> bool:
-    """Whether two simulations hold the same training tensors (the same data loaded once: seeds
-    of one configuration differ in their partition, not in their samples)."""
-    return a._rows is None and b._rows is None and a.x_train is b.x_train and a.y_train is b.y_train
-
-
-def _combinable(works: Sequence[ClientWork]) -> str | None:
-    """Why these simulations' clients cannot train as one computation, or ``None``: they need
-    the same architecture (parameter and buffer shapes), algorithm, optimiser settings, learning
-    rate and frozen phase this round, and no coupled first step (it couples one simulation's
-    clients)."""
-    a = works[0].batched.sim
-    shapes = {n: tuple(t.shape) for n, t in a.model.state_dict().items()}
-    for w in works:
-        s = w.batched.sim
-        if w.first is not None:
-            return "a coupled first step couples one simulation's clients"
-        if type(s.algorithm) is not type(a.algorithm):
-            return "different algorithms"
-        if (w.lr, w.frozen) != (works[0].lr, works[0].frozen):
-            return "different learning rates or frozen phases this round"
-        c, d = s.config, a.config
-        if (c.momentum, c.weight_decay, s.momentum_mode, s.loss_fn, s.device, c.dtype) != (
-                d.momentum, d.weight_decay, a.momentum_mode, a.loss_fn, a.device, d.dtype):
-            return "different optimiser settings, loss, device or dtype"
-        if type(s.model) is not type(a.model) or {n: tuple(t.shape) for n, t in s.model.state_dict().items()} != shapes:
-            return "different architectures"
-    return None
-
-
-def run_together(works: Sequence[ClientWork]) -> list[tuple[list[dict[str, Tensor]], list[float]] | Exception]:
-    """The local training of several simulations' participants (e.g. the seeds of one
-    configuration, :func:`bnfl.fl.lockstep.run_lockstep`) as one batched computation: each
-    simulation's clients are rows of one :class:`~bnfl.nn.batched.BatchedNet`, with their own
-    mini-batch streams, states, momentum and algorithm hooks, exactly as
-    :meth:`BatchedClients.run` trains one simulation's. Returns, per work, its uploads and mean
-    losses in the order of its clients, or its error (a diverged client's
-    :class:`~bnfl.fl.DivergenceError`; the other simulations go on). Works that cannot share a
-    computation (:func:`_combinable`) are trained one by one."""
-    out: list[tuple[list[dict[str, Tensor]], list[float]] | Exception] = []
-    if len(works) < 2 or _combinable(works) is not None:
-        for w in works:
-            try:
-                out.append(w.batched.run(w.r, list(w.clients), list(w.received), lr=w.lr, frozen=w.frozen,
-                                         first=w.first))
-            except Exception as err:  # noqa: BLE001 (handed to that simulation's run)
-                out.append(err)
-        return out
-    rows = {id(w): w.batched._rows(w.r, w.clients, w.received) if w.clients else [] for w in works}
-    everyone = [row for w in works for row in rows[id(w)]]
-    lead = works[0].batched
-    ups, ls, failed = lead._group(works[0].r, sorted(everyone, key=lambda row: -row.steps), lr=works[0].lr,
-                                  frozen=works[0].frozen, first=None)
-    for w in works:
-        sim = w.batched.sim
-        out.append(failed[sim] if sim in failed else _in_round_order(rows[id(w)], ups, ls))
-    return out
+def _padded(ids: Sequence[Tensor], n: int) -> Tensor:
+    """The clients' batch ids concatenated, each padded to ``n`` with copies of its first id:
+    ``(len(ids)*n,)``, by one gather instead of one concatenation per short batch."""
+    flat = torch.cat(list(ids))  # (sum of sizes,)
+    if flat.shape[0] == n * len(ids):
+        return flat
+    sizes = torch.tensor([i.shape[0] for i in ids], device=flat.device)  # (K,)
+    starts = torch.cumsum(sizes, 0) - sizes  # (K,)
+    pos = torch.arange(n, device=flat.device)[None, :]  # (1, n)
+    at = starts[:, None] + torch.where(pos < sizes[:, None], pos, 0)  # (K, n): padding -> the first id
+    return flat[at.reshape(-1)]

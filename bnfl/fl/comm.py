@@ -41,14 +41,22 @@ __all__ = ["Channel", "Exchange", "state_bytes", "weighted_sum"]
 def state_bytes(state: Mapping[str, Tensor] | Sequence[Tensor]) -> int:
     """Bytes of a payload: ``sum(numel * element_size)`` over its tensors."""
     values = state.values() if isinstance(state, Mapping) else state
-    return int(sum(t.numel() * t.element_size() for t in values))
+    return int(sum(t.nbytes for t in values))
 
 
 def weighted_sum(states: Sequence[Mapping[str, Tensor]], weights: Sequence[float]) -> dict[str, Tensor]:
     r"""Pure aggregation: :math:`\sum_i p_i\, s_i` key by key (Flower's ``aggregate``).
 
-    Floating tensors are averaged in their own dtype; integer tensors (e.g. counters) are
-    averaged in float64 and rounded back.
+    float32 and float64 tensors are averaged in their own dtype; integer tensors (e.g.
+    counters) and other floating dtypes in float64, rounded back.
+
+    One stacked reduction per key: the clients' tensors stacked to ``(K, *shape)``, multiplied
+    by the weights in one op and summed over the client dimension with ``index_add_`` into a
+    zero tensor, which adds the rows one after the other on the CPU. So the result is bitwise
+    the client-after-client sum :math:`((0 + p_1 s_1) + p_2 s_2) + \dots` that this function
+    computed before with one ``_foreach`` op per client (``tests/test_fl_aggregation.py``
+    compares the two), with a number of ops that does not grow with ``K``. On other devices
+    the rows are summed by ``sum(0)`` (``index_add_`` adds atomically there, in any order).
     """
     if len(states) == 0:
         raise ValueError("weighted_sum needs at least one client state")
@@ -58,19 +66,25 @@ def weighted_sum(states: Sequence[Mapping[str, Tensor]], weights: Sequence[float
     for i, s in enumerate(states):
         if list(s.keys()) != keys:
             raise ValueError(f"client state {i} has different keys from client state 0")
+    k = len(states)
     out: dict[str, Tensor] = {}
-    floats = [k for k in keys if states[0][k].is_floating_point()]
-    if floats:  # acc <- acc + w_i * s_i, client after client: one _foreach op over the keys per step
-        acc = [torch.zeros_like(states[0][k]) for k in floats]
-        for s, w in zip(states, weights, strict=False):
-            torch._foreach_add_(acc, torch._foreach_mul([s[k] for k in floats], float(w)))
-        out.update(zip(floats, acc, strict=True))
-    for k in keys:
-        ref = states[0][k]
-        if not ref.is_floating_point():
-            acc64 = sum(float(w) * s[k].double() for s, w in zip(states, weights, strict=False))
-            out[k] = torch.as_tensor(acc64).round().to(ref.dtype)
-    return {k: out[k] for k in keys}
+    weights_at: dict[tuple, tuple[Tensor, Tensor]] = {}  # per (device, dtype): p_i as (K, 1, ...) rows, row ids
+    for key in keys:
+        ref = states[0][key]
+        exact = ref.dtype if ref.dtype in (torch.float32, torch.float64) else torch.float64  # integers: in float64
+        at = (ref.device, exact)
+        if at not in weights_at:  # p_i rounded to the dtype, as a scalar multiplication rounds it
+            w = torch.as_tensor(weights, dtype=torch.float64).to(device=ref.device, dtype=exact)
+            weights_at[at] = w, torch.zeros(k, dtype=torch.long, device=ref.device)
+        w, rows = weights_at[at]
+        stacked = torch.stack([s[key] for s in states]).to(exact)  # (K, *shape)
+        prod = stacked * w.reshape(k, *([1] * ref.dim()))  # (K, *shape): p_i s_i
+        if prod.device.type == "cpu":  # (K, *shape) -> (*shape): the rows added in order
+            acc = torch.zeros_like(prod[:1]).index_add_(0, rows, prod)[0]
+        else:  # index_add_ adds atomically there (any order); a deterministic reduction instead
+            acc = prod.sum(0)
+        out[key] = acc.to(ref.dtype) if ref.is_floating_point() else acc.round().to(ref.dtype)
+    return out
 
 
 @dataclass
@@ -144,24 +158,34 @@ class Channel:
 
     # -- the three primitives ---------------------------------------------------------
     def broadcast(self, state: Mapping[str, Tensor], num_clients: int, *, tag: str = "model") -> list[dict[str, Tensor]]:
-        """Server -> ``num_clients`` clients: each receives its own copy of ``state``.
+        """Server -> ``num_clients`` clients: each receives ``state``.
 
+        Each client gets its own dict whose tensors are detached views of the server's (no
+        per-client copy): what a client receives is read-only, and every engine copies it
+        into the client's model (``load_state_dict``, the batched engine's stack) before
+        training. A hook that wants to change a received tensor must copy it first.
         Counted once (multicast) in ``bytes_down``; does not close a round (the round closes
         with the clients' upload).
         """
         if num_clients < 1:
             raise ValueError("broadcast needs at least one receiving client")
         self._record("broadcast", tag, 0, state_bytes(state), num_clients, state.keys())
-        return [{k: v.detach().clone() for k, v in state.items()} for _ in range(num_clients)]
+        shared = {k: v.detach() for k, v in state.items()}
+        return [dict(shared) for _ in range(num_clients)]
 
     def gather(self, states: Sequence[Mapping[str, Tensor]], *, tag: str = "model") -> list[dict[str, Tensor]]:
-        """Clients -> server: every upload is counted; closes one communication round."""
+        """Clients -> server: every upload is counted; closes one communication round.
+
+        The server gets each client's upload as detached views (no copy): an upload is the
+        client's own result of this round (the sequential engine's copies of its model, the
+        batched engine's rows of the round's stacked tensors), which nothing changes after.
+        """
         if len(states) == 0:
             raise ValueError("gather needs at least one client upload")
         up = sum(state_bytes(s) for s in states)
         self._record("gather", tag, up, 0, len(states), states[0].keys())
         self.rounds += 1
-        return [{k: v.detach().clone() for k, v in s.items()} for s in states]
+        return [{k: v.detach() if v.requires_grad else v for k, v in s.items()} for s in states]
 
     def allreduce(self, tensors: Sequence[Tensor] | Tensor, weights: Sequence[float] | Tensor, *, tag: str = "stats") -> Tensor:
         r"""Weighted all-reduce :math:`\bar t = \sum_i p_i t_i`, returned to every client.

@@ -227,7 +227,7 @@ class Simulation(CheckpointMixin):
             epoch, pos = epoch + 1, 0
             batches = self._epoch_batches(c, epoch)
         self.cursors[c] = [epoch, pos + 1]
-        return batches[pos].to(self.device)
+        return batches[pos] if self.device.type == "cpu" else batches[pos].to(self.device)
 
     def _steps_this_round(self, c: int) -> int:
         if self.config.local_unit == "steps":
@@ -308,7 +308,7 @@ class Simulation(CheckpointMixin):
             first = self._batched.defer_first_step(mode, p, frozen)  # step 1 of the batched clients
         if mode is not None and first is None:
             unfreeze_bn_stats(self._work)
-            # received[0] holds clones of global_state's download_keys, so this is what every client starts from
+            # received[0] holds views of global_state's download_keys, so this is what every client starts from
             self._work.load_state_dict(self.global_state)
             mine = self._local_clients(clients)
             batches = [self.next_batch(c) for c in mine]
