@@ -67,15 +67,49 @@ class FedProx(Algorithm):
         return f"FedProx(mu={self.mu})"
 
 
+def momentum_steps(steps: int, momentum: float) -> float | int:
+    r"""Distance, in units of :math:`\eta\,g`, that ``steps`` SGD steps with heavy-ball ``momentum``
+    (buffer starting at 0) move the weights under a constant gradient :math:`g`:
+
+    .. math:: K_\mu = \sum_{m=1}^{K} \frac{1-\mu^m}{1-\mu}
+              = \frac{K - \mu(1-\mu^K)/(1-\mu)}{1-\mu}
+
+    The denominator of SCAFFOLD's option-II control variate (Karimireddy et al. 2020, Alg. 1
+    line 12) under momentum (:class:`Scaffold`). ``momentum = 0`` returns ``steps`` itself (an
+    int), so plain SGD keeps the paper's :math:`K\eta` bit for bit.
+    """
+    if int(steps) != steps or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    if not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
+    if momentum == 0:
+        return steps
+    mu, k = float(momentum), int(steps)
+    return (k - mu * (1 - mu ** k) / (1 - mu)) / (1 - mu)
+
+
 @register_algorithm
 class Scaffold(Algorithm):
-    r"""SCAFFOLD (Karimireddy et al. 2020), option II control variates.
+    r"""SCAFFOLD (Karimireddy et al. 2020), option II control variates (Alg. 1, line 12).
 
     Local gradient :math:`g + c - c_i`; after :math:`K` steps with rate :math:`\eta`,
-    :math:`c_i^+ = c_i - c + (w_g - w_i)/(K\eta)`; the server sets
+    :math:`c_i^+ = c_i - c + (w_g - w_i)/(K_\mu\eta)`; the server sets
     :math:`c \leftarrow c + \frac{|S|}{N}\,\overline{\Delta c}` and averages the models.
     ``c`` is broadcast and every :math:`\Delta c_i` uploaded (counted by the channel).
     ``c`` is server state and :math:`c_i` client state (:mod:`bnfl.fl.context`).
+
+    Option II divides the client's displacement by the distance plain SGD moves per unit of
+    gradient, :math:`K\eta`, so that :math:`c_i^+` is the mean of the client's raw gradients
+    :math:`g_k`. With SGD momentum :math:`\mu` (PyTorch's heavy ball, its buffer starting at 0 each
+    round) the gradient of step :math:`k` moves the weights by
+    :math:`\eta(1-\mu^{K-k+1})/(1-\mu)`, so the displacement is :math:`K_\mu\eta` times a
+    weighted mean of the corrected gradients with
+    :math:`K_\mu = \sum_{m=1}^{K}(1-\mu^m)/(1-\mu)` (:func:`momentum_steps`; :math:`K_\mu = K`
+    at :math:`\mu = 0`, about :math:`K/(1-\mu)` for long rounds). Dividing by :math:`K\eta`
+    instead (the paper's plain-SGD formula) inflates :math:`c_i` about :math:`1/(1-\mu)` times,
+    and the correction, amplified again by the momentum, diverges (HBN Table 4 at
+    :math:`\mu = 0.9`). Momentum buffers carried across rounds (``momentum_mode`` ``"local"`` or
+    ``"global"``) break the zero-start assumption and are refused.
     """
 
     name = "scaffold"
@@ -109,7 +143,13 @@ class Scaffold(Algorithm):
 
     def extra_upload(self, client, model, steps, lr):
         ci, c_recv, start = client.state["scaffold.ci"], client.scratch["scaffold.c"], client.scratch["scaffold.start"]
-        new = {n: ci[n] - c_recv[n] + (start[n] - p.detach()) / (steps * lr)
+        cfg = client.server.config
+        momentum = float(getattr(cfg, "momentum", 0.0))
+        if momentum > 0 and getattr(cfg, "momentum_mode", "reset") != "reset":
+            raise ValueError(f"SCAFFOLD's control variates assume momentum buffers that start at 0 every round; "
+                             f"got momentum_mode={cfg.momentum_mode!r} with momentum {momentum}: use 'reset'")
+        span = momentum_steps(steps, momentum) * lr  # K*lr for plain SGD, bitwise today's formula
+        new = {n: ci[n] - c_recv[n] + (start[n] - p.detach()) / span
                for n, p in model.named_parameters() if n in c_recv}
         delta = {f"scaffold.dc.{n}": new[n] - ci[n] for n in new}
         client.state["scaffold.ci"] = new

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.claims import at_least
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.hbn import numbers as N
+from bnfl.experiments.papers.hbn.seeded import count_of, fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
     LAST_K,
@@ -26,11 +26,9 @@ from bnfl.experiments.papers.hbn.setups import (
     P_LR,
     Q_BASE,
     Q_LR,
-    acc,
     batch,
     dirichlet,
     explain,
-    noise_of,
     profiles,
     reported,
     run,
@@ -51,7 +49,7 @@ _QUICK = {"base": batch(Q_BASE, 16), "lr": Q_LR, "phi": 0.1, "archs": _QUICK_ARC
           "pretrained": False, "eval_every": 5,
           "deviations": ["no pretrained weights (offline): five small networks trained from scratch on Q-DIG "
                          "(K = 20, 5 per round, B = 16, T = 60)", "each method's rate chosen for Q-SCNN at B = 4 "
-                         "(hbn-tab8) x 16 / 4, for every network", "1 seed", DECAY_NOTE]}
+                         "(hbn-tab8) x 16 / 4, for every network", "3 seeds, paired by seed", DECAY_NOTE]}
 _PAPER = {"base": batch(P_BASES["CIFAR-100"], 64), "lr": P_LR["CIFAR-100"], "phi": 0.1, "archs": _PAPER_ARCHS,
           "methods": _THREE, "pretrained": True, "eval_every": 10, "pretrained_norm": False, "bn_pretrained_norm": True,
           "deviations": ["the rates are not printed for Table 5: Table 9's choices x 64 / 4 (linear scaling)",
@@ -73,8 +71,8 @@ def weights_file(ctx: Context, model: str) -> str:
     return str(path)
 
 
-def _arch_runs(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{network: {method: run}}``; with ``bn_pretrained_norm`` (paper) also :data:`BN_STATS`: BN
+def _arch_runs(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """``{network: {method: [run per seed]}}``; with ``bn_pretrained_norm`` (paper) also :data:`BN_STATS`: BN
     whose norm layers start from the weights file (the others start fresh, ``pretrained_norm``)."""
     out = {}
     for arch in config.get("use") or list(config["archs"]):
@@ -85,11 +83,12 @@ def _arch_runs(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, dict
             if "pretrained_norm" in config:
                 m["pretrained_norm"] = bool(config["pretrained_norm"])
         part = {**extra, "model": m, "train": {"eval_every": int(config["eval_every"])}}
-        out[arch] = {k: run(ctx, config["lr"], config["base"], k, dirichlet(float(config["phi"])), part)
+        out[arch] = {k: run(ctx, config["lr"], config["base"], k, dirichlet(float(config["phi"])), part, seeds=True)
                      for k in config["methods"]}
         if config["pretrained"] and config.get("bn_pretrained_norm"):
             stats = {**part, "model": {**m, "pretrained_norm": True}}
-            out[arch][BN_STATS] = run(ctx, config["lr"], config["base"], "BN", dirichlet(float(config["phi"])), stats)
+            out[arch][BN_STATS] = run(ctx, config["lr"], config["base"], "BN", dirichlet(float(config["phi"])), stats,
+                                      seeds=True)
     return out
 
 
@@ -101,29 +100,35 @@ def _arch_runs(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, dict
     look_for="For each network, the three normalisers' final accuracy.",
     kind="training",
     configs=_CONFIGS,
+    seeds={"smoke": 1, "quick": 3, "paper": 3},
 )
 def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
+    seeds = [int(x) for x in ctx.seeds]
     runs = _arch_runs(ctx, config)
-    table = {a: {k: acc(r) for k, r in d.items()} for a, d in runs.items()}
-    nz = noise_of(*[r for d in runs.values() for k, r in d.items() if k in _THREE])
-    claims = [at_least(f"hbn-vs-bn-{a}", f"{a}: HBN >= BN - 0.5", t["HBN"] - t["BN"], -0.5, noise=nz[0],
-                       noise_label=nz[1], detail=f"HBN {t['HBN']:.2f} vs BN {t['BN']:.2f}") for a, t in table.items()]
-    wins = [a for a, t in table.items() if t["HBN"] - t["GN"] > nz[0]]
+    table = {a: {k: per_seed(rs) for k, rs in d.items()} for a, d in runs.items()}
+    n_test = int(next(iter(next(iter(runs.values())).values()))[0]["n_test"])
+    claims = [paired_at_least(f"hbn-vs-bn-{a}", f"{a}: HBN >= BN - 0.5", t["HBN"], t["BN"], -0.5, seeds=seeds,
+                              n_test=n_test, detail=f"HBN {fmt(t['HBN'])} vs BN {fmt(t['BN'])}")
+              for a, t in table.items()]
+    vs_gn = {a: paired_at_least(f"hbn-gt-gn-{a}", f"{a}: HBN > GN", t["HBN"], t["GN"], 0.0, seeds=seeds,
+                                n_test=n_test, detail=f"HBN {fmt(t['HBN'])} vs GN {fmt(t['GN'])}")
+             for a, t in table.items()}
     need = min(4, len(table))
-    claims.append(at_least("hbn-vs-gn", f"HBN > GN (by more than one test sample) on at least {need} of "
-                           f"{len(table)} networks", len(wins), need,
-                           detail=", ".join(f"{a}: HBN {t['HBN']:.2f} vs GN {t['GN']:.2f}" for a, t in table.items())))
-    rows = [{"model": a, **{f"+{k}": None if not math.isfinite(v) else round(v, 2) for k, v in t.items()}}
+    claims.append(count_of("hbn-vs-gn", f"HBN > GN (paired 95% interval above 0) on at least {need} of "
+                           f"{len(table)} networks", vs_gn, need))
+    rows = [{"model": a, **{f"+{k}": _rounded(mean_of(v)) for k, v in t.items()},
+             **({f"+{k} per seed": fmt(v) for k, v in t.items() if k in _THREE} if len(seeds) > 1 else {})}
             for a, t in table.items()]
     paper = [{"model": m, "+BN": bn, "+GN": gn, "+HBN": h} for m, bn, gn, h in N.TABLE5]
-    series: dict[str, Any] = {"acc": {a: {k: t[k] for k in _THREE if k in t} for a, t in table.items()}}
+    series: dict[str, Any] = {"acc": {a: {k: mean_of(t[k]) for k in _THREE if k in t} for a, t in table.items()},
+                              "per_seed": {a: {k: t[k] for k in _THREE if k in t} for a, t in table.items()}}
     notes = []
     if ctx.profile == "paper":  # the authors' code reports the best round or the last-10 mean
         rows = [{**row, "accuracy": "last"} for row in rows]
         for name in ("best", f"last-{LAST_K} mean"):
-            rows += [{"model": a, **{f"+{k}": _rounded(reported(r)[name]) for k, r in d.items()}, "accuracy": name}
-                     for a, d in runs.items()]
-        series["acc_pretrained_norm"] = {a: t[BN_STATS] for a, t in table.items() if BN_STATS in t}
+            rows += [{"model": a, **{f"+{k}": _rounded(mean_of([reported(r)[name] for r in rs]))
+                                     for k, rs in d.items()}, "accuracy": name} for a, d in runs.items()]
+        series["acc_pretrained_norm"] = {a: mean_of(t[BN_STATS]) for a, t in table.items() if BN_STATS in t}
         notes.append("Rows 'best' and 'last-10 mean': the best evaluated round and the mean of the last 10 rounds "
                      "(the authors' code reports these); the claims use the last round.")
     return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
@@ -162,19 +167,36 @@ def _auc(r: dict[str, Any]) -> float:
     look_for="One panel per network; HBN's curve should lie above BN's for most of training.",
     kind="training",
     configs=_CONFIGS,
+    seeds={"smoke": 1, "quick": 3, "paper": 3},
 )
 def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    runs = {a: {k: r for k, r in d.items() if k in _THREE} for a, d in _arch_runs(ctx, config).items()}
-    auc = {a: {k: _auc(r) for k, r in d.items()} for a, d in runs.items()}
-    wins = [a for a, t in auc.items() if t["HBN"] >= t["BN"]]
+    seeds = [int(x) for x in ctx.seeds]
+    runs = {a: {k: rs for k, rs in d.items() if k in _THREE} for a, d in _arch_runs(ctx, config).items()}
+    auc = {a: {k: per_seed(rs, _auc) for k, rs in d.items()} for a, d in runs.items()}
+    n_test = int(next(iter(next(iter(runs.values())).values()))[0]["n_test"])
+    items = {a: paired_at_least(f"auc-{a}", f"{a}: HBN's area under the curve >= BN's", t["HBN"], t["BN"], 0.0,
+                                seeds=seeds, n_test=n_test, detail=f"HBN {fmt(t['HBN'])} vs BN {fmt(t['BN'])}")
+             for a, t in auc.items()}
     need = min(4, len(auc))
-    claims = [at_least("auc", f"HBN's mean accuracy over rounds (area under the curve) >= BN's on at least {need} of "
-                       f"{len(auc)} networks", len(wins), need,
-                       detail=", ".join(f"{a}: HBN {t['HBN']:.2f} vs BN {t['BN']:.2f}" for a, t in auc.items()))]
-    rows = [{"model": a, **{f"{k} mean acc over rounds": round(v, 2) for k, v in t.items()}} for a, t in auc.items()]
-    curves = {a: {k: {"round": r["round"], "acc": r["test_acc"]} for k, r in d.items()} for a, d in runs.items()}
+    claims = [count_of("auc", f"HBN's mean accuracy over rounds (area under the curve) >= BN's (paired 95% interval) "
+                       f"on at least {need} of {len(auc)} networks", items, need)]
+    rows = [{"model": a, **{f"{k} mean acc over rounds": _rounded(mean_of(v)) for k, v in t.items()},
+             **{f"{k} per seed": fmt(v) for k, v in t.items()}, "seeds": len(seeds)} for a, t in auc.items()]
+    curves = {a: {k: _mean_curve(rs) for k, rs in d.items()} for a, d in runs.items()}
     return {"rows": rows, "paper": [], "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
-            "series": {"curves": curves}, "notes": ["Same runs as hbn-tab5 (shared through the cache)."]}
+            "series": {"curves": curves, "auc_per_seed": auc},
+            "notes": ["Same runs as hbn-tab5 (shared through the cache); curves are the mean over seeds (a diverged "
+                      "seed is left out of the mean curve); the area under the curve is a different measurement "
+                      "from Table 5's final accuracy."]}
+
+
+def _mean_curve(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The seeds' mean accuracy per evaluated round (seeds that diverged are left out; all share rounds)."""
+    ok = [r for r in runs if not r.get("diverged") and r.get("test_acc")]
+    if not ok:
+        return {"round": [], "acc": []}
+    n = min(len(r["test_acc"]) for r in ok)
+    return {"round": list(ok[0]["round"][:n]), "acc": [float(np.mean([r["test_acc"][i] for r in ok])) for i in range(n)]}
 
 
 @plotter("hbn-fig7")
