@@ -108,11 +108,15 @@ INIT_NOTE = ("Initialisation: the FedTAN authors' ResNet-20 draws every conv and
 
 
 def with_init(base: Mapping[str, Any], init: str) -> dict[str, Any]:
-    """``base`` with ``model.init`` set to ``init``; ``"pytorch"`` removes the key (the default), so
-    the run spec, hence its cache entry, is the one other entries train without the option."""
+    """``base`` with ``model.init`` set to ``init``; ``"pytorch"`` removes the key (the default), and so
+    does ``"authors"`` where the model's own init is the authors' (ResNet-20), so the run spec, hence
+    its cache entry, is the one other entries train without the option."""
+    from bnfl.models.inits import AUTHORS_INIT
+
     out = dict(base)
     model = {k: v for k, v in dict(base.get("model", {})).items() if k != "init"}
-    if init != "pytorch":
+    same = init == "authors" and AUTHORS_INIT.get(str(model.get("name")), ("", "", ""))[2] == "pytorch"
+    if init != "pytorch" and not same:
         model["init"] = init
     out["model"] = model
     return out
