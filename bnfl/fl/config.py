@@ -16,6 +16,7 @@ experiments (:mod:`bnfl.experiments.training`) use this one builder. Example ``r
     [model]
     name = "q_mlp_bn"               # bnfl.models.available(); norm comes from the method
     # groups = 2                    # other options of bnfl.models.build
+    # init = "he_normal"            # "pytorch" (default), "he_normal", "authors" (bnfl.models.inits)
 
     [data]
     name = "digits"                 # bnfl.data.DATASETS; other keys are options of bnfl.data.load
@@ -116,6 +117,8 @@ def _cli_run(args: argparse.Namespace) -> int:
         v = getattr(args, key)
         if v is not None and v != d[key].get("name"):
             d[key] = {"name": v}
+    if args.init is not None:
+        d["model"]["init"] = args.init
     for key in ("lr", "local_steps", "batch_size"):
         v = getattr(args, key)
         if v is not None:
@@ -155,6 +158,8 @@ def register(subparsers: Any) -> None:
                    help=f"method id (overrides the config's; --algorithm is an alias): {', '.join(METHODS.available())}")
     p.add_argument("--model", help="model name or import string (replaces the config's [model] table)")
     p.add_argument("--data", help="data set name or import string (replaces the config's [data] table)")
+    p.add_argument("--init", choices=("pytorch", "he_normal", "authors"),
+                   help="weight initialisation (overrides model.init; default pytorch; bnfl.models.inits)")
     p.add_argument("--rounds", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--device")

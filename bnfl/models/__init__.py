@@ -7,8 +7,10 @@
 
 Every builder takes ``num_classes``, ``in_channels``, ``input_size`` (ignored by models with
 global pooling), ``norm`` (any kind of :data:`bnfl.nn.NORM_KINDS`) and the norm options
-``groups``, ``eps``, ``momentum`` for :func:`bnfl.nn.make_norm`. Initialisation is PyTorch's
-default (ResNet-20 family: Kaiming-normal conv/linear weights, as the CIFAR reference code), so
+``groups``, ``eps``, ``momentum`` for :func:`bnfl.nn.make_norm`, and ``init``
+(:mod:`bnfl.models.inits`): ``"pytorch"`` (default; the class's own initialisation: PyTorch's
+default, ResNet-20 family: Kaiming-normal conv/linear weights, as the CIFAR reference code),
+``"he_normal"`` or ``"authors"`` (the paper's code's scheme where it states one).
 ``torch.manual_seed(s)`` before :func:`build` gives the same weights every time.
 
 ================  ==============================================================  =================================
@@ -63,6 +65,7 @@ from torch import nn
 from bnfl.models.cnn import AlexNetBN, DigitCNN, SimpleCNN, TinyFCN
 from bnfl.models.deeplab import DeepLabV3Plus
 from bnfl.models.fixup import FixupResNet
+from bnfl.models.inits import INITS, apply_init
 from bnfl.models.lenet import LeNet
 from bnfl.models.mlp import MLP
 from bnfl.models.mobilenet import TINY_SETTINGS, MobileNetV2
@@ -87,6 +90,7 @@ __all__ = [
     "SimpleCNN",
     "TinyFCN",
     "VGG",
+    "INITS",
     "available",
     "build",
     "build_for",
@@ -332,6 +336,7 @@ def build(
     momentum: float = 0.1,
     weights: str | os.PathLike[str] | None = None,
     pretrained_norm: bool = True,
+    init: str = "pytorch",
     **kw: Any,
 ) -> nn.Module:
     """Build a registered model.
@@ -355,6 +360,12 @@ def build(
     pretrained_norm : bool, default True
         With ``weights``: load the norm layers' entries where their kind takes them; ``False``
         keeps every norm layer freshly initialised (HBN's reference code).
+    init : str, default "pytorch"
+        Weight initialisation, one of :data:`INITS` (:func:`bnfl.models.inits.apply_init`):
+        ``"pytorch"`` leaves the model as its class builds it, ``"he_normal"`` redraws conv
+        weights ``N(0, 2/fan_out)`` and linear weights ``N(0, 2/fan_in)``, ``"authors"`` is the
+        scheme the paper's code states for this model (an error where none does). Applied
+        before ``weights`` are loaded.
     **kw
         Model-specific options (e.g. ``hidden=(64, 64)`` for ``"mlp"``).
 
@@ -364,6 +375,8 @@ def build(
         In training mode, on the CPU in float32 (move it with ``.to(device)``).
     """
     entry = MODELS.lookup(name)
+    if not isinstance(init, str) or init not in INITS:
+        raise ValueError(f"unknown init {init!r}; choices: {', '.join(INITS)}")
     if not isinstance(norm, str) or not NORM_KINDS.knows(norm.lower()) and not is_import_string(norm):
         raise ValueError(f"unknown norm kind {norm!r}; valid kinds: {', '.join(NORM_KINDS)}")
     for label, v in (("num_classes", num_classes), ("in_channels", in_channels), ("input_size", input_size)):
@@ -382,6 +395,7 @@ def build(
         net = _build_public(name, fn, tuple(shape), num_classes, norm, nkw, kw)
     else:
         net = fn(in_channels or c0, input_size or s0, num_classes, norm, nkw, **kw)
+    apply_init(net, init, model=name)
     if weights is not None:
         load_pretrained(net, weights, norm_state=bool(pretrained_norm))
     return net

@@ -7,18 +7,20 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from bnfl.experiments.claims import at_least, at_most, within
+import numpy as np
+
+from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import (
     curve,
     final_stats,
     fmt_mean_std,
     merge_specs,
-    rounds_to,
     train_runs,
 )
 from bnfl.experiments.papers.fedtan.communication import build_model
 from bnfl.experiments.papers.fedtan.drawing import bars_vs_paper, curve_panels
+from bnfl.experiments.papers.fedtan.evidence import Seeds, finals, rounds_to_each
 from bnfl.experiments.papers.fedtan.numbers import (
     NUM_CLIENTS,
     TABLE2,
@@ -33,7 +35,6 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_RES,
     REFERENCE_MOMENTUM_NOTE,
     SEEDS,
-    acc_noise,
     config_deviations,
     method_label,
     method_row,
@@ -68,6 +69,27 @@ def _gn_runs(ctx: Context, config: Mapping[str, Any]) -> dict[tuple[str, str, st
     return out
 
 
+def _final_claim(ev: Seeds, name: str, statement: str, tan: list[float], gn: list[float]) -> Claim:
+    """FedTAN >= FedAvg+GN in final accuracy, paired by seed (Table 2's numbers; Fig. 9 links to it)."""
+    return ev.at_least(name, statement, tan, 0.0, baseline=gn,
+                       detail=f"FedTAN {np.mean(tan):.2f} vs FedAvg+GN {np.mean(gn):.2f}")
+
+
+def _first_hits(ev: Seeds, tan_runs: list, gn_runs: list) -> tuple[list[float], list[float], list[float], float]:
+    """Per seed: MiB when FedTAN and FedAvg+GN first come within ``tol`` of that seed's FedAvg+GN final
+    accuracy, the targets, and ``tol``: the larger of one test sample and the half width of the 95%
+    interval of FedAvg+GN's final accuracy over the seeds (a curve 0.18 pts under the target at the
+    end has reached it, up to this noise; with one seed, one test sample)."""
+    from bnfl.experiments.intervals import estimate
+
+    targets = finals(gn_runs)
+    tol = ev.one_sample or 0.0
+    if len(targets) >= 2 and all(math.isfinite(v) for v in targets):
+        tol = max(tol, estimate(targets).half_width)
+    level = [t - tol for t in targets]
+    return (rounds_to_each(tan_runs, level, x="mib"), rounds_to_each(gn_runs, level, x="mib"), targets, tol)
+
+
 @entry(
     "fedtan-fig9",
     title="FedTAN (BN) vs FedAvg+GN: accuracy curves",
@@ -85,24 +107,25 @@ def _gn_runs(ctx: Context, config: Mapping[str, Any]) -> dict[tuple[str, str, st
 def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
     rows = [method_row(f"{m}, {d}", k, r) for (m, d, k), r in runs.items()]
-    f = {key: final_stats(r)[0] for key, r in runs.items()}
     curves = {key: curve(r) for key, r in runs.items()}
+    ev = Seeds(ctx.seeds, runs[_GN_SETTINGS[0] + ("fedtan",)])
+    fs = {key: finals(r) for key, r in runs.items()}
     claims = []
     for m, d in _GN_SETTINGS:
-        tan, gn = f[(m, d, "fedtan")], f[(m, d, "fedavg+gn")]
-        claims.append(at_least(f"final-{m}-{d}", f"{m} {d}: FedTAN >= FedAvg+GN (final accuracy)", tan - gn, 0.0,
-                               detail=f"FedTAN {tan:.2f} vs FedAvg+GN {gn:.2f}",
-                               **acc_noise(runs[(m, d, "fedtan")], runs[(m, d, "fedavg+gn")])))
-        r_tan = rounds_to(curves[(m, d, "fedtan")], 0.9 * tan)
-        r_gn = rounds_to(curves[(m, d, "fedavg+gn")], 0.9 * gn)
-        claims.append(at_most(f"speed-{m}-{d}", f"{m} {d}: FedTAN reaches 90% of its final accuracy in <= the "
-                              "iterations FedAvg+GN needs for 90% of its own", r_tan, r_gn))
+        tan, gn = fs[(m, d, "fedtan")], fs[(m, d, "fedavg+gn")]
+        # The same runs and the same statement as fedtan-tab2's claim: counted there.
+        claims.append(linked(_final_claim(ev, f"final-{m}-{d}", f"{m} {d}: FedTAN >= FedAvg+GN (final accuracy)",
+                                          tan, gn), "fedtan-tab2"))
+        r_tan = rounds_to_each(runs[(m, d, "fedtan")], [0.9 * v for v in tan])
+        r_gn = rounds_to_each(runs[(m, d, "fedavg+gn")], [0.9 * v for v in gn])
+        claims.append(ev.at_most(f"speed-{m}-{d}", f"{m} {d}: FedTAN reaches 90% of its final accuracy in <= the "
+                                 "iterations FedAvg+GN needs for 90% of its own (per seed)", r_tan, 0.0, baseline=r_gn,
+                                 detail=f"FedTAN {np.mean(r_tan):.1f} vs FedAvg+GN {np.mean(r_gn):.1f} iterations"))
     for d in ("iid", "non-iid"):
         for k in ("fedtan", "fedavg+gn"):
-            a, b = f[("with mom.", d, k)], f[("w/o mom.", d, k)]
-            claims.append(at_least(f"momentum-{k}-{d}", f"{d}: momentum >= no momentum for {method_label(k)}", a - b, 0.0,
-                                   detail=f"with {a:.2f} vs without {b:.2f}",
-                                   **acc_noise(runs[("with mom.", d, k)], runs[("w/o mom.", d, k)])))
+            a, b = fs[("with mom.", d, k)], fs[("w/o mom.", d, k)]
+            claims.append(ev.at_least(f"momentum-{k}-{d}", f"{d}: momentum >= no momentum for {method_label(k)}", a,
+                                      0.0, baseline=b, detail=f"with {np.mean(a):.2f} vs without {np.mean(b):.2f}"))
     series = {f"{m}, {d}/{k}": c for (m, d, k), c in curves.items()}
     return {"rows": rows, "paper": [], "claims": claims, "series": series, "deviations": config_deviations(config),
             "notes": ["GN group count is unspecified in the paper; bnfl uses 2 groups (as FixBN/HBN).",
@@ -138,12 +161,10 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             row[f"{col} paper"] = pv
             bars[f"{col} ours"].append(final_stats(runs[(m, d, k)])[0])
         rows.append(row)
-    claims = []
-    for (m, d), col in zip(_GN_SETTINGS, cols, strict=True):
-        tan, gn = final_stats(runs[(m, d, "fedtan")])[0], final_stats(runs[(m, d, "fedavg+gn")])[0]
-        claims.append(at_least(f"{m}-{d}", f"{col}: FedTAN >= FedAvg+GN", tan - gn, 0.0,
-                               detail=f"FedTAN {tan:.2f} vs FedAvg+GN {gn:.2f}",
-                               **acc_noise(runs[(m, d, "fedtan")], runs[(m, d, "fedavg+gn")])))
+    ev = Seeds(ctx.seeds, runs[_GN_SETTINGS[0] + ("fedtan",)])
+    claims = [_final_claim(ev, f"{m}-{d}", f"{col}: FedTAN >= FedAvg+GN", finals(runs[(m, d, "fedtan")]),
+                           finals(runs[(m, d, "fedavg+gn")]))
+              for (m, d), col in zip(_GN_SETTINGS, cols, strict=True)]
     paper = [{"FL scheme": n, **dict(zip(cols, v, strict=True))} for n, *v in TABLE2]
     notes = ["The 'with momentum' FedTAN values equal Table 1.",
              "FixBN Table 4 quotes FedAvg+GN iid as 91.26, FedTAN's own iid value; Table 2 says 88.41 (CATALOG §5.5).",
@@ -177,24 +198,32 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
     curves = {key: curve(r) for key, r in runs.items()}
     rows, claims = [], []
+    ev = Seeds(ctx.seeds, runs[_GN_SETTINGS[0] + ("fedtan",)])
     for m, d in _GN_SETTINGS:
         tan, gn = curves[(m, d, "fedtan")], curves[(m, d, "fedavg+gn")]
-        # Like with like: the data each method had exchanged when it FIRST reached FedAvg+GN's final
-        # accuracy (FedAvg+GN may reach it long before its last round).
-        target = gn["y"][-1]
-        hit = rounds_to(tan, target, x="mib")
-        gn_hit = rounds_to(gn, target, x="mib")
-        rows.append({"setting": f"{m}, {d}", "FedAvg+GN final acc": target, "FedAvg+GN MiB (total)": gn["mib"][-1],
-                     "FedAvg+GN MiB to first reach it": gn_hit,
-                     "FedTAN MiB to first reach it": hit if math.isfinite(hit) else None,
+        # Like with like: the data each method had exchanged when it FIRST came within the noise of
+        # FedAvg+GN's final accuracy (FedAvg+GN may reach it long before its last round), per seed.
+        hit, gn_hit, targets, tol = _first_hits(ev, runs[(m, d, "fedtan")], runs[(m, d, "fedavg+gn")])
+        never = [s for s, v in zip(ev.seeds, hit, strict=True) if math.isinf(v)]
+        rows.append({"setting": f"{m}, {d}", "FedAvg+GN final acc": round(float(np.mean(targets)), 2),
+                     "hit tolerance (pts)": round(tol, 2), "FedAvg+GN MiB (total)": gn["mib"][-1],
+                     "FedAvg+GN MiB to first reach it": round(float(np.mean(gn_hit)), 3),
+                     "FedTAN MiB to first reach it": None if never else round(float(np.mean(hit)), 3),
                      "FedTAN comm rounds": tan["comm_rounds"][-1], "FedAvg+GN comm rounds": gn["comm_rounds"][-1]})
-        claims.append(at_most(f"mib-{m}-{d}", f"{m} {d}: to first reach FedAvg+GN's final accuracy, FedTAN "
-                              "exchanges fewer MiB than FedAvg+GN", hit, gn_hit,
-                              detail=f"{target:.2f}% first reached after {hit:.3f} MiB (FedTAN) vs "
-                                     f"{gn_hit:.3f} MiB (FedAvg+GN, {gn['mib'][-1]:.3f} MiB in total)",
-                              why=("FedAvg+GN first touches its final accuracy early in the run and FedTAN's "
-                                   "iterations also carry the BN statistics; compared first hit with first hit, "
-                                   "the bits advantage the paper reports does not show in this setting")))
+        name, stmt = (f"mib-{m}-{d}", f"{m} {d}: to first reach FedAvg+GN's final accuracy (within {tol:.2f} pts), "
+                      "FedTAN exchanges fewer MiB than FedAvg+GN")
+        why = ("FedAvg+GN first touches its final accuracy early in the run and FedTAN's iterations also carry "
+               "the BN statistics; compared first hit with first hit, the bits advantage the paper reports does "
+               "not show in this setting")
+        if never:
+            claims.append(Claim(name, stmt, "fail", None, None, None,
+                                f"FedTAN never came within {tol:.2f} pts of FedAvg+GN's final accuracy (seeds {never})",
+                                f"FedTAN's curve stays more than the noise ({tol:.2f} pts) below the target: {why}"))
+        else:
+            claims.append(ev.at_most(name, stmt, hit, 0.0, baseline=gn_hit, why=why,
+                                     detail=f"{np.mean(targets):.2f}% (-{tol:.2f}) first reached after "
+                                            f"{np.mean(hit):.3f} MiB (FedTAN) vs {np.mean(gn_hit):.3f} MiB (FedAvg+GN, "
+                                            f"{gn['mib'][-1]:.3f} MiB in total), means over seeds"))
     # Communication rounds per iteration: 3L+1 for FedTAN vs 1 for FedAvg.
     c = curves[("w/o mom.", "non-iid", "fedtan")]
     per_iter = c["comm_rounds"][-1] / c["x"][-1]
@@ -206,8 +235,10 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     series = {f"{m}, {d}/{k}": {"x": cv["mib"], "y": cv["y"], "std": cv["std"]}
               for (m, d, k), cv in curves.items()}
     notes = ["x-axis: cumulative bytes counted by the engine's channel (uploads of all clients + one broadcast), in MiB.",
-             "The MiB check compares first hits with first hits: each method's cumulative MiB when its curve "
-             "first reaches FedAvg+GN's final accuracy.",
+             "The MiB check compares first hits with first hits, per seed: each method's cumulative MiB when its "
+             "curve first comes within the noise of that seed's FedAvg+GN final accuracy; the noise is the larger "
+             "of one test sample and the half width of the 95% t-interval of FedAvg+GN's final accuracy over the "
+             "seeds (column 'hit tolerance'). A seed whose FedTAN curve never comes that close fails the claim.",
              "Per-iteration volumes at paper scale: fedtan-tab3.", REFERENCE_MOMENTUM_NOTE]
     return {"rows": rows, "paper": [], "claims": claims, "series": series, "notes": notes,
             "deviations": config_deviations(config)}

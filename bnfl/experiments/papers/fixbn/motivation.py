@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.claims import at_least, at_most, within
+from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
+from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
 from bnfl.experiments.papers.fixbn.numbers import (
     DECOUPLED_ACC,
     RECALIBRATION_GAIN,
@@ -30,7 +31,6 @@ from bnfl.experiments.papers.fixbn.setups import (
     Q_MLP,
     SEEDS,
     SHARDS,
-    acc_noise,
     label,
     profiles,
     spec,
@@ -80,6 +80,19 @@ def _m(runs: list) -> float:
     return final_stats(runs)[0]
 
 
+def _bn_gap(ev: Seeds, f: Mapping[str, list[float]]) -> Claim:
+    """BN's FL gap at E = 1 (Table 1; Fig. 1 shows the same bars and links here)."""
+    return ev.at_least("bn-gap", "BN: centralized - FL >= 15 pts", f["centralized"], 15.0, baseline=f["fedavg+bn"],
+                       detail=f"Centralized+BN {np.mean(f['centralized']):.2f}, FedAvg+BN {np.mean(f['fedavg+bn']):.2f}")
+
+
+def _gn_gap(ev: Seeds, f: Mapping[str, list[float]]) -> Claim:
+    """GN's FL gap at E = 1 (Table 1; Fig. 1 links here)."""
+    return ev.within("gn-gap", "GN: |FL - centralized| <= 2 pts", f["fedavg+gn"], f["centralized+gn"], 2.0,
+                     detail=f"Centralized+GN {np.mean(f['centralized+gn']):.2f}, FedAvg+GN "
+                            f"{np.mean(f['fedavg+gn']):.2f}")
+
+
 @entry(
     "fixbn-fig1",
     title="E = 1: FL vs centralized for BN, GN, FixBN, FixBN*",
@@ -99,20 +112,23 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     m = {k: _m(r) for k, r in runs.items()}
     rows = [{"method": label(k), "test acc (%)": fmt_mean_std(*final_stats(r))} for k, r in runs.items()
             if k != "decoupled-bn"]
+    f = {k: finals(r) for k, r in runs.items()}
+    ev = Seeds(ctx.seeds, runs["centralized"])
     gap = m["centralized"] - m["fedavg+bn"]
     closed = (m["fixbn"] - m["fedavg+bn"]) / gap if gap > 0 else float("nan")
+    # Per seed: the share of that seed's BN gap that FixBN closes (a seed without a gap has no share).
+    shares = [(x - a) / (c - a) if c - a > 0 else float("nan")
+              for c, a, x in zip(f["centralized"], f["fedavg+bn"], f["fixbn"], strict=True)]
     claims = [
-        at_least("bn-gap", "FedAvg+BN <= Centralized+BN - 15 pts", gap, 15.0,
-                 detail=f"Centralized+BN {m['centralized']:.2f} - FedAvg+BN {m['fedavg+bn']:.2f} = {gap:.2f} pts",
-                 **acc_noise(runs["centralized"], runs["fedavg+bn"])),
-        at_least("fixbn-closes", "FixBN closes >= 70% of the BN gap", closed, 0.7,
-                 detail=f"(FixBN {m['fixbn']:.2f} - FedAvg+BN {m['fedavg+bn']:.2f}) / gap {gap:.2f} = {closed:.2f}"),
-        within("gn-gap", "|FedAvg+GN - Centralized+GN| <= 2 pts", m["fedavg+gn"], m["centralized+gn"], 2.0,
-               detail=f"FedAvg+GN {m['fedavg+gn']:.2f} vs Centralized+GN {m['centralized+gn']:.2f}",
-               **acc_noise(runs["fedavg+gn"], runs["centralized+gn"])),
-        at_least("star", "FixBN* (local momentum) >= FixBN - 0.5", m["fixbn-local"] - m["fixbn"], -0.5,
-                 detail=f"FixBN* {m['fixbn-local']:.2f} vs FixBN {m['fixbn']:.2f}",
-                 **acc_noise(runs["fixbn-local"], runs["fixbn"])),
+        # The same runs and statements as fixbn-tab1's gaps: counted there.
+        linked(_bn_gap(ev, f), "fixbn-tab1"),
+        ev.at_least("fixbn-closes", "FixBN closes >= 70% of the BN gap (per seed: (FixBN - FedAvg+BN) / (Central - "
+                    "FedAvg+BN))", shares, 0.7,
+                    detail=f"(FixBN {m['fixbn']:.2f} - FedAvg+BN {m['fedavg+bn']:.2f}) / gap {gap:.2f} = {closed:.2f} "
+                           "(means)"),
+        linked(_gn_gap(ev, f), "fixbn-tab1"),
+        ev.at_least("star", "FixBN* (local momentum) >= FixBN - 0.5", f["fixbn-local"], -0.5, baseline=f["fixbn"],
+                    detail=f"FixBN* {m['fixbn-local']:.2f} vs FixBN {m['fixbn']:.2f}"),
     ]
     paper = [{"method": f"{n} centralized", "acc (%)": c} for n, c, _ in TABLE1] + \
             [{"method": f"{n} FL", "acc (%)": f} for n, _, f in TABLE1] + \
@@ -175,23 +191,20 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         {"Norm": "BN, statistics re-accumulated on pooled data (Sec. 3.4)", "FL ours": f"{recal:.2f}",
          "FL paper": f"gain {RECALIBRATION_GAIN}"},
     ]
-    gn_gap, bn_gap = m["centralized+gn"] - m["fedavg+gn"], m["centralized"] - m["fedavg+bn"]
+    f = {k: finals(r) for k, r in runs.items()}
+    ev = Seeds(ctx.seeds, runs["centralized"])
+    recal_s = [float(r.get("recalibrated_acc", np.nan)) for r in runs["fedavg+bn"]]
     pc, pf = parse_mean_std(TABLE1[1][1])[0], parse_mean_std(TABLE1[1][2])[0]
     claims = [
-        at_most("gn-gap", "GN: |FL - centralized| <= 2 pts", abs(gn_gap), 2.0,
-                detail=f"Centralized+GN {m['centralized+gn']:.2f}, FedAvg+GN {m['fedavg+gn']:.2f}",
-                **acc_noise(runs["centralized+gn"], runs["fedavg+gn"])),
-        at_least("bn-gap", "BN: centralized - FL >= 15 pts", bn_gap, 15.0,
-                 detail=f"Centralized+BN {m['centralized']:.2f}, FedAvg+BN {m['fedavg+bn']:.2f}",
-                 **acc_noise(runs["centralized"], runs["fedavg+bn"])),
-        at_least("decoupled-above-fedavg", "decoupled BN >= FedAvg+BN", m["decoupled-bn"] - m["fedavg+bn"], 0.0,
-                 detail=f"decoupled {m['decoupled-bn']:.2f} vs FedAvg+BN {m['fedavg+bn']:.2f}",
-                 **acc_noise(runs["decoupled-bn"], runs["fedavg+bn"])),
-        at_least("decoupled-below-central", "decoupled BN <= Centralized+BN", m["centralized"] - m["decoupled-bn"],
-                 0.0, detail=f"decoupled {m['decoupled-bn']:.2f} vs Centralized+BN {m['centralized']:.2f}",
-                 **acc_noise(runs["decoupled-bn"], runs["centralized"])),
-        at_most("recalibration-gain", "re-accumulating the statistics gains <= 2 pts", recal - m["fedavg+bn"], 2.0,
-                detail=f"FedAvg+BN {m['fedavg+bn']:.2f} -> {recal:.2f} after re-accumulation"),
+        _gn_gap(ev, f),
+        _bn_gap(ev, f),
+        ev.at_least("decoupled-above-fedavg", "decoupled BN >= FedAvg+BN", f["decoupled-bn"], 0.0,
+                    baseline=f["fedavg+bn"], detail=f"decoupled {m['decoupled-bn']:.2f} vs FedAvg+BN {m['fedavg+bn']:.2f}"),
+        ev.at_least("decoupled-below-central", "decoupled BN <= Centralized+BN", f["centralized"], 0.0,
+                    baseline=f["decoupled-bn"],
+                    detail=f"decoupled {m['decoupled-bn']:.2f} vs Centralized+BN {m['centralized']:.2f}"),
+        ev.at_most("recalibration-gain", "re-accumulating the statistics gains <= 2 pts", recal_s, 2.0,
+                   baseline=f["fedavg+bn"], detail=f"FedAvg+BN {m['fedavg+bn']:.2f} -> {recal:.2f} after re-accumulation"),
         within("text-gap", f"the text's '{TEXT_GAP}' BN gap vs Table 1 ({pc} - {pf})", pc - pf, 45.0, 2.0,
                detail=f"{pc} - {pf} = {pc - pf:.2f} pts vs 'about 45%' (CATALOG §5.6)", kind="consistency"),
     ]
@@ -243,6 +256,19 @@ _F_SMOKE = {**_E1_SMOKE, "freeze": {"rounds": 4, "train": {"local_steps": 2, "ev
             "freeze_percent": [0, 50, 100]}
 
 
+def _stats_ratios(run: Mapping[str, Any], k: int) -> tuple[float, float, float]:
+    """One run's Fig. 2 (a)/(b) ratios: global change first/last ``k`` rounds, local distance / global
+    change at the end, windowed variance end / max (``inf``/NaN where a denominator is 0)."""
+    def arr(key: str) -> np.ndarray:
+        return np.array([np.nan if v is None else v for v in run[key]], float)
+
+    g, loc, var = arr("stats_global_l1"), arr("stats_local_l1"), arr("stats_window_var")
+    first, last = float(np.nanmean(g[:k])), float(np.nanmean(g[-k:]))
+    vmax = float(np.nanmax(var)) if np.isfinite(var).any() else float("nan")
+    return (first / last if last > 0 else float("inf"), float(np.nanmean(loc[-k:])) / last if last > 0 else float("inf"),
+            float(var[-1]) / vmax if vmax > 0 else float("nan"))
+
+
 @entry(
     "fixbn-fig2",
     title="BN statistics dynamics and the freezing round",
@@ -279,30 +305,31 @@ def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows.append({"(a) global change, first 5%": first, "last 5%": last, "local distance, last 5%": loc_last,
                  "(b) window variance end / max": f"{var_end:.3g} / {var_max:.3g}"})
     best = max([p for p in acc if 0 < p < 100] or list(acc), key=lambda p: acc[p])
+    ev = Seeds(ctx.seeds, bn)
+    per = [_stats_ratios(r, k) for r in bn]  # per seed: (first / last, local / last, end / max)
+    fz = {p: finals(r) for p, r in freeze.items()}
+    half = fz.get(50, fz[max(acc)])
     claims = [
-        at_least("global-converges", "(a) the global statistics' change falls >= 10x from the first to the last 5% "
-                 "of rounds", first / last if last > 0 else float("inf"), 10.0,
-                 detail=f"mean L1 change {first:.4g} (first 5%) -> {last:.4g} (last 5%)",
-                 why=("the global statistics settle within the first few percent of rounds, so the first-5% "
-                      "window already sits near the floor that mini-batch noise sets")),
-        at_least("local-stays-far", "(a) the local mini-batch distance stays >= 2x the global change at the end",
-                 loc_last / last if last > 0 else float("inf"), 2.0,
-                 detail=f"local {loc_last:.4g} vs global {last:.4g} (last 5%)"),
-        at_most("window-variance", "(b) windowed variance at the end <= 0.1 x its maximum",
-                var_end / var_max if var_max > 0 else float("nan"), 0.1,
-                detail=f"end {var_end:.4g}, max {var_max:.4g}",
-                why=("non-iid clients keep drifting their local statistics, so the windowed variance keeps a "
-                     "floor above 10% of its early peak on this proxy")),
-        at_least("freeze-half-beats-never", "(c) acc(T* = 50%) > acc(T* = 100%, never frozen)",
-                 acc.get(50, float("nan")) - acc[max(acc)], 0.0,
-                 detail=f"T*=50%: {acc.get(50, float('nan')):.2f} vs never: {acc[max(acc)]:.2f} (best interior T*: "
-                        f"{best}% with {acc[best]:.2f})",
-                 **acc_noise(freeze.get(50, freeze[max(acc)]), freeze[max(acc)])),
-        at_least("freeze-zero-worse", "(c) T* = 0 is worse than T* = 50%", acc.get(50, float("nan")) - acc[min(acc)], 0.0,
-                 detail=f"T*=0: {acc[min(acc)]:.2f} vs T*=50%: {acc.get(50, float('nan')):.2f}",
-                 **acc_noise(freeze.get(50, freeze[min(acc)]), freeze[min(acc)]),
-                 why=("on this proxy the statistics settle so early that freezing them at once costs nothing and "
-                      "removes the noisy local statistics sooner; earlier freezing wins")),
+        ev.at_least("global-converges", "(a) the global statistics' change falls >= 10x from the first to the last 5% "
+                    "of rounds (per seed)", [p[0] for p in per], 10.0,
+                    detail=f"mean L1 change {first:.4g} (first 5%) -> {last:.4g} (last 5%), seed means",
+                    why=("the global statistics settle within the first few percent of rounds, so the first-5% "
+                         "window already sits near the floor that mini-batch noise sets")),
+        ev.at_least("local-stays-far", "(a) the local mini-batch distance stays >= 2x the global change at the end "
+                    "(per seed)", [p[1] for p in per], 2.0,
+                    detail=f"local {loc_last:.4g} vs global {last:.4g} (last 5%, seed means)"),
+        ev.at_most("window-variance", "(b) windowed variance at the end <= 0.1 x its maximum (per seed)",
+                   [p[2] for p in per], 0.1, detail=f"end {var_end:.4g}, max {var_max:.4g} (seed means)",
+                   why=("non-iid clients keep drifting their local statistics, so the windowed variance keeps a "
+                        "floor above 10% of its early peak on this proxy")),
+        ev.at_least("freeze-half-beats-never", "(c) acc(T* = 50%) > acc(T* = 100%, never frozen)",
+                    half, 0.0, baseline=fz[max(acc)],
+                    detail=f"T*=50%: {acc.get(50, float('nan')):.2f} vs never: {acc[max(acc)]:.2f} (best interior T*: "
+                           f"{best}% with {acc[best]:.2f})"),
+        ev.at_least("freeze-zero-worse", "(c) T* = 0 is worse than T* = 50%", half, 0.0, baseline=fz[min(acc)],
+                    detail=f"T*=0: {acc[min(acc)]:.2f} vs T*=50%: {acc.get(50, float('nan')):.2f}",
+                    why=("on this proxy the statistics settle so early that freezing them at once costs nothing and "
+                         "removes the noisy local statistics sooner; earlier freezing wins")),
     ]
     loss = {p: np.array([x["train_loss"] for x in r], float).mean(0).tolist() for p, r in freeze.items()}
     return {"rows": rows, "paper": [], "claims": claims, "deviations": list(config.get("deviations", [])),
