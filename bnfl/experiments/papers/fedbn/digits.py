@@ -23,6 +23,7 @@ from bnfl.experiments.papers.fedbn.setups import (
     P_DIGITS,
     Q_DIGITS,
     SEEDS,
+    SWEEP_SEEDS,
     local_epochs,
     per_domain_stats,
     per_seed_claim,
@@ -300,7 +301,7 @@ _E7 = (1, 4, 16)
     look_for=("One panel per E, at a fixed budget of T epochs (T/E rounds): FedBN's loss below FedAvg's in each. "
               "The paper's list of E is stripped; the catalog uses {1, 4, 16}."),
     kind="training",
-    seeds=SEEDS,  # Fig. 3's seeds: E = 1 is Fig. 3's runs (shown here, counted there)
+    seeds=SWEEP_SEEDS,  # fedbn-fig4 (a)'s runs (same E, budget and seeds): trained once
     configs=profiles({**_QUICK, "E": list(_E7)}, {**_PAPER, "E": list(_E7)}, smoke={**_SMOKE, "E": [1, 2]}),
 )
 def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
@@ -310,13 +311,13 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     for E in config["E"]:
         specs = {k: spec(config["base"], variant(k), local_epochs(int(E), int(config["epochs"])))
                  for k in ("FedAvg", "FedBN")}
-        runs = {k: fedbn_runs(ctx, s, unseen=config.get("unseen", ())) for k, s in specs.items()}
+        runs = {k: fedbn_runs(ctx, s) for k, s in specs.items()}
         avg, bn = _curve(runs["FedAvg"]), _curve(runs["FedBN"])
         series[str(E)] = {"epoch": (np.arange(1, avg.size + 1) * int(E)).tolist(), "FedAvg": avg.round(5).tolist(),
                           "FedBN": bn.round(5).tolist()}
         mine = _loss_claims(f"E = {E}: ", runs["FedAvg"], runs["FedBN"], list(ctx.seeds), slug=f"e{E}-")
         if all(canonical(s) == canonical(spec(config["base"], variant(k))) for k, s in specs.items()):
-            mine = [linked(c, "fedbn-fig3") for c in mine]  # the same runs and checks as fedbn-fig3's
+            mine = [linked(c, "fedbn-fig3") for c in mine]  # fedbn-fig3's setting and checks (5 seeds there)
         claims += mine
         rows.append({"E": int(E), "rounds": int(avg.size), "FedAvg final loss": round(float(avg[-1]), 4),
                      "FedBN final loss": round(float(bn[-1]), 4)})

@@ -54,14 +54,17 @@ def _fraction_data(base: dict[str, Any], f: float) -> dict[str, Any]:
     return spec(base, {"data": {"fraction": float(f)}})  # a fraction of the 7438 digits of each data set
 
 
-def _runs(ctx: Context, *parts: dict[str, Any]) -> list[dict[str, Any]]:
-    """The runs of one setting over the context's seeds (lock-step), final accuracies only."""
-    return fedbn_runs(ctx, spec(*parts), curve=False)
+def _runs(ctx: Context, *parts: dict[str, Any], curve: bool = False) -> list[dict[str, Any]]:
+    """The runs of one setting over the context's seeds (lock-step); ``curve``: with the per-round
+    loss too."""
+    return fedbn_runs(ctx, spec(*parts), curve=curve)
 
 
 def _panel_a(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
-    """Method -> E -> per-seed mean accuracy over the domains."""
-    return {k: {str(E): seed_means(_runs(ctx, config["base"], variant(k), local_epochs(int(E), int(config["epochs"]))))
+    """Method -> E -> per-seed mean accuracy over the domains. With the loss curves: these are
+    fedbn-fig7's runs (its E = 1, 4, 16 at the same budget and seeds), trained once."""
+    return {k: {str(E): seed_means(_runs(ctx, config["base"], variant(k), local_epochs(int(E), int(config["epochs"])),
+                                         curve=True))
                 for E in config["E"]} for k in ("FedAvg", "FedBN")}
 
 
