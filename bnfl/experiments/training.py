@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments.core import Context, config_hash
+from bnfl.experiments.observers import Observer, observer_keys
 
 __all__ = ["canonical", "final", "load_data", "mean_std", "train", "train_seeds"]
 
@@ -122,21 +123,26 @@ def _round(xs: Sequence[Any], nd: int = 5) -> list[Any]:
 
 
 def _build(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool,
-           batched: str = "off") -> tuple[Any, Any]:
-    """The :class:`bnfl.fl.Simulation` of ``spec`` and its data split."""
+           batched: str = "off", observers: Sequence[Observer] = ()) -> tuple[Any, Any]:
+    """The :class:`bnfl.fl.Simulation` of ``spec`` and its data split (``observers`` attached)."""
     from bnfl import fl
 
     split = load_data(spec["data"], data_root=data_root)
     cfg = fl.RunConfig.from_dict({**spec, "device": device,
                                   "train": {**spec["train"], "progress": progress, "batched": batched}})
-    return fl.build(cfg, data_root=data_root, split=split), split
+    sim = fl.build(cfg, data_root=data_root, split=split)
+    for obs in observers:
+        obs.attach(sim)
+    return sim, split
 
 
 def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool,
-         batched: str = "off") -> dict[str, Any]:
+         batched: str = "off", observers: Sequence[Observer] = ()) -> dict[str, Any]:
     start = time.perf_counter()
-    sim, split = _build(spec, device=device, data_root=data_root, progress=progress, batched=batched)
-    return _summary(spec, sim, split, _outcome(sim), batched=batched, seconds=time.perf_counter() - start)
+    sim, split = _build(spec, device=device, data_root=data_root, progress=progress, batched=batched,
+                        observers=observers)
+    return _summary(spec, sim, split, _outcome(sim), batched=batched, seconds=time.perf_counter() - start,
+                    observers=observers)
 
 
 def _outcome(sim: Any) -> Any:
@@ -151,9 +157,10 @@ def _outcome(sim: Any) -> Any:
 
 
 def _summary(spec: dict[str, Any], sim: Any, split: Any, outcome: Any, *, batched: str,
-             seconds: float) -> dict[str, Any]:
+             seconds: float, observers: Sequence[Observer] = ()) -> dict[str, Any]:
     """The compact record of a finished run (``outcome``: its History, or the DivergenceError
-    it stopped with; any other exception is raised)."""
+    it stopped with; any other exception is raised), with the fields each of ``observers``
+    records (:meth:`~bnfl.experiments.observers.Observer.record`)."""
     from bnfl import fl
     from bnfl.fl.engine import accuracy
 
@@ -198,12 +205,15 @@ def _summary(spec: dict[str, Any], sim: Any, split: Any, outcome: Any, *, batche
             out["domain_acc_clients"] = [accs(sim.client_model(c)) for c in range(sim.num_clients)]
         else:
             out["domain_acc_global"] = accs(sim.global_model())
+    for obs in observers:
+        out.update(obs.record(sim, split, history, diverged=diverged))
     return out
 
 
-def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None) -> dict[str, Any]:
+def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None,
+         observers: Sequence[Observer] = ()) -> dict[str, Any]:
     """The cache key of the canonical ``spec`` run under ``ctx`` (``group``: the seeds it trained
-    beside, :func:`train_seeds`)."""
+    beside, :func:`train_seeds`; ``observers``: what it records beyond the summary)."""
     from bnfl.data import DATASETS
 
     key = {"spec": spec, "device": ctx.device}
@@ -213,22 +223,27 @@ def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None)
         key["batched"] = ctx.batched
     if group is not None:  # and from one seed's own batched run (the padding depends on the group)
         key["seed_group"] = [int(s) for s in group]
+    if observers:  # (keys of runs without observers stay as they were)
+        key["observers"] = observer_keys(observers)
     return key
 
 
 def train(ctx: Context, spec: Mapping[str, Any], *, ready: Mapping[str, dict[str, Any]] | None = None,
-          group: Sequence[int] | None = None) -> dict[str, Any]:
+          group: Sequence[int] | None = None, observers: Sequence[Observer] = ()) -> dict[str, Any]:
     """Run (or fetch from ``ctx.cache``) one training run; see the module docstring for ``spec``.
     ``ready``: summaries already computed by :func:`train_seeds` for the seeds ``group``, by
-    cache key."""
+    cache key. ``observers``: :class:`~bnfl.experiments.observers.Observer` instances whose
+    round hooks run inside the training loop and whose fields join the summary (default none)."""
     spec = canonical(spec)
-    key = _key(ctx, spec, group)
+    observers = tuple(observers)
+    key = _key(ctx, spec, group, observers)
 
     def compute() -> dict[str, Any]:
         done = (ready or {}).get(config_hash(key))
         if done is not None:
             return done
-        return _run(spec, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress, batched=ctx.batched)
+        return _run(spec, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress, batched=ctx.batched,
+                    observers=observers)
 
     out = compute() if ctx.cache is None else ctx.cache.get_or_compute(key, compute)
     ctx.runs_used[config_hash(key)] = float(out.get("seconds", 0.0))
@@ -244,7 +259,8 @@ def _seed_spec(spec: Mapping[str, Any], seed: int) -> dict[str, Any]:
     return one
 
 
-def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int]) -> dict[str, dict[str, Any]]:
+def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int],
+              observers: Sequence[Observer] = ()) -> dict[str, dict[str, Any]]:
     """The summaries of ``specs`` (canonical, one per seed of ``group``), trained together unless
     ``ctx.cache`` holds all of them: :func:`bnfl.fl.lockstep.run_lockstep` trains every seed's
     clients in one batched computation per round. A seed's run then equals its own batched run
@@ -254,32 +270,35 @@ def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int
     cannot take (:func:`bnfl.fl.batched.batched_obstacle`) run one by one."""
     from bnfl.fl.lockstep import run_lockstep
 
-    if ctx.cache is not None and all(ctx.cache.get(_key(ctx, s, group)) is not None for s in specs):
+    if ctx.cache is not None and all(ctx.cache.get(_key(ctx, s, group, observers)) is not None for s in specs):
         return {}
     start = time.perf_counter()
     built = [(s, *_build(s, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress,
-                         batched=ctx.batched)) for s in specs]
+                         batched=ctx.batched, observers=observers)) for s in specs]
     together = [sim for _, sim, _ in built if sim._batched is not None]
     outcomes = dict(zip(map(id, together), run_lockstep(together), strict=True)) if len(together) > 1 else {}
     for _, sim, _ in built:
         if id(sim) not in outcomes:
             outcomes[id(sim)] = _outcome(sim)
     seconds = (time.perf_counter() - start) / len(built)  # each run's share of the joint time
-    return {config_hash(_key(ctx, s, group)): _summary(s, sim, split, outcomes[id(sim)], batched=ctx.batched,
-                                                       seconds=seconds)
+    return {config_hash(_key(ctx, s, group, observers)): _summary(s, sim, split, outcomes[id(sim)],
+                                                                  batched=ctx.batched, seconds=seconds,
+                                                                  observers=observers)
             for s, sim, split in built}
 
 
-def train_seeds(ctx: Context, spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+def train_seeds(ctx: Context, spec: Mapping[str, Any], *, observers: Sequence[Observer] = ()) -> list[dict[str, Any]]:
     """:func:`train` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition).
     With the batched engine (``ctx.batched`` ``"auto"``/``"on"``) and several seeds, the seeds
-    train together, their clients in one batched computation per round (:func:`_lockstep`)."""
+    train together, their clients in one batched computation per round (:func:`_lockstep`).
+    ``observers``: as in :func:`train`; their round hooks run in each seed's own loop."""
+    observers = tuple(observers)
     specs = [canonical(_seed_spec(spec, s)) for s in ctx.seeds]
     if ctx.batched == "off" or len(specs) < 2:
-        return [train(ctx, one) for one in specs]
+        return [train(ctx, one, observers=observers) for one in specs]
     group = [int(s) for s in ctx.seeds]
-    ready = _lockstep(ctx, specs, group)
-    return [train(ctx, one, ready=ready, group=group) for one in specs]
+    ready = _lockstep(ctx, specs, group, observers)
+    return [train(ctx, one, ready=ready, group=group, observers=observers) for one in specs]
 
 
 def final(run: Mapping[str, Any], key: str = "test_acc") -> float:

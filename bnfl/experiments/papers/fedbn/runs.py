@@ -1,7 +1,9 @@
 """FedBN runs: FedBN's per-client protocol recorded during and after training.
 
-:func:`fedbn_run` builds a run with the one builder (:func:`bnfl.fl.build`), trains it and records
-what the FedBN entries read, cached like any training run:
+:func:`fedbn_run` / :func:`fedbn_runs` train through the shared training loop
+(:func:`bnfl.experiments.training.train` / ``train_seeds``: the context's engine, the seeds in
+lock-step on the batched engine, cached like any run) with the :class:`FedBNProtocol` observer,
+which records what the FedBN entries read besides the standard summary:
 
 - ``domain_acc``: each domain's test accuracy (%) under FedBN's protocol: a personalised client
   (FedBN, SingleSet) with its own model, a shared-model client (FedAvg, FedProx, centralized)
@@ -19,7 +21,6 @@ what the FedBN entries read, cached like any training run:
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,9 +28,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from bnfl.experiments.core import Context, config_hash
+from bnfl.experiments.core import Context
+from bnfl.experiments.observers import Observer
 
-__all__ = ["fedbn_run", "fedbn_runs", "new_client_model"]
+__all__ = ["FedBNProtocol", "fedbn_run", "fedbn_runs", "new_client_model"]
 
 
 def _bn_layers(model: nn.Module) -> list[tuple[str, nn.modules.batchnorm._BatchNorm]]:
@@ -66,44 +68,49 @@ def _eval(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, fl
     return 100.0 * float((out.argmax(1) == y).float().mean()), loss
 
 
-def _run(spec: dict[str, Any], unseen: Sequence[str], *, device: str, data_root: str | None) -> dict[str, Any]:
-    from bnfl import fl
-    from bnfl.experiments.training import load_data
+class FedBNProtocol(Observer):
+    """FedBN's per-client protocol as an observer of the shared training loop
+    (:mod:`bnfl.experiments.observers`): a round hook records ``eval_loss`` after every round's
+    aggregation, and :meth:`record` adds ``domain_acc`` / ``n_test_domain`` and, with ``unseen``,
+    ``unseen_acc`` / ``n_test_unseen`` (module docstring). Nothing here changes the training: the
+    models are evaluated as copies, in eval mode, without gradients."""
 
-    start = time.perf_counter()
-    split = load_data(spec["data"], data_root=data_root)
-    # sequential: these runs were never batched (their committed numbers are the sequential engine's)
-    cfg = fl.RunConfig.from_dict({**spec, "device": device, "train": {**spec["train"], "progress": False,
-                                                                      "batched": "off"}})
-    sim = fl.build(cfg, data_root=data_root, split=split)
-    personal = sim.algorithm.personalized
-    clients = range(sim.num_clients)
+    def __init__(self, unseen: Sequence[str] = (), *, curve: bool = True, data: Mapping[str, Any] | None = None,
+                 data_root: str | None = None) -> None:
+        self.unseen = [str(s) for s in unseen]
+        self.curve = bool(curve)
+        if self.unseen and data is None:
+            raise ValueError("FedBNProtocol: unseen domains need the run spec's data entry (data=spec['data'])")
+        self.data = dict(data or {})  # the run's data spec (part of the run's cache key already)
+        self.data_root = data_root
 
-    def holding(c: int) -> nn.Module:
-        return sim.client_model(c) if personal else sim.global_model()
+    def key(self) -> dict[str, Any]:
+        return {"fedbn_protocol": 2, "unseen": list(self.unseen), "eval_loss": self.curve}
 
-    def eval_loss(s: Any, r: int) -> dict[str, Any]:
-        losses = []
-        for c in clients:
-            idx = torch.as_tensor(s.client_indices[c], device=s.device)
-            losses.append(_eval(holding(c), s.x_train[idx], s.y_train[idx])[1])
-        return {"eval_loss": float(np.mean(losses))}
+    @staticmethod
+    def _holding(sim: Any, c: int) -> nn.Module:
+        return sim.client_model(c) if sim.algorithm.personalized else sim.global_model()
 
-    if not sim.algorithm.centralized:
+    def attach(self, sim: Any) -> None:
+        if sim.algorithm.centralized or not self.curve:
+            return
+
+        def eval_loss(s: Any, r: int) -> dict[str, Any]:
+            losses = []
+            for c in range(s.num_clients):
+                idx = torch.as_tensor(s.client_indices[c], device=s.device)
+                losses.append(_eval(self._holding(s, c), s.x_train[idx], s.y_train[idx])[1])
+            return {"eval_loss": float(np.mean(losses))}
+
         sim.round_hooks.append(eval_loss)
-    diverged = False
-    try:
-        history = sim.run()
-    except fl.DivergenceError as err:
-        history, diverged = err.history, True
-    rows = history.rows
-    out: dict[str, Any] = {
-        "method": spec["method"], "diverged": diverged, "rounds_done": len(rows),
-        "train_loss": [None if r["train_loss"] is None else round(float(r["train_loss"]), 5) for r in rows],
-        "eval_loss": [round(float(r["eval_loss"]), 5) for r in rows if "eval_loss" in r],
-        "domains": list(split.domains or []), "n_test": int(sim.y_test.shape[0]),
-    }
-    if not diverged:
+
+    def record(self, sim: Any, split: Any, history: Any, *, diverged: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"eval_loss": [round(float(r["eval_loss"]), 5) for r in history.rows if "eval_loss" in r],
+                               "domains": list(split.domains or [])}
+        if diverged:
+            return out
+        personal = sim.algorithm.personalized
+        clients = range(sim.num_clients)
         dom_test = split.domain_test.to(sim.x_test.device)
         dom_train = split.domain_train.numpy()
         owner = [int(dom_train[int(idx[0])]) for idx in sim.client_indices] if not sim.algorithm.centralized else []
@@ -119,54 +126,46 @@ def _run(spec: dict[str, Any], unseen: Sequence[str], *, device: str, data_root:
                 accs.append(_eval(glob, sim.x_test[sel], sim.y_test[sel])[0])
         out["domain_acc"] = [round(a, 3) for a in accs]
         out["n_test_domain"] = [int((dom_test == j).sum()) for j in range(len(split.domains))]
-        out["test_acc"] = [round(float(np.mean(accs)), 3)]
-        if unseen:
+        if self.unseen:
             from bnfl.data.domains import unseen_domain_test
 
-            data = spec["data"]
+            data = self.data
             out["unseen_acc"] = {}
-            for style in unseen:
+            for style in self.unseen:
                 if style.startswith("morpho:"):  # paper profile: Morpho-MNIST under the data root
                     from pathlib import Path
 
                     from bnfl.data import morpho_mnist
 
-                    x, y = morpho_mnist(Path(data_root or ".") / "morpho_mnist", style.split(":", 1)[1],
+                    x, y = morpho_mnist(Path(self.data_root or ".") / "morpho_mnist", style.split(":", 1)[1],
                                         size=int(data.get("size", 28)))
                 else:
                     x, y = unseen_domain_test(style, data["domains"], int(data.get("seed", 0)),
                                               form=data.get("form", "image"))
-                x, y = x.to(sim.x_test.device), y.to(sim.x_test.device)
+                x, y = x.to(sim.x_test.device, sim.x_test.dtype), y.to(sim.x_test.device)
                 model = new_client_model([sim.client_model(c) for c in clients], x) if personal else glob
                 out["unseen_acc"][style] = round(_eval(model, x, y)[0], 3)
             out["n_test_unseen"] = int(x.shape[0])
-    out["seconds"] = round(time.perf_counter() - start, 2)
-    return out
+        return out
 
 
-def fedbn_run(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = ()) -> dict[str, Any]:
-    """One run of ``spec`` under FedBN's protocol (module docstring), cached in ``ctx.cache``."""
-    from bnfl.experiments.training import canonical
-
-    spec = canonical(spec)
-    key = {"spec": spec, "device": ctx.device, "fedbn_protocol": 1, "unseen": list(unseen)}
-    if ctx.data_root is not None:
-        key["data_root"] = ctx.data_root
-
-    def compute() -> dict[str, Any]:
-        return _run(spec, list(unseen), device=ctx.device, data_root=ctx.data_root)
-
-    out = compute() if ctx.cache is None else ctx.cache.get_or_compute(key, compute)
-    ctx.runs_used[config_hash(key)] = float(out.get("seconds", 0.0))
-    return out
+def _protocol(ctx: Context, spec: Mapping[str, Any], unseen: Sequence[str], curve: bool) -> FedBNProtocol:
+    return FedBNProtocol(unseen, curve=curve, data=spec["data"], data_root=ctx.data_root)
 
 
-def fedbn_runs(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """:func:`fedbn_run` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition)."""
-    runs = []
-    for s in ctx.seeds:
-        one = dict(spec)
-        one["seed"] = int(s)
-        one["partition"] = {"seed": int(s), **dict(one["partition"])}
-        runs.append(fedbn_run(ctx, one, unseen=unseen))
-    return runs
+def fedbn_run(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = (), curve: bool = True) -> dict[str, Any]:
+    """One run of ``spec`` under FedBN's protocol (module docstring): :func:`bnfl.experiments.training.train`
+    with the :class:`FedBNProtocol` observer, on the context's engine, cached like any run.
+    ``curve=False`` skips the per-round ``eval_loss`` (entries that read only final accuracies)."""
+    from bnfl.experiments.training import train
+
+    return train(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
+
+
+def fedbn_runs(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = (),
+               curve: bool = True) -> list[dict[str, Any]]:
+    """:func:`fedbn_run` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition),
+    the seeds in lock-step on the batched engine (:func:`bnfl.experiments.training.train_seeds`)."""
+    from bnfl.experiments.training import train_seeds
+
+    return train_seeds(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])

@@ -26,13 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments.claims import Claim, at_least, at_most
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.curves import merge_specs
 from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_CODE
 
 __all__ = [
-    "FEDAVG_LIKE", "METHODS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "domain_accuracies",
-    "domain_noise", "label", "local_epochs", "mean_over_clients", "profiles", "spec", "variant",
+    "FEDAVG_LIKE", "METHODS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
+    "domain_noise", "label", "local_epochs", "mean_over_clients", "per_seed_claim", "profiles", "seed_means", "spec",
+    "variant",
 ]
 
 #: The four methods of Fig. 5 / Tables 1, 11 (paper row name -> bnfl method id). SingleSet trains
@@ -160,6 +162,38 @@ def local_epochs(E: int, total_epochs: int = ROUNDS_CODE) -> dict[str, Any]:
 
 #: Repeats: "5 trials with different seeds" (Fig. 5, Tables 1 and 11); quick as the catalog says.
 SEEDS = {"smoke": 1, "quick": 5, "paper": 5}
+#: Repeats of the sweeps the paper shows as single runs (Figs. 4, 8, Tables 13-16): at quick the
+#: fewest seeds that give an interval a usable width (3), trained in lock-step on the batched engine.
+SWEEP_SEEDS = {"smoke": 1, "quick": 3, "paper": 5}
+
+
+def seed_means(runs: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Each seed's equal-weight mean over clients (:func:`mean_over_clients`), in seed order."""
+    return [mean_over_clients(r) for r in runs]
+
+
+def per_seed_claim(name: str, statement: str, values: Sequence[float], threshold: float, *,
+                   baseline: Sequence[float] | None = None, seeds: Sequence[int], side: str = "above",
+                   n_test: int | None = None, detail: str = "", why: str = "") -> Claim:
+    """A claim on per-seed ``values`` (minus the paired ``baseline`` when given) against ``threshold``:
+    with 2 or more seeds a 95% t-interval verdict over the seeds (paired by seed: the compared
+    runs share seeds and partitions), stored in ``Claim.interval``
+    (:func:`bnfl.experiments.interval_claims.interval_claim`); with one seed (the smoke profile)
+    the single value with one test sample (``100/n_test``) as its noise floor.
+    ``side``: ``"above"`` claims ``>= threshold``, ``"below"`` ``<= threshold``."""
+    fn = {"above": at_least, "below": at_most}[side]
+    values = [float(v) for v in values]
+    if len(values) != len(seeds) or (baseline is not None and len(baseline) != len(values)):
+        raise ValueError(f"{name}: {len(values)} values, {len(seeds)} seeds and "
+                         f"{None if baseline is None else len(baseline)} baseline values must agree")
+    if len(values) >= 2:
+        return fn(name, statement, values, threshold, detail=detail, why=why,
+                  interval={"baseline": None if baseline is None else [float(b) for b in baseline],
+                            "seeds": [int(s) for s in seeds], "n_test": n_test})
+    one = values[0] - (float(baseline[0]) if baseline is not None else 0.0)
+    noise = None if n_test is None else 100.0 / n_test
+    return fn(name, statement, one, threshold, detail=detail, why=why, noise=noise,
+              noise_label="" if n_test is None else f"one test sample of {n_test}")
 
 SMOKE: dict[str, Any] = {"rounds": 2, "train": {"batch_size": 16, "eval_every": 2}}
 SMOKE_NOTE = "smoke profile: 2 rounds: checks the machinery, not the paper's claims"
