@@ -79,6 +79,10 @@ def interval_text(c: Any) -> str | None:
     iv = getattr(c, "interval", None)
     if not iv:
         return None
+    if "low" not in iv:  # a count over items, each judged by its own interval (papers/hbn/seeded.count_of)
+        items = iv.get("items") or {}
+        return (f"{len(iv.get('passing') or [])} of {len(items)} hold by their own 95% intervals, "
+                f"{len(iv.get('undecided') or [])} undecided ({iv.get('need')} needed)")
     kind = {True: "paired", False: "unpaired"}.get(iv.get("paired"), "one sample")
     text = (f"[{iv['low']:.2f}, {iv['high']:.2f}] ({round(100 * iv['level'])}% {iv['method']}, {kind}, "
             f"{iv['n']} seeds; detects >= {iv['detectable_effect']:.2f}")
