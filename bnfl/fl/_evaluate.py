@@ -1,10 +1,13 @@
-"""The one evaluation loop (:func:`accuracy`), the default loss, and FedTAN eq. 6's running-statistics
-update from the coupled first step (:func:`ema_global_stats`)."""
+"""The one evaluation loop (:func:`accuracy`), the default loss, FedTAN eq. 6's running-statistics
+update from the coupled first step (:func:`ema_global_stats`), and the engine's evaluation methods
+(:class:`EvaluationMixin`, mixed into :class:`bnfl.fl.Simulation`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -93,3 +96,55 @@ def accuracy(model: nn.Module, x: Tensor, y: Tensor, *, batch: int = 2048,
         correct += int((out.argmax(1) == y[s : s + batch]).sum())  # argmax is never the ignored label
         loss_sum += float(nn.functional.cross_entropy(out, y[s : s + batch], reduction="sum", ignore_index=ignore))
     return correct / labels, loss_sum / labels
+
+
+class EvaluationMixin:
+    """The evaluation half of :class:`bnfl.fl.Simulation`: the global model's test accuracy and
+    loss, each client's model on the global test set and on its own data (personalised
+    algorithms), and the channel's counters for the history row. It reads the engine's state
+    (``global_state``, ``algorithm``, ``_eval_model``, the test tensors); a backend whose clients
+    run elsewhere overrides :meth:`_client_accuracies`."""
+
+    def _accuracy(self, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
+        return accuracy(model, x, y, prepare=self._decode)
+
+    def evaluate(self) -> dict[str, Any]:
+        """Test accuracy/loss of the global model; for personalised algorithms also each client's
+        model on the global test set (averaged: FedTAN protocol) and on its own data (FedBN)."""
+        out: dict[str, Any] = {}
+        m = self._eval_model
+        m.load_state_dict(self.evaluation_state())
+        acc, loss = self._accuracy(m, self.x_test, self.y_test)
+        out["test_acc"], out["test_loss"] = acc, loss
+        if self.algorithm.personalized:
+            per, own = (list(v) for v in zip(*self._client_accuracies(range(self.num_clients)), strict=True))
+            out["client_test_acc"] = per
+            out["client_own_acc"] = own
+            out["test_acc"] = float(np.mean(per))
+            out["global_model_test_acc"] = acc
+        return out
+
+    def _client_accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
+        """Per client: its model's accuracy on the global test set and on its own data (its
+        test rows, else its training data); a backend whose clients run elsewhere overrides this."""
+        m, out = self._eval_model, []
+        for c in clients:
+            m.load_state_dict(self.client_state(c))
+            per = self._accuracy(m, self.x_test, self.y_test)[0]
+            if self.data.client_test is not None:
+                idx = torch.as_tensor(self.data.client_test[c], device=self.device)
+                own = self._accuracy(m, self.x_test[idx.to(self.x_test.device)], self.y_test[idx])[0]
+            else:
+                own = self._accuracy(m, *self._client_data(c))[0]
+            out.append((per, own))
+        return out
+
+    def evaluation_state(self) -> Mapping[str, Tensor]:
+        """The global state the global model is evaluated with (:meth:`Algorithm.evaluation_state
+        <bnfl.fl.Algorithm.evaluation_state>`; the global state itself unless the algorithm says otherwise)."""
+        return self.algorithm.evaluation_state(self.server, self.global_state, self._round_clients)
+
+    def _comm_fields(self) -> dict[str, int]:
+        ch = self.channel
+        return {"bytes_up": ch.bytes_up, "bytes_down": ch.bytes_down, "bytes_total": ch.bytes_total,
+                "comm_rounds": ch.rounds}

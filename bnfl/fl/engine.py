@@ -33,19 +33,20 @@ from torch import Tensor, nn
 from bnfl.data.stored import decode, keep_or_move
 from bnfl.fedtan import CoupledStep
 from bnfl.fl._checkpoint import CheckpointMixin
-from bnfl.fl._evaluate import _cross_entropy, accuracy, ema_global_stats
+from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_global_stats
+from bnfl.fl._local import LocalOptimizerMixin
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.comm import Channel, weighted_sum
 from bnfl.fl.context import ClientContext, ServerContext
 from bnfl.fl.coupled import coupled_first_step
 from bnfl.fl.state import state_groups
-from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
+from bnfl.nn import unfreeze_bn_stats
 
 __all__ = ["TrainConfig", "FederatedData", "History", "Simulation", "DivergenceError", "TIME_FIELDS", "ema_global_stats", "accuracy"]
 
 
-class Simulation(CheckpointMixin):
+class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
     """A federated simulation.
 
     Parameters
@@ -245,33 +246,6 @@ class Simulation(CheckpointMixin):
         state.update(self.client_local.get(c, self.init_local))
         return state
 
-    def _set_bn_frozen(self, model: nn.Module, frozen: bool) -> None:
-        """FixBN Stage II / FedTAN-II phase 2: BN normalises with its frozen running statistics
-        (:func:`bnfl.nn.freeze_bn_stats`); otherwise standard training-mode BN."""
-        model.train()
-        if frozen:
-            freeze_bn_stats(model)
-        else:
-            unfreeze_bn_stats(model)
-
-    def _optimizer(self, model: nn.Module, c: int, lr: float) -> torch.optim.Optimizer:
-        cfg = self.config
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-        mode = self.momentum_mode
-        bufs = self.client_momentum.get(c) if mode == "local" else (self.global_momentum if mode == "global" else None)
-        if cfg.momentum > 0 and bufs:
-            for n, p in model.named_parameters():
-                if n in bufs:
-                    opt.state[p]["momentum_buffer"] = bufs[n].clone()
-        return opt
-
-    def _momentum_of(self, model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Tensor]:
-        out = {}
-        for n, p in model.named_parameters():
-            buf = opt.state.get(p, {}).get("momentum_buffer")
-            out[n] = buf.detach().clone() if buf is not None else torch.zeros_like(p)
-        return out
-
     def _check_loss(self, loss: Tensor, c: int, r: int) -> None:
         if not torch.isfinite(loss).all():
             self._write_history()
@@ -448,51 +422,6 @@ class Simulation(CheckpointMixin):
         row["round_time"] = time.perf_counter() - t0
         row["wall_time"] = row["round_time"]
         self.history.rows.append(row)
-
-    # -- evaluation ------------------------------------------------------------------------------
-    def _accuracy(self, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
-        return accuracy(model, x, y, prepare=self._decode)
-
-    def evaluate(self) -> dict[str, Any]:
-        """Test accuracy/loss of the global model; for personalised algorithms also each client's
-        model on the global test set (averaged: FedTAN protocol) and on its own data (FedBN)."""
-        out: dict[str, Any] = {}
-        m = self._eval_model
-        m.load_state_dict(self.evaluation_state())
-        acc, loss = self._accuracy(m, self.x_test, self.y_test)
-        out["test_acc"], out["test_loss"] = acc, loss
-        if self.algorithm.personalized:
-            per, own = (list(v) for v in zip(*self._client_accuracies(range(self.num_clients)), strict=True))
-            out["client_test_acc"] = per
-            out["client_own_acc"] = own
-            out["test_acc"] = float(np.mean(per))
-            out["global_model_test_acc"] = acc
-        return out
-
-    def _client_accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
-        """Per client: its model's accuracy on the global test set and on its own data (its
-        test rows, else its training data); a backend whose clients run elsewhere overrides this."""
-        m, out = self._eval_model, []
-        for c in clients:
-            m.load_state_dict(self.client_state(c))
-            per = self._accuracy(m, self.x_test, self.y_test)[0]
-            if self.data.client_test is not None:
-                idx = torch.as_tensor(self.data.client_test[c], device=self.device)
-                own = self._accuracy(m, self.x_test[idx.to(self.x_test.device)], self.y_test[idx])[0]
-            else:
-                own = self._accuracy(m, *self._client_data(c))[0]
-            out.append((per, own))
-        return out
-
-    def evaluation_state(self) -> Mapping[str, Tensor]:
-        """The global state the global model is evaluated with (:meth:`Algorithm.evaluation_state
-        <bnfl.fl.Algorithm.evaluation_state>`; the global state itself unless the algorithm says otherwise)."""
-        return self.algorithm.evaluation_state(self.server, self.global_state, self._round_clients)
-
-    def _comm_fields(self) -> dict[str, int]:
-        ch = self.channel
-        return {"bytes_up": ch.bytes_up, "bytes_down": ch.bytes_down, "bytes_total": ch.bytes_total,
-                "comm_rounds": ch.rounds}
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, *, resume: bool = False, stop_after: int | None = None, overwrite: bool = False) -> History:

@@ -1,0 +1,43 @@
+"""A client's local optimiser in the engine (:class:`LocalOptimizerMixin`, mixed into
+:class:`bnfl.fl.Simulation`): SGD with the run's momentum and weight decay, momentum buffers kept
+per client (``momentum_mode="local"``), shared (``"global"``) or restarted each round (``"reset"``),
+and BN's frozen-statistics phases (FixBN Stage II, FedTAN-II phase 2)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
+
+
+class LocalOptimizerMixin:
+    """The engine's optimiser helpers; they read ``config``, ``momentum_mode``,
+    ``client_momentum`` and ``global_momentum`` of the engine."""
+
+    def _set_bn_frozen(self, model: nn.Module, frozen: bool) -> None:
+        """FixBN Stage II / FedTAN-II phase 2: BN normalises with its frozen running statistics
+        (:func:`bnfl.nn.freeze_bn_stats`); otherwise standard training-mode BN."""
+        model.train()
+        if frozen:
+            freeze_bn_stats(model)
+        else:
+            unfreeze_bn_stats(model)
+
+    def _optimizer(self, model: nn.Module, c: int, lr: float) -> torch.optim.Optimizer:
+        cfg = self.config
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        mode = self.momentum_mode
+        bufs = self.client_momentum.get(c) if mode == "local" else (self.global_momentum if mode == "global" else None)
+        if cfg.momentum > 0 and bufs:
+            for n, p in model.named_parameters():
+                if n in bufs:
+                    opt.state[p]["momentum_buffer"] = bufs[n].clone()
+        return opt
+
+    def _momentum_of(self, model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Tensor]:
+        out = {}
+        for n, p in model.named_parameters():
+            buf = opt.state.get(p, {}).get("momentum_buffer")
+            out[n] = buf.detach().clone() if buf is not None else torch.zeros_like(p)
+        return out
