@@ -12,8 +12,7 @@
 # ---
 
 # %% [markdown]
-# # Benchmark calib-proxies: Can each headline claim's quick proxy resolve the paper's effect?
-# (BN-only calibration)
+# # Benchmark calib-proxies: Can each headline claim's quick proxy resolve the paper's effect? (BN-only calibration)
 #
 # For every headline claim, the paper's effect scaled to a quick proxy (by the ratio of the proxy's
 # BN damage, centralized BN minus FedAvg+BN, to the paper's) against the proxy's resolution: the

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedBN Fig. 4: Digits analyses: local epochs, local dataset size, heterogeneity
+# # FedBN Fig. 4: Digits analyses: local epochs, local dataset size, heterogeneity (quick profile on stand-in data: Q-DOM)
 #
 # Fig. 4: (a) accuracy falls with the local epochs E for both methods and FedBN stays above FedAvg;
 # (b) accuracy drops once a client holds 20% or less of its data, and FedBN's margin over SingleSet
@@ -23,14 +23,14 @@
 # each domain split into 10 shards, n of them as clients (more clients: less heterogeneity per
 # client pair). Mean accuracy over the domains, FedBN's per-client protocol.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
 # whose result is committed in `figures/fedbn-fig4/result.json`. Its deviations from the catalog's
 # recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; (c): a tenth
-# of a domain is 28 samples, less than one batch of 32: batch 8 and T = 25 epochs (budget); 1 seed
-# (the paper's figure shows single runs). The paper's setup trains on `digit5` read from a local
-# folder, with 5 seeds: `bnfl run fedbn-fig4 --profile paper --data-root DIR --device cuda --out
-# OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own
+# of a domain is 28 samples, less than one batch of 32: batch 8 and T = 25 epochs (budget); 3 seeds
+# in lock-step (the paper's figure shows single runs). The paper's setup trains on `digit5` read
+# from a local folder, with 5 seeds: `bnfl run fedbn-fig4 --profile paper --data-root DIR --device
+# cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own
 # assumptions: R = 100 rounds x 1 local epoch (the reference code's default; the text says 300
 # epochs).
 #

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedBN Fig. 5: Comparison with the state of the art on digits (FedBN, FedProx, FedAvg, SingleSet)
+# # FedBN Fig. 5: Comparison with the state of the art on digits (FedBN, FedProx, FedAvg, SingleSet) (quick profile on stand-in data: Q-DOM)
 #
 # Fig. 5: test accuracy per digits dataset, mean over 5 seeds: FedBN has the highest accuracy, its
 # largest gain is on SVHN, the dataset most different from the others.

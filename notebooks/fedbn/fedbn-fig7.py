@@ -12,14 +12,14 @@
 # ---
 
 # %% [markdown]
-# # FedBN Fig. 7: Convergence for several local epochs E (App. E.1)
+# # FedBN Fig. 7: Convergence for several local epochs E (App. E.1) (quick profile on stand-in data: Q-DOM)
 #
 # Fig. 7: FedBN converges faster than FedAvg for every number of local epochs E.
 #
 # **What to look for.** One panel per E, at a fixed budget of T epochs (T/E rounds): FedBN's loss
 # below FedAvg's in each. The paper's list of E is stripped; the catalog uses {1, 4, 16}.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
 # whose result is committed in `figures/fedbn-fig7/result.json`. Its deviations from the catalog's
 # recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU. The paper's

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedBN Table 1: Real-world feature shift: Office-Caltech10, DomainNet, ABIDE I
+# # FedBN Table 1: Real-world feature shift: Office-Caltech10, DomainNet, ABIDE I (quick profile on stand-in data: Q-DOM, Q-ABIDE)
 #
 # Table 1: FedBN has the best mean accuracy on all three benchmarks (Office 70.5, DomainNet 48.0,
 # ABIDE 68.7) against SingleSet, FedAvg and FedProx; exceptions: SingleSet on Quickdraw, FedAvg on

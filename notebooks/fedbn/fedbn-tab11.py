@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedBN Table 11: Fig. 5 in numbers: digits, 10%, E = 1, mean (std) over 5 seeds
+# # FedBN Table 11: Fig. 5 in numbers: digits, 10%, E = 1, mean (std) over 5 seeds (quick profile on stand-in data: Q-DOM)
 #
 # Table 11: FedBN 71.04 / 96.97 / 83.19 / 78.33 / 96.57 on SVHN / USPS / SynthDigits / MNIST-M /
 # MNIST, best on every dataset; mean 85.22 vs FedAvg 82.68.

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedBN Table 12: FedBN vs centralized training on digits (App. E.3)
+# # FedBN Table 12: FedBN vs centralized training on digits (App. E.3) (quick profile on stand-in data: Q-DOM)
 #
 # Table 12: centralized training on the pooled digits (one shared BN) reaches 86.28 on average,
 # FedBN 85.22: federated with local BN is close to pooling the data.

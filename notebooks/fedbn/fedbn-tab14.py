@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedBN Table 14: Varying the local dataset size (App. E.5)
+# # FedBN Table 14: Varying the local dataset size (App. E.5) (quick profile on stand-in data: Q-DOM)
 #
 # Table 14: accuracy per dataset for 100% down to 1% of 7438 samples per client; FedBN is above
 # FedAvg in most cells and its margin over SingleSet widens as data shrink (SVHN 1%: 31.98 vs
@@ -21,14 +21,14 @@
 # **What to look for.** Fig. 4(b) in numbers, per domain. The quick profile stops at 10%: 5% and 1%
 # of a 287-sample split are 14 and 3 samples, less than one batch.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
 # whose result is committed in `figures/fedbn-tab14/result.json`. Its deviations from the catalog's
 # recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; (c): a tenth
-# of a domain is 28 samples, less than one batch of 32: batch 8 and T = 25 epochs (budget); 1 seed
-# (the paper's figure shows single runs). The paper's setup trains on `digit5` read from a local
-# folder, with 5 seeds: `bnfl run fedbn-tab14 --profile paper --data-root DIR --device cuda --out
-# OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own
+# of a domain is 28 samples, less than one batch of 32: batch 8 and T = 25 epochs (budget); 3 seeds
+# in lock-step (the paper's figure shows single runs). The paper's setup trains on `digit5` read
+# from a local folder, with 5 seeds: `bnfl run fedbn-tab14 --profile paper --data-root DIR --device
+# cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own
 # assumptions: R = 100 rounds x 1 local epoch (the reference code's default; the text says 300
 # epochs).
 #

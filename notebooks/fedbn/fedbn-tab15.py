@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedBN Table 15: Unequal dataset sizes, 10% of each dataset (App. E.6)
+# # FedBN Table 15: Unequal dataset sizes, 10% of each dataset (App. E.6) (quick profile on stand-in data: Q-DOM)
 #
 # Table 15: with the datasets' natural, unequal sizes (SVHN 7943, USPS 743, SynthDigits 39116,
 # MNIST-M and MNIST 5600) FedBN is best on every dataset.
@@ -21,7 +21,7 @@
 # client runs the same number of local steps. The catalog's check: FedBN at least as good as FedAvg
 # on every domain.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
 # whose result is committed in `figures/fedbn-tab15/result.json`. Its deviations from the catalog's
 # recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; sizes in Table

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedBN Table 17: Testing on unseen-domain clients (App. G)
+# # FedBN Table 17: Testing on unseen-domain clients (App. G) (quick profile on stand-in data: Q-DOM)
 #
 # Table 17: a client from a new domain (Morpho-MNIST thinning/thickening, swelling/fractures) uses
 # the average of the trained BN affine parameters with its own batch statistics: FedBN 92.45 / 94.61

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 10: Accuracy vs exchanged bits: FedTAN, FedAvg+GN
+# # FedTAN Fig. 10: Accuracy vs exchanged bits: FedTAN, FedAvg+GN (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 10: test accuracy against cumulative exchanged data (the runs of Fig. 9). For a given
 # accuracy FedTAN needs far fewer bits than FedAvg+GN; FedAvg+GN is preferable only when rounds are

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 11: FedTAN-II on CIFAR-10: accuracy vs iterations and communication rounds
+# # FedTAN Fig. 11: FedTAN-II on CIFAR-10: accuracy vs iterations and communication rounds (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 11: FedTAN-II(M) runs FedTAN for M iterations, then FedAvg with frozen BN statistics. Small M
 # costs a little accuracy but cuts the communication rounds sharply; momentum and wd improve

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 12: Batch-size sensitivity (Supp. E)
+# # FedTAN Fig. 12: Batch-size sensitivity (Supp. E) (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 12: CIFAR-10 without momentum at several batch sizes. All schemes are stable across batch
 # sizes; FedTAN ~ centralized everywhere; FedAvg+BN and FedBN stay poor on non-iid data at every

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 13: DomainNet feature shift (Supp. F): every model on every domain
+# # FedTAN Fig. 13: DomainNet feature shift (Supp. F): every model on every domain (quick profile on stand-in data: Q-DOM)
 #
 # Fig. 13 (N=6: clipart, infograph, painting, quickdraw, real, sketch; top-10 classes; AlexNet):
 # FedBN-Q and FedBN-S are poor off their own domain, FedTAN is good on all, FedAvg+BN is less

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 14: FedTAN-II on MNIST (Supp. H)
+# # FedTAN Fig. 14: FedTAN-II on MNIST (Supp. H) (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 14: FedTAN-II(M) on the 784x30x10 network, lr 0.5 then 0.05 after M. A marginal accuracy loss
 # for M <= 10, with far fewer rounds.

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 3: FL with BN at E=1: no BN fails, FedAvg+BN collapses on non-iid data
+# # FedTAN Fig. 3: FL with BN at E=1: no BN fails, FedAvg+BN collapses on non-iid data (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 3 (ResNet-20, CIFAR-10, E=1): (a) FedAvg cannot train ResNet-20 without BN, FedAvg+BN can;
 # (b) FedAvg+BN collapses under non-iid data even at E=1, and FedProx and SCAFFOLD are also poor. No

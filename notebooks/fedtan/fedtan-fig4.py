@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 4: CIFAR-10 without momentum: loss and accuracy curves, iid and non-iid
+# # FedTAN Fig. 4: CIFAR-10 without momentum: loss and accuracy curves, iid and non-iid (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 4: training loss and test accuracy of Centralized+BN, FedTAN, FedAvg+BN, FedAvg+Algorithm 2,
 # FedBN and SiloBN (SGD without momentum). iid: all comparable to centralized. Non-iid: FedTAN stays

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 5: Distribution shift: 2/4/6/8/10 classes per client
+# # FedTAN Fig. 5: Distribution shift: 2/4/6/8/10 classes per client (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 5: CIFAR-10 with k classes per client (Supplement D tables), no momentum. FedTAN matches
 # centralized in all cases; FedAvg+BN (gradient deviation) and FedBN (poor generalisation) drop as k

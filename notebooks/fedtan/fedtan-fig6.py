@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 6: MNIST (784x30x10 + one BN layer), iid and non-iid
+# # FedTAN Fig. 6: MNIST (784x30x10 + one BN layer), iid and non-iid (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 6: MNIST test accuracy; FedTAN is even closer to centralized, other baselines drop on non-iid
 # data. No numbers.

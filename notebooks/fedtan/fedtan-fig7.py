@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 7: CIFAR-100 (20 classes per client), iid and non-iid
+# # FedTAN Fig. 7: CIFAR-100 (20 classes per client), iid and non-iid (quick profile on stand-in data: Q-GAUSS(C))
 #
 # Fig. 7: CIFAR-100 with ResNet-20; the same picture as Fig. 6. No numbers.
 #

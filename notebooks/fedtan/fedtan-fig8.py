@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 8: Office-Caltech10 feature shift: every model on every domain
+# # FedTAN Fig. 8: Office-Caltech10 feature shift: every model on every domain (quick profile on stand-in data: Q-DOM)
 #
 # Fig. 8 (N=4: Amazon, Caltech, DSLR, Webcam; AlexNet-BN): FedBN beats SingleNet on cross-domain
 # tests; FedBN-D is poor on Amazon and FedBN-A on DSLR; FedTAN is good on every test set and more

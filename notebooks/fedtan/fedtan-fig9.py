@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Fig. 9: FedTAN (BN) vs FedAvg+GN: accuracy curves
+# # FedTAN Fig. 9: FedTAN (BN) vs FedAvg+GN: accuracy curves (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 9: FedTAN with ResNet-20 BN vs FedAvg+GN with ResNet-20 GN, iid and non-iid, with and without
 # momentum. FedTAN converges faster and higher in all four settings; momentum helps both.

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FedTAN Table 2: FedTAN vs FedAvg+GN: final accuracy
+# # FedTAN Table 2: FedTAN vs FedAvg+GN: final accuracy (quick profile on stand-in data: Q-DIG)
 #
 # Table 2: final accuracy of FedTAN and FedAvg+GN on CIFAR-10, with and without momentum (the runs
 # of Fig. 9).

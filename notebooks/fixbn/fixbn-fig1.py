@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Fig. 1: E = 1: FL vs centralized for BN, GN, FixBN, FixBN*
+# # FixBN Fig. 1: E = 1: FL vs centralized for BN, GN, FixBN, FixBN* (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 1: non-IID CIFAR-10 (5 clients x 2 classes), communication after every step. BN loses far
 # more to FL than GN; FixBN largely closes the gap and FixBN with maintained momentum recovers

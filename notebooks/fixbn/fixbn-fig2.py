@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Fig. 2: BN statistics dynamics and the freezing round
+# # FixBN Fig. 2: BN statistics dynamics and the freezing round (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 2: (a) the global statistics converge (their change per round shrinks) while the local
 # mini-batch statistics stay far from them; (b) the variance of the local statistics over a sliding

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Fig. 3: Non-IID partitions with E = 100, 128 epochs: BN, GN, FixBN
+# # FixBN Fig. 3: Non-IID partitions with E = 100, 128 epochs: BN, GN, FixBN (quick profile on stand-in data: Q-DIG, Q-GAUSS(C))
 #
 # Fig. 3: CIFAR-10 (ResNet-20) and Tiny-ImageNet (ResNet-18) over IID, Dirichlet 0.6/0.3/0.1 and
 # Shards: FixBN >= BN everywhere and best in severe non-IID; BN sometimes beats GN. No numbers

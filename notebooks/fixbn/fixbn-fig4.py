@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Fig. 4: Maintained momentum across E (Shards, fixed epochs)
+# # FixBN Fig. 4: Maintained momentum across E (Shards, fixed epochs) (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 4: BN, GN and FixBN, each plain, with global momentum (†) and with local momentum (*), over E
 # in {1, 20, 100, 500, 2500} at a fixed epoch budget: FixBN >= BN > GN; FixBN stays accurate at

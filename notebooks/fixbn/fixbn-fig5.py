@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Fig. 5: Is GN always better than BN? Heat maps over partition x E x budget
+# # FixBN Fig. 5: Is GN always better than BN? Heat maps over partition x E x budget (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 5: Acc(GN), Acc(BN) and Acc(GN) - Acc(BN) over {IID, Dir(0.6/0.3/0.1), Shards} x E in {1, 20,
 # 100, 500, 2500} x {fixed 128 epochs, fixed 128 rounds}, for ResNet-20 and a LeNet-like CNN on

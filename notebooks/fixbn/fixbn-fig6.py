@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Fig. 6: Accuracy vs E at a fixed number of SGD steps: BN vs GN
+# # FixBN Fig. 6: Accuracy vs E at a fixed number of SGD steps: BN vs GN (quick profile on stand-in data: Q-DIG)
 #
 # Fig. 6: CIFAR-10, test accuracy against E with the total SGD steps fixed: GN degrades as E grows,
 # while BN benefits from larger E ('unreasonably effective').

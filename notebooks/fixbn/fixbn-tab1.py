@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Table 1: E = 1: BN vs GN, centralized vs FL; decoupled and re-accumulated statistics
+# # FixBN Table 1: E = 1: BN vs GN, centralized vs FL; decoupled and re-accumulated statistics (quick profile on stand-in data: Q-DIG)
 #
 # Table 1: ResNet-20 with BN or GN on non-IID CIFAR-10 (5 clients x 2 classes), E = 1, no momentum:
 # GN 87.46 vs 87.37, BN 89.30 vs 42.93. In the text: decoupled statistics reach 52% (Sec. 3.3);

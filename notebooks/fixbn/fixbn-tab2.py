@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Table 2: Class-non-IID ImageNet: GN, BN, FixBN
+# # FixBN Table 2: Class-non-IID ImageNet: GN, BN, FixBN (quick profile on stand-in data: Q-GAUSS(C))
 #
 # Table 2: ImageNet-1K over 100 clients Dir(0.1), ResNet-18, 10% of clients per round, 2 local
 # epochs, 64 epochs: GN 33.33, BN 48.30, FixBN 52.43 (+4.1 over BN).

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Table 3: Cityscapes segmentation, each city a client: GN, BN, FixBN
+# # FixBN Table 3: Cityscapes segmentation, each city a client: GN, BN, FixBN (quick profile on stand-in data: Q-SEG)
 #
 # Table 3: DeepLab-v3+ with MobileNet-v2 or ResNet-18 backbones, 100 FedAvg rounds, mean IoU: GN
 # 43.2 / 47.8, BN 48.9 / 52.6, FixBN 54.0 / 57.2 (+5.1 / +4.6 over BN).

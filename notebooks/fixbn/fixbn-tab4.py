@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Table 4: FixBN vs FL normaliser methods (FedTAN's Table 1 setting)
+# # FixBN Table 4: FixBN vs FL normaliser methods (FedTAN's Table 1 setting) (quick profile on stand-in data: Q-DIG)
 #
 # Table 4: ResNet-20, CIFAR-10, IID and non-IID: FedAvg+FixBN 87.71 on non-IID with 10K rounds, as
 # good as FedTAN (87.66) which needs 580K rounds; HeteroFL's static BN 30.62 and FedAvg+BN 45.96

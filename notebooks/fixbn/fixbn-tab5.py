@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Table 5: ResNet-20 with different normalisation layers (Shards, E = 100)
+# # FixBN Table 5: ResNet-20 with different normalisation layers (Shards, E = 100) (quick profile on stand-in data: Q-DIG)
 #
 # Table 5: BN 53.97, GN 59.69, GN+WN 66.90, LN 54.54, IN 59.76, FixUp (no normalisation) 70.66,
 # FixBN 76.56: FixBN is best, and FixUp beats GN.

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # HBN Table 1: Normalisers with FedAvg across data sets and heterogeneity
+# # HBN Table 1: Normalisers with FedAvg across data sets and heterogeneity (quick profile on stand-in data: Q-DIG, Q-GAUSS(C))
 #
 # Table 1: top-1 test accuracy of BN, GN, LN, FedFN, FixBN, FBN and HBN (all with FedAvg) on
 # CIFAR-10, CIFAR-100 and Tiny-ImageNet at several Dirichlet coefficients; HBN is best in every
@@ -22,20 +22,26 @@
 # Compare HBN with the best other normaliser in each column, and HBN and FixBN with BN at the most
 # heterogeneous setting.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (1 seed),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
 # whose result is committed in `figures/hbn-tab1/result.json`. Its deviations from the catalog's
 # recipe: CIFAR-10 and CIFAR-100 -> Q-DIG (10 classes; one proxy for both), K = 20 Dirichlet
 # clients, 5 per round, Q-SCNN, B = 4, T = 60; Tiny-ImageNet -> Q-GAUSS(100) with Q-MLP-BN, K = 50,
-# 10 per round, B = 16, T = 60; each method at the rate chosen on a validation split from Table 8's
-# grid (hbn-tab8; Table 10's for the Tiny stand-in); 1 seed (the paper does not state its repeats);
-# lr 'decays quadratically with 0.998': implemented as x0.998 per round (an interpretation); no data
-# augmentation at quick (train.augment = 'none'), where the paper profile augments (the authors'
-# CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet: flip): the quick data are
-# 8x8 digits or vectors, where a 4-pixel shift moves half the digit out of view and a flip turns one
-# digit into another, and every committed quick number was made without it. The paper's setup trains
-# on `cifar10`, `cifar100`, `tiny_imagenet` read from a local folder, with 5 seeds: `bnfl run
-# hbn-tab1 --profile paper --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper`
-# and `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: each method at the rate the paper
+# 10 per round, B = 16, T = 60; each method at the rate chosen on a validation split by the mean of
+# 3 seeds from the 3 rates of its Table 8 grid nearest the catalog's 0.005 (each keeps the paper's
+# argmax; Table 10's 3 largest /4 for the Tiny stand-in); 3 seeds in lock-step (the paper does not
+# state its repeats); HBN: lambda = 0.0803 (eq. 11) at T = 60 instead of the paper's 0.01 at T = 500
+# (CIFAR-10): the initial statistics keep the paper's weight (1 - lambda)^T = 0.0066 (0.01 at T = 60
+# would leave 0.55); tested with the statistics of the evaluated round's clients (Sec. 4.1,
+# eval_stats='recompute'); lambda = 0.01 and the EMA statistics (eval_stats='global') are reported
+# beside as variants; the Tiny stand-in: lambda = 0.1542 (T = 1000); lr 'decays quadratically with
+# 0.998': implemented as x0.998 per round (an interpretation); no data augmentation at quick
+# (train.augment = 'none'), where the paper profile augments (the authors' CIFAR recipe: random crop
+# with 4 px padding + horizontal flip; ImageNet: flip): the quick data are 8x8 digits or vectors,
+# where a 4-pixel shift moves half the digit out of view and a flip turns one digit into another,
+# and every committed quick number was made without it. The paper's setup trains on `cifar10`,
+# `cifar100`, `tiny_imagenet` read from a local folder, with 3 seeds: `bnfl run hbn-tab1 --profile
+# paper --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and
+# `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: each method at the rate the paper
 # chose (the argmax of Tables 8-10); lr 'decays quadratically with 0.998': implemented as x0.998 per
 # round (an interpretation).
 #
