@@ -181,8 +181,12 @@ def stand_in(key: Mapping[str, Any], data_root: str | None) -> dict[str, Any]:
         out.update(pixel_acc=chance, miou=chance)
     if observed.get("recalibrate"):
         out["recalibrated_acc"] = chance
-    if key.get("unseen"):
-        out.update(unseen_acc={u: chance for u in key["unseen"]}, n_test_unseen=n_test)
+    # unseen-domain test sets: named by the key itself, or by an observer's key (FedBN's protocol)
+    unseen = list(key.get("unseen") or [])
+    for obs in key.get("observers") or ():
+        unseen += [u for u in obs.get("unseen") or () if u not in unseen]
+    if unseen:
+        out.update(unseen_acc={u: chance for u in unseen}, n_test_unseen=n_test)
     return out
 
 
