@@ -77,15 +77,21 @@ def round_timer(method: str, model: dict, form: str, *, rounds: int, clients: in
     return next_round
 
 
-def paired_round_seconds(a: tuple, b: tuple, rounds: int) -> tuple[float, float]:
-    """Median seconds per round of two settings ``(method, model, form, kwargs)``, their rounds
-    alternated (load on a shared machine hits both)."""
+def paired_rounds(a: tuple, b: tuple, rounds: int) -> tuple[list[float], list[float]]:
+    """Seconds of each of ``rounds`` rounds of two settings ``(method, model, form, kwargs)``, their
+    rounds alternated (load on a shared machine hits both; :func:`round_timer`: after a warm-up round)."""
     ta = round_timer(a[0], a[1], a[2], rounds=rounds, **a[3])
     tb = round_timer(b[0], b[1], b[2], rounds=rounds, **b[3])
     sa, sb = [], []
     for _ in range(rounds):
         sa.append(ta())
         sb.append(tb())
+    return sa, sb
+
+
+def paired_round_seconds(a: tuple, b: tuple, rounds: int) -> tuple[float, float]:
+    """Median seconds per round of two settings (:func:`paired_rounds`)."""
+    sa, sb = paired_rounds(a, b, rounds)
     return statistics.median(sa), statistics.median(sb)
 
 

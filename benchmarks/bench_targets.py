@@ -46,7 +46,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_batched import MODELS, digits_run_seconds, round_timer  # noqa: E402
+from bench_batched import MODELS, digits_run_seconds, paired_rounds  # noqa: E402
 from bench_numpy_baseline import CONFIG, numpy_seconds  # noqa: E402
 
 from bnfl import fedtan, fl  # noqa: E402
@@ -64,18 +64,6 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
-
-
-def paired_rounds(a: tuple, b: tuple, rounds: int) -> tuple[list[float], list[float]]:
-    """Seconds of ``rounds`` rounds of two settings ``(method, model, form, kwargs)``, advanced
-    alternately round by round (``bench_batched.round_timer``: after a warm-up round)."""
-    ta = round_timer(a[0], a[1], a[2], rounds=rounds, **a[3])
-    tb = round_timer(b[0], b[1], b[2], rounds=rounds, **b[3])
-    sa, sb = [], []
-    for _ in range(rounds):
-        sa.append(ta())
-        sb.append(tb())
-    return sa, sb
 
 
 def ratio(a: list[float], b: list[float]) -> str:

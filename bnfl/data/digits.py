@@ -8,12 +8,14 @@ e.g. the always-blank corners, gets std 1 so it maps to 0 instead of dividing by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from bnfl.data.datasets import Split, standardise
 
@@ -81,13 +83,22 @@ def digits(form: Form = "image", seed: int = 0, *, test_size: float = 0.2) -> Sp
         ``meta`` holds the seed, the form and the normalisation mean/std.
     """
     images, labels = raw_digits()
+    x = torch.from_numpy(images / 16.0).to(torch.float32)
+    return stratified_split(x, labels, form=form, seed=seed, test_size=test_size, name="Q-DIG",
+                            convert=lambda t: to_form(t, form))
+
+
+def stratified_split(x: Tensor, labels: np.ndarray, *, form: str, seed: int, test_size: float, name: str,
+                     convert: Callable[[Tensor], Tensor]) -> Split:
+    """The digit loaders' split (:func:`digits`, :func:`bnfl.data.mnist5k`): stratified by class
+    with ``seed``, each side put into its ``form`` by ``convert``, standardised with the training
+    side's statistics (per channel for ``"cifar"``, per pixel otherwise), with the indices in ``meta``."""
     from sklearn.model_selection import train_test_split
 
     idx_train, idx_test = train_test_split(
         np.arange(labels.size), test_size=test_size, stratify=labels, random_state=seed
     )
-    x = torch.from_numpy(images / 16.0).to(torch.float32)
-    x_train, x_test = to_form(x[idx_train], form), to_form(x[idx_test], form)
+    x_train, x_test = convert(x[idx_train]), convert(x[idx_test])
     dims = (0, 2, 3) if form == "cifar" else (0,)
     x_train, x_test, mean, std = standardise(x_train, x_test, dims)
     return Split(
@@ -96,7 +107,7 @@ def digits(form: Form = "image", seed: int = 0, *, test_size: float = 0.2) -> Sp
         x_test=x_test,
         y_test=torch.from_numpy(labels[idx_test]),
         classes=DIGIT_CLASSES,
-        name="Q-DIG",
+        name=name,
         meta={"seed": seed, "form": form, "mean": mean.squeeze(0), "std": std.squeeze(0),
               "index_train": idx_train, "index_test": idx_test},
     )

@@ -17,9 +17,10 @@ from typing import Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-from bnfl.data.datasets import Split, standardise
-from bnfl.data.digits import DIGIT_CLASSES
+from bnfl.data.datasets import Split
+from bnfl.data.digits import stratified_split
 
 __all__ = ["MNIST5K_SIZE", "mnist5k", "raw_mnist5k"]
 
@@ -92,25 +93,16 @@ def mnist5k(form: Form = "image", seed: int = 0, *, test_size: float = 0.2) -> S
     if not 0.0 < float(test_size) < 1.0:
         raise ValueError(f"test_size must be in (0, 1), got {test_size}")
     images, labels = raw_mnist5k()
-    from sklearn.model_selection import train_test_split
-
-    idx_train, idx_test = train_test_split(np.arange(labels.size), test_size=test_size, stratify=labels,
-                                           random_state=seed)
     x = torch.from_numpy(images / 255.0).to(torch.float32).unsqueeze(1)  # (N, 28, 28) -> (N, 1, 28, 28)
+    return stratified_split(x, labels, form=form, seed=seed, test_size=test_size, name="MNIST-5K",
+                            convert=lambda t: _to_form(t, form))
+
+
+def _to_form(x: Tensor, form: Form) -> Tensor:
+    """(N, 1, 28, 28) images as ``form``: unchanged (``"image"``), (N, 784) (``"flat"``), or
+    (N, 3, 32, 32) by bilinear upsampling with the grey channel repeated (``"cifar"``)."""
     if form == "cifar":
-        x = F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False).expand(-1, 3, 32, 32)
-    elif form == "flat":
-        x = x.reshape(x.shape[0], -1)  # (N, 1, 28, 28) -> (N, 784)
-    x_train, x_test = x[idx_train].contiguous(), x[idx_test].contiguous()
-    dims = (0, 2, 3) if form == "cifar" else (0,)
-    x_train, x_test, mean, std = standardise(x_train, x_test, dims)
-    return Split(
-        x_train=x_train,
-        y_train=torch.from_numpy(labels[idx_train]),
-        x_test=x_test,
-        y_test=torch.from_numpy(labels[idx_test]),
-        classes=DIGIT_CLASSES,
-        name="MNIST-5K",
-        meta={"seed": seed, "form": form, "mean": mean.squeeze(0), "std": std.squeeze(0),
-              "index_train": idx_train, "index_test": idx_test},
-    )
+        return F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False).expand(-1, 3, 32, 32).contiguous()
+    if form == "flat":
+        return x.reshape(x.shape[0], -1)
+    return x.contiguous()
