@@ -28,6 +28,7 @@ __all__ = [
     "info",
     "linked",
     "monotone",
+    "per_seed_claim",
     "within",
 ]
 
@@ -192,3 +193,26 @@ def linked(claim: Claim, entry: str) -> Claim:
     if not entry or not isinstance(entry, str):
         raise ValueError(f"linked: entry must be an entry id such as 'fedbn-tab11', got {entry!r}")
     return dataclasses.replace(claim, counted_in=entry)
+
+
+def per_seed_claim(name: str, statement: str, values: Sequence[float], threshold: float, *,
+                   baseline: Sequence[float] | None = None, seeds: Sequence[int], n_test: int | None = None,
+                   side: str = "above", detail: str = "", why: str = "", kind: str = "reproduction") -> Claim:
+    """``mean(values) [- mean(baseline)] >= threshold`` (``side="below"``: ``<=``) over the seeds of an
+    entry: with 2 or more seeds the 95% t-interval, paired by seed with ``baseline`` (the compared runs
+    share seeds and partitions), stored in ``Claim.interval``; with one seed (the smoke profile, or
+    ``--seeds 1``) the single value against one test sample (``100 / n_test``) as its noise floor.
+    The one place the papers' entries turn per-seed values into a claim."""
+    fn = {"above": at_least, "below": at_most}[side]
+    vals = [float(v) for v in values]
+    if len(vals) != len(seeds) or (baseline is not None and len(baseline) != len(vals)):
+        raise ValueError(f"{name}: {len(vals)} values, {len(seeds)} seeds and "
+                         f"{None if baseline is None else len(baseline)} baseline values must agree: one per seed")
+    if len(vals) >= 2:
+        return fn(name, statement, vals, threshold, detail=detail, why=why, kind=kind,
+                  interval={"baseline": None if baseline is None else [float(b) for b in baseline],
+                            "seeds": [int(s) for s in seeds], "n_test": n_test})
+    one = vals[0] - (float(baseline[0]) if baseline is not None else 0.0)
+    noise = 100.0 / n_test if n_test else None
+    return fn(name, statement, one, threshold, detail=detail, why=why, kind=kind, noise=noise,
+              noise_label=f"one test sample = {noise:.2f} pts of {n_test}; 1 seed" if noise else "")

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.claims import Claim, at_least, at_most
+from bnfl.experiments.claims import Claim
+from bnfl.experiments.claims import per_seed_claim as _per_seed_claim
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.curves import merge_specs
 from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_CODE
@@ -175,25 +176,10 @@ def seed_means(runs: Sequence[Mapping[str, Any]]) -> list[float]:
 def per_seed_claim(name: str, statement: str, values: Sequence[float], threshold: float, *,
                    baseline: Sequence[float] | None = None, seeds: Sequence[int], side: str = "above",
                    n_test: int | None = None, detail: str = "", why: str = "") -> Claim:
-    """A claim on per-seed ``values`` (minus the paired ``baseline`` when given) against ``threshold``:
-    with 2 or more seeds a 95% t-interval verdict over the seeds (paired by seed: the compared
-    runs share seeds and partitions), stored in ``Claim.interval``
-    (:func:`bnfl.experiments.interval_claims.interval_claim`); with one seed (the smoke profile)
-    the single value with one test sample (``100/n_test``) as its noise floor.
-    ``side``: ``"above"`` claims ``>= threshold``, ``"below"`` ``<= threshold``."""
-    fn = {"above": at_least, "below": at_most}[side]
-    values = [float(v) for v in values]
-    if len(values) != len(seeds) or (baseline is not None and len(baseline) != len(values)):
-        raise ValueError(f"{name}: {len(values)} values, {len(seeds)} seeds and "
-                         f"{None if baseline is None else len(baseline)} baseline values must agree")
-    if len(values) >= 2:
-        return fn(name, statement, values, threshold, detail=detail, why=why,
-                  interval={"baseline": None if baseline is None else [float(b) for b in baseline],
-                            "seeds": [int(s) for s in seeds], "n_test": n_test})
-    one = values[0] - (float(baseline[0]) if baseline is not None else 0.0)
-    noise = None if n_test is None else 100.0 / n_test
-    return fn(name, statement, one, threshold, detail=detail, why=why, noise=noise,
-              noise_label="" if n_test is None else f"one test sample of {n_test}")
+    """:func:`bnfl.experiments.claims.per_seed_claim` (interval over 2+ seeds, paired with
+    ``baseline``; one test sample with one seed)."""
+    return _per_seed_claim(name, statement, values, threshold, baseline=baseline, seeds=seeds, side=side,
+                           n_test=n_test, detail=detail, why=why)
 
 SMOKE: dict[str, Any] = {"rounds": 2, "train": {"batch_size": 16, "eval_every": 2}}
 SMOKE_NOTE = "smoke profile: 2 rounds: checks the machinery, not the paper's claims"

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.claims import Claim, at_least, at_most, monotone, within
+from bnfl.experiments.claims import Claim, monotone, per_seed_claim, within
 from bnfl.experiments.curves import rounds_to
 from bnfl.experiments.interval_claims import interval_monotone, interval_within
 from bnfl.experiments.training import final
@@ -72,13 +72,6 @@ class Seeds:
         """One test sample in accuracy points, ``100 / n_test`` (``None`` when unknown)."""
         return None if not self.n_test else 100.0 / self.n_test
 
-    def _opts(self, baseline: Sequence[float] | None) -> dict[str, Any]:
-        return {"baseline": None if baseline is None else list(baseline), "seeds": self.seeds, "n_test": self.n_test}
-
-    def _scalar(self, values: Sequence[float], baseline: Sequence[float] | None) -> float:
-        a = float(np.mean(values))
-        return a - float(np.mean(baseline)) if baseline is not None else a
-
     def _noise(self) -> dict[str, Any]:
         one = self.one_sample
         return {} if one is None else {"noise": one, "noise_label": f"one test sample of {self.n_test}, 1 seed"}
@@ -93,22 +86,16 @@ class Seeds:
                  kind: str = "reproduction") -> Claim:
         """``mean(values) (- mean(baseline)) >= threshold``; paired by seed with ``baseline``."""
         self._check(values, baseline)
-        if len(self.seeds) >= 2:
-            return at_least(name, statement, list(values), threshold, detail=detail, why=why, kind=kind,
-                            interval=self._opts(baseline))
-        return at_least(name, statement, self._scalar(values, baseline), threshold, detail=detail, why=why,
-                        kind=kind, **self._noise())
+        return per_seed_claim(name, statement, values, threshold, baseline=baseline, seeds=self.seeds,
+                              n_test=self.n_test, side="above", detail=detail, why=why, kind=kind)
 
     def at_most(self, name: str, statement: str, values: Sequence[float], threshold: float, *,
                 baseline: Sequence[float] | None = None, detail: str = "", why: str = "",
                 kind: str = "reproduction") -> Claim:
         """``mean(values) (- mean(baseline)) <= threshold``; paired by seed with ``baseline``."""
         self._check(values, baseline)
-        if len(self.seeds) >= 2:
-            return at_most(name, statement, list(values), threshold, detail=detail, why=why, kind=kind,
-                           interval=self._opts(baseline))
-        return at_most(name, statement, self._scalar(values, baseline), threshold, detail=detail, why=why,
-                       kind=kind, **self._noise())
+        return per_seed_claim(name, statement, values, threshold, baseline=baseline, seeds=self.seeds,
+                              n_test=self.n_test, side="below", detail=detail, why=why, kind=kind)
 
     def within(self, name: str, statement: str, a: Sequence[float], b: Sequence[float], tol: float, *,
                detail: str = "", why: str = "", kind: str = "reproduction") -> Claim:

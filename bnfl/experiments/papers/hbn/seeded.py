@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.claims import Claim, at_least, info
+from bnfl.experiments.claims import Claim, at_least, info, per_seed_claim
 
 __all__ = ["count_of", "fmt", "mean_of", "paired_at_least", "per_seed"]
 
@@ -68,12 +68,8 @@ def paired_at_least(name: str, statement: str, a: Sequence[float], b: Sequence[f
                (("; " if both else "") + f"only the baseline diverged at seed(s) {only_b}" if only_b else "")
         return info(name, statement + f" (not decided: {text})", None,
                     detail=(detail + "; " if detail else "") + text + (f"; {why}" if why else ""), kind=kind)
-    if len(seeds) < 2:
-        res = 100.0 / n_test
-        return at_least(name, statement, a[0] - b[0], threshold, noise=res,
-                        noise_label=f"one test sample = {res:.2f} pts of {n_test}", detail=detail, why=why, kind=kind)
-    return at_least(name, statement, a, threshold, detail=detail, why=why, kind=kind,
-                    interval={"baseline": b, "seeds": list(seeds), "n_test": int(n_test)})
+    return per_seed_claim(name, statement, a, threshold, baseline=b, seeds=seeds, n_test=int(n_test),
+                          detail=detail, why=why, kind=kind)
 
 
 def count_of(name: str, statement: str, items: Mapping[str, Claim], need: int, *,

@@ -366,20 +366,11 @@ def compare(ctx: Context, name: str, statement: str, values: Sequence[float], th
     initialisation, batches and partition), which :class:`~bnfl.experiments.claims.Claim` stores with
     the per-seed values. With one seed (smoke, or ``--seeds 1``) there is no interval: the margin of the
     single value against one test sample (``runs``' ``n_test``)."""
-    from bnfl.experiments.claims import at_least, at_most
+    from bnfl.experiments.claims import per_seed_claim
 
-    fn = at_least if side == "above" else at_most
-    n = n_test_of(runs)
     vals = [float(v) for v in values]
-    if len(vals) >= 2:
-        iv = {"seeds": list(ctx.seeds)[:len(vals)], "n_test": n}
-        if baseline is not None:
-            iv["baseline"] = [float(b) for b in baseline]
-        return fn(name, statement, vals, threshold, detail=detail, why=why, interval=iv)
-    m = vals[0] - (float(baseline[0]) if baseline is not None else 0.0)
-    res = 100.0 / n if n else None
-    return fn(name, statement, m, threshold, detail=detail, why=why, noise=res,
-              noise_label=f"one test sample = {res:.2f} pts of {n}; 1 seed" if res else "")
+    return per_seed_claim(name, statement, vals, threshold, baseline=baseline, seeds=list(ctx.seeds)[:len(vals)],
+                          n_test=n_test_of(runs), side=side, detail=detail, why=why)
 
 
 def fmt(values: Sequence[float]) -> str:
