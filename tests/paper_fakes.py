@@ -73,17 +73,20 @@ def torchvision_keys(name: str, sd: dict[str, torch.Tensor]) -> dict[str, torch.
     return out
 
 
-def write_pretrained(root: Path, names=tuple(PRETRAINED)) -> None:
+def write_pretrained(root: Path, names=tuple(PRETRAINED), *, options: dict[str, dict] | None = None) -> None:
     """``root/pretrained/<name>.pth``: the real architecture's keys, shapes and dtypes at 1000
     classes (as torchvision's ImageNet files), in half precision, each tensor one constant
     broadcast to its shape (a stride-0 view of a one-element storage: ``torch.save`` writes the
     storage and the view, so the five files take kilobytes instead of 600 MB, and loading them
-    reads the same keys, shapes and values; ``load_state_dict`` copies the broadcast values in)."""
+    reads the same keys, shapes and values; ``load_state_dict`` copies the broadcast values in).
+    ``options``: extra model options per name (e.g. ``{"vgg11": {"hidden": 32}}``, a file for
+    VGG-11 with a narrower head, as the model built with the same options takes)."""
     folder = root / "pretrained"
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
+        opts = {**PRETRAINED[name], **(options or {}).get(name, {})}
         with torch.device("meta"):  # keys and shapes only: no initialisation cost
-            shapes = {k: (v.shape, v.dtype) for k, v in models.build(name, num_classes=1000, **PRETRAINED[name])
+            shapes = {k: (v.shape, v.dtype) for k, v in models.build(name, num_classes=1000, **opts)
                       .state_dict().items()}
         sd = {}
         for k, (s, dt) in shapes.items():

@@ -2,19 +2,27 @@
 with their real configuration shrunk in scale only (:func:`bnfl.experiments.scale.shrink`): Table
 1's eight columns with their real keys (the run that stopped with ``bnfl run: error: c``), Table 5's
 five torchvision networks from their (fake) weights files (the run that crashed at ResNet-18).
-Slow: the networks are the papers' (VGG-19 has 144M parameters)."""
+VGG-11/19 run end to end with their convolutions as the paper's and their two hidden FC layers
+at width :data:`VGG_HIDDEN` (torchvision's 4096 puts 103M of VGG-11's 133M parameters in one
+layer: 75 s a run of this test on a busy CPU for the same wiring); the full-size networks are
+built on the ``meta`` device (no memory, no initialisation) and checked against torchvision's
+parameter counts and the paper profile's weights files."""
 
 from __future__ import annotations
 
+import copy
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
 from bnfl import experiments as E
 from bnfl import models
 from bnfl.experiments.cache import RunCache
-from bnfl.experiments.scale import shrink
+from bnfl.experiments.scale import scale_changes, shrink
+from tests.paper_fakes import write_pretrained
+from tests.test_hbn_paper_profile import _cifar_batch
 
 torch.set_num_threads(1)
 
@@ -50,15 +58,51 @@ def _planned(eid: str, config: dict, paper_root) -> dict[str, dict]:
     return cache.keys
 
 
-@pytest.mark.slow  # 4 runs of each network (VGG-11/19: 133M / 144M parameters, ~30 s a run on a busy 2-core CPU)
+#: Width of VGG-11/19's two hidden FC layers in the end-to-end runs (the paper's: torchvision's 4096).
+VGG_HIDDEN = 32
+#: Training and test images of the fake CIFAR-100 those runs read (conftest's paper_root: 200, 100).
+VGG_IMAGES = (64, 32)
+#: torchvision's vgg11_bn / vgg19_bn at 1000 classes (torchvision.models.vgg*_bn(), dropout kept as Identity).
+TORCHVISION_PARAMS = {"VGG-11": 132_868_840, "VGG-19": 143_678_248}
+
+
+def _narrow_vgg(net: str, small: dict, paper_root, tmp_path) -> tuple[dict, object]:
+    """``small`` with ``net``'s hidden FC width at :data:`VGG_HIDDEN` (its one change), and a data
+    root that is ``paper_root`` but for ``net``'s weights file, written at that width, and a smaller
+    fake CIFAR-100 (:data:`VGG_IMAGES`: the convolutions are the paper's, their cost is per image)."""
+    name, extra = small["archs"][net]
+    narrow = copy.deepcopy(small)
+    narrow["archs"][net] = [name, {**extra, "model": {**extra.get("model", {}), "hidden": VGG_HIDDEN}}]
+    assert scale_changes(small, narrow) == [("archs", net, 1, "model")]
+    root = tmp_path / "root"
+    (root / "pretrained").mkdir(parents=True)
+    for item in paper_root.iterdir():
+        if item.name not in ("pretrained", "cifar-100-python"):
+            (root / item.name).symlink_to(item)
+    (root / "cifar-100-python").mkdir()
+    rng = np.random.default_rng(0)
+    for part, n in zip(("train", "test"), VGG_IMAGES, strict=True):
+        _cifar_batch(root / "cifar-100-python" / part, n, 100, b"fine_labels", rng)
+    for item in (paper_root / "pretrained").iterdir():
+        if item.stem != name:
+            (root / "pretrained" / item.name).symlink_to(item)
+    write_pretrained(root, (name,), options={name: {"hidden": VGG_HIDDEN}})
+    return narrow, root
+
+
+@pytest.mark.slow  # 4 runs of each network (ResNet-50: ~10 s on a busy 2-core CPU)
 @pytest.mark.parametrize("net", ["MobilenetV2", "ResNet-18", "ResNet-50", "VGG-11", "VGG-19"])
-def test_hbn_tab5_paper_runs_end_to_end_with_each_network_and_its_weights(net, paper_root, monkeypatch):
+def test_hbn_tab5_paper_runs_end_to_end_with_each_network_and_its_weights(net, paper_root, tmp_path, monkeypatch):
     """Table 5 at the shrunken scale, one network per test: each runs exactly the runs the whole
     table asks for that network (the same run specs: real architecture, weights file, fresh norm
-    layers for BN, GN and HBN, and BN from the file's norm entries)."""
+    layers for BN, GN and HBN, and BN from the file's norm entries). VGG's hidden FC layers are
+    narrowed (:func:`_narrow_vgg`; full size: the next test)."""
     paper, small = _shrunk("hbn-tab5")
+    root = paper_root
+    if net in TORCHVISION_PARAMS:
+        small, root = _narrow_vgg(net, small, paper_root, tmp_path)
     # the whole table resolves its runs: every weights file must be there (conftest's paper_root has them)
-    everything = _planned("hbn-tab5", small, paper_root)
+    everything = _planned("hbn-tab5", small, root)
     mine = {k: v for k, v in everything.items() if v["spec"]["model"]["weights"].endswith(
         f"/{paper['archs'][net][0]}.pth")}
     assert len(mine) == 4 and len(everything) == 4 * len(paper["archs"])
@@ -73,7 +117,7 @@ def test_hbn_tab5_paper_runs_end_to_end_with_each_network_and_its_weights(net, p
     cache = RunCache()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        r = E.run("hbn-tab5", profile="paper", data_root=paper_root, seeds=1, overrides={**small, "use": [net]},
+        r = E.run("hbn-tab5", profile="paper", data_root=root, seeds=1, overrides={**small, "use": [net]},
                   cache=cache, batched="off")
     assert {cache.key(v) for v in mine.values()} == set(cache._memory)  # the table's runs of this network
     last = [row for row in r.rows if row["accuracy"] == "last"]
@@ -81,3 +125,31 @@ def test_hbn_tab5_paper_runs_end_to_end_with_each_network_and_its_weights(net, p
     assert set(last[0]) == {"model", "+BN", "+GN", "+HBN", "+BN (pretrained norm)", "accuracy"}
     assert {p.rsplit("/", 1)[-1] for p, _ in loads} == {f"{paper['archs'][net][0]}.pth"}
     assert sorted(s for _, s in loads) == [False, False, False, True]  # BN, GN, HBN fresh; BN from the file
+
+
+@pytest.mark.parametrize("net", list(TORCHVISION_PARAMS))
+def test_hbn_tab5_full_size_vgg_is_torchvisions_and_takes_its_weights_file(net, paper_root):
+    """What the end-to-end runs narrow, at full size on the ``meta`` device: the paper profile's four
+    runs of ``net`` build torchvision's network (its parameter count at 1000 classes, the paper's 4096
+    head), each with its norm kind loads the data root's weights file (keys and shapes checked as
+    :func:`bnfl.models.load_pretrained` checks them), and a CIFAR-100 batch comes out as 100 logits."""
+    from bnfl.methods import get
+
+    paper, small = _shrunk("hbn-tab5")
+    name = paper["archs"][net][0]
+    runs = [v["spec"] for v in _planned("hbn-tab5", small, paper_root).values() if v["spec"]["model"]["name"] == name]
+    assert len(runs) == 4 and all("hidden" not in s["model"] for s in runs)  # the default: torchvision's 4096
+    with torch.device("meta"):
+        full = models.build(name, num_classes=1000)
+    assert sum(p.numel() for p in full.parameters()) == TORCHVISION_PARAMS[net]
+    assert full.classifier[0].out_features == 4096 and full.classifier[3].out_features == 4096
+    loads: list[tuple[str, bool]] = []
+    for spec in runs:
+        opts = {k: v for k, v in spec["model"].items() if k != "name"}
+        with torch.device("meta"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # heads, fresh norm layers, copies onto meta (no-ops)
+            model = models.build_for(name, (3, 32, 32), num_classes=100, norm=get(spec["method"]).norm, **opts)
+            out = model.train()(torch.empty(2, 3, 32, 32))
+        assert out.shape == (2, 100)
+        loads.append((opts["weights"].rsplit("/", 1)[-1], opts.get("pretrained_norm", True)))
+    assert sorted(loads) == [(f"{name}.pth", False)] * 3 + [(f"{name}.pth", True)]
