@@ -144,6 +144,16 @@ class AlexNetBN(nn.Module):
     256 - 256 - MaxPool(3, 2) - AdaptiveAvgPool(6, 6) - FC(9216, 4096) - FC(4096, 4096) -
     FC(4096, num_classes). Table 9's spurious "Conv2D(64, 128, 5, 1, 2)" row is left out, as in
     the reference code. Inputs 256x256 in FedBN; any size >= 63 works.
+
+    Parameters
+    ----------
+    in_channels : int, default 3
+    num_classes : int, default 10
+    norm : str, default "bn"
+    norm_kw : dict, optional
+    hidden : int, default 4096
+        Width of the two hidden FC layers (Table 9: 4096, 54.5M of the 57.1M parameters);
+        smaller only to run the same layers cheaply (tests).
     """
 
     def __init__(
@@ -153,8 +163,11 @@ class AlexNetBN(nn.Module):
         num_classes: int = 10,
         norm: str = "bn",
         norm_kw: dict[str, Any] | None = None,
+        hidden: int = 4096,
     ) -> None:
         super().__init__()
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
+            raise ValueError(f"hidden must be a positive integer (Table 9: 4096), got {hidden!r}")
         kw = dict(norm_kw or {})
 
         def block(cin: int, cout: int, k: int, s: int, p: int) -> list[nn.Module]:
@@ -169,9 +182,9 @@ class AlexNetBN(nn.Module):
         )
         self.avgpool = nn.AdaptiveAvgPool2d((6, 6))
         self.classifier = nn.Sequential(
-            nn.Linear(256 * 6 * 6, 4096), make_norm(norm, 4096, dim=1, **kw), nn.ReLU(),
-            nn.Linear(4096, 4096), make_norm(norm, 4096, dim=1, **kw), nn.ReLU(),
-            nn.Linear(4096, num_classes),
+            nn.Linear(256 * 6 * 6, hidden), make_norm(norm, hidden, dim=1, **kw), nn.ReLU(),
+            nn.Linear(hidden, hidden), make_norm(norm, hidden, dim=1, **kw), nn.ReLU(),
+            nn.Linear(hidden, num_classes),
         )
 
     def forward(self, x: Tensor) -> Tensor:
