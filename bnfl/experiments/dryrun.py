@@ -314,9 +314,6 @@ def _time_model(spec: Mapping[str, Any], split: Any, device: str, steps: int) ->
     opts = dict(spec["model"])
     name = opts.pop("name")
     norm = get(spec["method"]).norm
-    torch.manual_seed(0)
-    model = models.build_for(name, split.input_shape, norm=norm, **{"num_classes": split.num_classes, **opts})
-    params = sum(p.numel() for p in model.parameters())
     b = int(spec["train"]["batch_size"])
     meta = getattr(split, "meta", None) or {}
     norm_px = (torch.as_tensor(meta["mean"]).reshape(-1), torch.as_tensor(meta["std"]).reshape(-1)) \
@@ -324,10 +321,19 @@ def _time_model(spec: Mapping[str, Any], split: Any, device: str, steps: int) ->
     x = decode(split.x_train[:b], norm_px, device, torch.float32).to(device)  # stored uint8 pixels standardised
     short = "" if x.shape[0] == b else f" (timed on the {x.shape[0]} images there are, scaled)"
     label = f"{name} ({norm}) on {spec['data']['name']}, batch {b}{short}"
-    if steps == 0:  # built and fed two samples of the batch: the model fits the data, no timing
-        with torch.no_grad():
-            model.to(device).train()(x[:2])
+    if steps == 0:  # the model fits the data, no timing: built on the meta device (shapes only, no memory and
+        # no initialisation: VGG-19 is 144M parameters; a weights file's keys and shapes are still checked) and
+        # fed two samples' shapes
+        with torch.device("meta"), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*meta parameter.*no-op")  # loading values onto meta
+            model = models.build_for(name, split.input_shape, norm=norm, **{"num_classes": split.num_classes, **opts})
+            with torch.no_grad():
+                model.train()(x[:2].to("meta"))
+        params = sum(p.numel() for p in model.parameters())
         return ModelCheck(label, params, b, None, f"{label}: {params:,} parameters (not timed)"), None
+    torch.manual_seed(0)
+    model = models.build_for(name, split.input_shape, norm=norm, **{"num_classes": split.num_classes, **opts})
+    params = sum(p.numel() for p in model.parameters())
     try:
         model = model.to(device).train()
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -371,7 +377,8 @@ def dry_run(experiment_id: str, *, profile: str = "paper", device: str = "cpu", 
             data_root: str | None = None, overrides: Mapping[str, Any] | None = None, time_steps: int = 2) -> Plan:
     """Plan ``experiment_id`` without training: check its data under ``data_root``, resolve every run
     spec, build every model and time ``time_steps`` steps of each on ``device`` (module docstring);
-    ``time_steps=0`` only feeds each model two samples of its batch (no estimate; tests).
+    ``time_steps=0`` builds each model on the ``meta`` device and feeds it two samples' shapes (no
+    memory, no initialisation, no estimate; tests).
 
     Returns
     -------
