@@ -1003,6 +1003,55 @@ def generate_notebooks(written: set[Path], mode: str = "off", kernels: int = 1, 
     write_if_changed(out / "index.md", "\n".join(index), written)
 
 
+#: Kernel starts tried before the build stops (see :func:`start_kernel`).
+KERNEL_START_ATTEMPTS = 3
+
+
+async def start_kernel(make_manager, *, cwd: str, attempts: int = KERNEL_START_ATTEMPTS,
+                       ready_timeout: float = 120.0):
+    """Start a kernel with a manager from ``make_manager()`` and wait until it answers
+    ``kernel_info``; return the manager.
+
+    jupyter_client picks free TCP ports and releases them, and the kernel binds them when it
+    starts: a process that takes one in between (another test worker's Ray or torchrun) kills the
+    kernel at start (``zmq.error.ZMQError: Address already in use``, then "Kernel died before
+    replying to kernel_info"). A kernel that dies before it answers is shut down and started again
+    by a new manager (new ports), ``attempts`` times in all; then :class:`~sphinx.errors.ExtensionError`
+    says so with the last error. A kernel that is alive but does not answer in ``ready_timeout``
+    seconds is not retried (another failure): the same error, at once.
+    """
+    from sphinx.errors import ExtensionError
+
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts!r}")
+    last = ""
+    for attempt in range(1, attempts + 1):
+        km = make_manager()
+        try:
+            await km.start_kernel(cwd=cwd, extra_arguments=["--HistoryManager.hist_file=:memory:"])
+            kc = km.client()
+            kc.start_channels()
+            try:
+                await kc.wait_for_ready(timeout=ready_timeout)
+            finally:
+                kc.stop_channels()
+            return km
+        except Exception as err:  # noqa: BLE001 - sorted below: a dead kernel is retried, the rest is not
+            last = f"{type(err).__name__}: {err}"
+            died = not await km.is_alive()
+            try:
+                await km.shutdown_kernel(now=True)
+            except Exception:  # noqa: BLE001 - a kernel that never started has nothing to shut down
+                pass
+            if not died:
+                raise ExtensionError(f"the Jupyter kernel for the reproduction notebooks did not start: {last}") from err
+            logger.info(f"bnfl_docs: the Jupyter kernel died at start (attempt {attempt} of {attempts}; a port "
+                        f"taken by another process?): {last}")
+    raise ExtensionError(f"the Jupyter kernel for the reproduction notebooks died at start {attempts} times (each on "
+                         f"new ports; a port taken by another process between jupyter_client choosing it and the "
+                         f"kernel binding it?); last error: {last}")
+
+
 def execute_in_shared_kernels(jobs: list[tuple[Path, Path]], written: set[Path], *, reuse: bool = False,
                               kernels: int = 1, inputs: str | None = None) -> None:
     """Execute each ``(notebook.py, out.ipynb)`` in one of ``kernels`` kernels kept running
@@ -1043,8 +1092,7 @@ def execute_in_shared_kernels(jobs: list[tuple[Path, Path]], written: set[Path],
     from sphinx.errors import ExtensionError
 
     async def worker(queue: asyncio.Queue, cwd: str) -> None:
-        km = AsyncKernelManager(kernel_name="python3")
-        await km.start_kernel(cwd=cwd, extra_arguments=["--HistoryManager.hist_file=:memory:"])
+        km = await start_kernel(lambda: AsyncKernelManager(kernel_name="python3"), cwd=cwd)
         try:
             while not queue.empty():
                 src, dst, stamp = queue.get_nowait()
