@@ -57,6 +57,7 @@ def test_every_data_set_has_a_size_row_or_is_named_without_one():
     """The GPU benchmark's plan sizes each run by its data set (benchmarks/paper_plan.DATA); a data
     set registered without a row stopped it twice on the GPU (digit_domains, then mnist5k)."""
     from paper_plan import DATA, NO_SIZE_ROW  # benchmarks/ is on sys.path (above)
+
     from bnfl.data import DATASETS
 
     assert not set(DATASETS) - set(DATA) - NO_SIZE_ROW, "add a size row to paper_plan.DATA or name it in NO_SIZE_ROW"
