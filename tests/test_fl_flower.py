@@ -7,8 +7,8 @@ history rows without their time fields. Measured: bit-identical in float64 and f
 difference 0.0); asserted to 1e-12 (float64) and 1e-6 (float32).
 
 Ray's start-up costs most of a run (about 15 s on a 2-core machine), so each method runs once
-per module and every assertion on it shares that run. Every exchange has a reply timeout and
-every test a wall-clock alarm.
+per module and every assertion on it shares that run, and HBN's stop on a failed client ends
+that launch (its last run). Every exchange has a reply timeout and every test a wall-clock alarm.
 
 The failure-mode tests set bnfl's way (layer-type state groups, the engine's merge of what a
 client received over its own state, the seeded partition, sample counts) against the one Flower
@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 import signal
 
 import numpy as np
@@ -86,7 +87,9 @@ CASES = {**{m: config(m) for m in METHODS},
 def runs():
     """case -> (bnfl's simulator after its run, the Flower result). Flower's start-up (Ray,
     actors) costs most of a launch, so all cases run in one launch, one after the other on the
-    same 3 nodes (each client's state kept apart per run); the fault case's client 1 fails in round 2."""
+    same 3 nodes (each client's state kept apart per run); the fault case's client 1 fails in round 2.
+    Last, HBN with client 2 failing in round 1 stops the launch: ``"hbn-stop"`` -> (None, the
+    :class:`FlowerClientError` raised, or None if none was)."""
     setups, refs = [], {}
     for name, cfg in CASES.items():
         ref = build(cfg)
@@ -96,8 +99,13 @@ def runs():
         if name == "fedavg+bn-fault":
             setup.algorithm = _failing(setup.algorithm, 1, 2)
         setups.append(setup)
-    results = run_flower(setups, num_cpus=2, collect_client_state=True)
-    return {name: (refs[name], res) for name, res in zip(CASES, results, strict=True)}
+    stop = setup_from_config(config("hbn", rounds=1), out=None, reply_timeout_s=60.0, answer_inspect=True)
+    stop.algorithm = _failing(stop.algorithm, 2, 1)
+    try:
+        results, stopped = run_flower([*setups, stop], num_cpus=2, collect_client_state=True), None
+    except FlowerClientError as err:
+        results, stopped = err.results, err
+    return {**{name: (refs[name], res) for name, res in zip(CASES, results, strict=False)}, "hbn-stop": (None, stopped)}
 
 
 def _max_diff(a: dict, b: dict) -> float:
@@ -215,14 +223,15 @@ def test_a_failed_client_is_left_out_with_weights_renormalised(runs):
     assert _max_diff({k: res.global_state[k] for k in shrunk}, shrunk) > 1e-3
 
 
-def test_hbn_stops_with_the_failed_client_named():
-    cfg = config("hbn", rounds=1)
-    setup = setup_from_config(cfg, out=None, reply_timeout_s=60.0)
-    setup.algorithm = _failing(setup.algorithm, 2, 1)
-    with pytest.raises(FlowerClientError, match=r"round 1: training failed on clients \[2\]") as err:
-        run_flower(setup, num_cpus=2)
-    assert list(err.value.failures) == [2]
-    assert "injected failure of client 2" in err.value.failures[2]
+def test_hbn_stops_with_the_failed_client_named(runs):
+    """The launch's last run (HBN, client 2 failing in round 1) stops it; the runs before it are kept."""
+    _, err = runs["hbn-stop"]
+    assert isinstance(err, FlowerClientError), "HBN went on without its failed client"
+    assert re.search(r"round 1: training failed on clients \[2\]", str(err))
+    assert list(err.failures) == [2]
+    assert "injected failure of client 2" in err.failures[2]
+    assert len(err.results) == len(CASES) + 1 and err.results[-1].history is None
+    assert all(res.history is not None for res in err.results[:-1])
 
 
 

@@ -72,11 +72,14 @@ __all__ = ["FlowerClientError", "FlowerResult", "FlowerSetup", "client_app", "fl
 
 class FlowerClientError(RuntimeError):
     """A client failed (its reply carried an error, or none came) in a round the method cannot run
-    without it. ``.failures`` maps client ids to the reported reasons."""
+    without it. ``.failures`` maps client ids to the reported reasons; raised by :func:`run_flower`,
+    ``.results`` holds the launch's :class:`FlowerResult` list (one per run: the runs before the
+    failed one are complete, the failed one and those after it are empty)."""
 
     def __init__(self, message: str, failures: Mapping[int, str]) -> None:
         super().__init__(message)
         self.failures = dict(failures)
+        self.results: list[FlowerResult] = []
 
 
 def stops_on_failure(algorithm: Algorithm) -> bool:
@@ -319,7 +322,8 @@ def run_flower(setup: Setups, *, num_cpus: int | None = None, collect_client_sta
     same number of clients (returns one result each): they run one after the other on the same
     nodes, each client's state kept apart per run, so Flower starts once.
     ``collect_client_state`` asks every node for its client's local state at the end of each run
-    (needs ``answer_inspect``). Ray is shut down before returning, also on errors."""
+    (needs ``answer_inspect``). Ray is shut down before returning, also on errors; a
+    :class:`FlowerClientError` carries the launch's results (``.results``)."""
     import logging
     import warnings
 
@@ -350,6 +354,9 @@ def run_flower(setup: Setups, *, num_cpus: int | None = None, collect_client_sta
             warnings.simplefilter("ignore", FutureWarning)
             run_simulation(server, client, num_supernodes=sizes.pop(),
                            backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": init_args})
+    except FlowerClientError as err:
+        err.results = results  # the runs that finished before the failure, for the caller
+        raise
     finally:
         logger.setLevel(level)
         _shutdown_ray()
