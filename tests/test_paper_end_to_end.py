@@ -6,7 +6,8 @@ VGG-11/19 run end to end with their convolutions as the paper's and their two hi
 at width :data:`VGG_HIDDEN` (torchvision's 4096 puts 103M of VGG-11's 133M parameters in one
 layer: 75 s a run of this test on a busy CPU for the same wiring); the full-size networks are
 built on the ``meta`` device (no memory, no initialisation) and checked against torchvision's
-parameter counts and the paper profile's weights files."""
+parameter counts and the paper profile's weights files. Table 5's runs read a fake CIFAR-100 of
+:data:`TAB5_IMAGES` images (scale: the networks' cost is per image)."""
 
 from __future__ import annotations
 
@@ -60,20 +61,18 @@ def _planned(eid: str, config: dict, paper_root) -> dict[str, dict]:
 
 #: Width of VGG-11/19's two hidden FC layers in the end-to-end runs (the paper's: torchvision's 4096).
 VGG_HIDDEN = 32
-#: Training and test images of the fake CIFAR-100 those runs read (conftest's paper_root: 200, 100).
-VGG_IMAGES = (64, 32)
+#: Training and test images of the fake CIFAR-100 Table 5's runs read (conftest's paper_root: 200, 100).
+TAB5_IMAGES = (64, 32)
 #: torchvision's vgg11_bn / vgg19_bn at 1000 classes (torchvision.models.vgg*_bn(), dropout kept as Identity).
 TORCHVISION_PARAMS = {"VGG-11": 132_868_840, "VGG-19": 143_678_248}
 
 
-def _narrow_vgg(net: str, small: dict, paper_root, tmp_path) -> tuple[dict, object]:
-    """``small`` with ``net``'s hidden FC width at :data:`VGG_HIDDEN` (its one change), and a data
-    root that is ``paper_root`` but for ``net``'s weights file, written at that width, and a smaller
-    fake CIFAR-100 (:data:`VGG_IMAGES`: the convolutions are the paper's, their cost is per image)."""
+def _root_and_config(net: str, small: dict, paper_root, tmp_path) -> tuple[dict, object]:
+    """A data root that is ``paper_root`` but for a smaller fake CIFAR-100 (:data:`TAB5_IMAGES`: the
+    networks are the paper's, their cost is per image), and ``small``; for VGG-11/19, ``small`` with
+    the network's hidden FC width at :data:`VGG_HIDDEN` (its one change) and its weights file
+    written at that width in the root."""
     name, extra = small["archs"][net]
-    narrow = copy.deepcopy(small)
-    narrow["archs"][net] = [name, {**extra, "model": {**extra.get("model", {}), "hidden": VGG_HIDDEN}}]
-    assert scale_changes(small, narrow) == [("archs", net, 1, "model")]
     root = tmp_path / "root"
     (root / "pretrained").mkdir(parents=True)
     for item in paper_root.iterdir():
@@ -81,26 +80,30 @@ def _narrow_vgg(net: str, small: dict, paper_root, tmp_path) -> tuple[dict, obje
             (root / item.name).symlink_to(item)
     (root / "cifar-100-python").mkdir()
     rng = np.random.default_rng(0)
-    for part, n in zip(("train", "test"), VGG_IMAGES, strict=True):
+    for part, n in zip(("train", "test"), TAB5_IMAGES, strict=True):
         _cifar_batch(root / "cifar-100-python" / part, n, 100, b"fine_labels", rng)
+    narrow = net in TORCHVISION_PARAMS
     for item in (paper_root / "pretrained").iterdir():
-        if item.stem != name:
+        if not (narrow and item.stem == name):
             (root / "pretrained" / item.name).symlink_to(item)
+    if not narrow:
+        return small, root
+    config = copy.deepcopy(small)
+    config["archs"][net] = [name, {**extra, "model": {**extra.get("model", {}), "hidden": VGG_HIDDEN}}]
+    assert scale_changes(small, config) == [("archs", net, 1, "model")]
     write_pretrained(root, (name,), options={name: {"hidden": VGG_HIDDEN}})
-    return narrow, root
+    return config, root
 
 
-@pytest.mark.slow  # 4 runs of each network (ResNet-50: ~10 s on a busy 2-core CPU)
+@pytest.mark.slow  # 4 runs of each network
 @pytest.mark.parametrize("net", ["MobilenetV2", "ResNet-18", "ResNet-50", "VGG-11", "VGG-19"])
 def test_hbn_tab5_paper_runs_end_to_end_with_each_network_and_its_weights(net, paper_root, tmp_path, monkeypatch):
     """Table 5 at the shrunken scale, one network per test: each runs exactly the runs the whole
     table asks for that network (the same run specs: real architecture, weights file, fresh norm
     layers for BN, GN and HBN, and BN from the file's norm entries). VGG's hidden FC layers are
-    narrowed (:func:`_narrow_vgg`; full size: the next test)."""
+    narrowed (:func:`_root_and_config`; full size: the next test)."""
     paper, small = _shrunk("hbn-tab5")
-    root = paper_root
-    if net in TORCHVISION_PARAMS:
-        small, root = _narrow_vgg(net, small, paper_root, tmp_path)
+    small, root = _root_and_config(net, small, paper_root, tmp_path)
     # the whole table resolves its runs: every weights file must be there (conftest's paper_root has them)
     everything = _planned("hbn-tab5", small, root)
     mine = {k: v for k, v in everything.items() if v["spec"]["model"]["weights"].endswith(
