@@ -80,8 +80,8 @@ def _tensors(sim: fl.Simulation) -> dict[str, torch.Tensor]:
 
     walk("global", sim.global_state)
     walk("local", sim.client_local)
-    walk("momentum", sim.client_momentum)
-    walk("global_momentum", sim.global_momentum)
+    walk("client_algorithm", sim.client_algorithm)  # momentum buffers, SCAFFOLD's c_i
+    walk("server", sim.server.state)  # the averaged momentum, SCAFFOLD's c
     walk("algorithm", sim.algorithm.state_dict())
     return out
 

@@ -207,9 +207,9 @@ class DistributedSimulation(Simulation):
 
     def state_dict(self) -> dict[str, Any]:
         s = super().state_dict()
-        # a client's state (local groups, momentum, cursor, algorithm state) lives on the rank that
-        # owns it; the server's (global state, algorithm server state) is the same on every rank
-        per_client = ("client_local", "client_momentum", "client_algorithm", "cursors")
+        # a client's state (local groups, cursor, algorithm state with its momentum) lives on the rank
+        # that owns it; the server's (global state, algorithm server state) is the same on every rank
+        per_client = ("client_local", "client_algorithm", "cursors")
         mine = {key: {c: _cpu(v) for c, v in getattr(self, key).items() if c in self.owned} for key in per_client}
         got: list[Any] = [None] * self.world_size
         dist.all_gather_object(got, mine)
@@ -235,8 +235,6 @@ class DistributedSimulation(Simulation):
         loaded = super().load_checkpoint(directory)
         if loaded:
             self.client_local = {c: {k: v.to(self.device) for k, v in s.items()} for c, s in self.client_local.items()}
-            self.client_momentum = {c: {k: v.to(self.device) for k, v in s.items()}
-                                    for c, s in self.client_momentum.items()}
             self.history.meta.update(self._engine_meta())
         return loaded
 

@@ -37,7 +37,7 @@ from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_glo
 from bnfl.fl._local import LocalOptimizerMixin
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm
-from bnfl.fl.comm import Channel, weighted_sum
+from bnfl.fl.comm import Channel
 from bnfl.fl.context import ClientContext, ServerContext
 from bnfl.fl.coupled import coupled_first_step
 from bnfl.fl.state import state_groups
@@ -103,9 +103,7 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         self.global_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.init_local = {k: self.global_state[k].clone() for k in self.local_keys}
         self.client_local: dict[int, dict[str, Tensor]] = {}
-        self.client_momentum: dict[int, dict[str, Tensor]] = {}
         self.client_algorithm: dict[int, dict[str, Any]] = {}  # each client's ClientContext.state
-        self.global_momentum: dict[str, Tensor] = {}
         self.cursors = {c: [0, 0] for c in range(self.num_clients)}  # epoch, batch position
         cfg_meta = {k: v for k, v in dataclasses.asdict(self.config).items() if k != "schedule"}
         cfg_meta["schedule"] = dataclasses.asdict(self.config.schedule) if self.config.schedule else None
@@ -119,8 +117,6 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
                                     client_sizes=[len(i) for i in self.client_indices], weighting=algorithm.weighting,
                                     device=self.device, request=self._request)
         self._round_clients: list[int] = []  # the participants of the last round (evaluation statistics)
-        #: the algorithm's own momentum handling wins over the config's
-        self.momentum_mode = algorithm.momentum_mode if algorithm.momentum_mode != "reset" else self.config.momentum_mode
         self._work = copy.deepcopy(self.model)
         self._eval_model = copy.deepcopy(self.model)
         self._orders = None  # the clients' batch orders (bnfl.fl.batch_orders.BatchOrders), on first use
@@ -271,8 +267,7 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         if alg.communicates:
             payload = {k: self.global_state[k] for k in self.download_keys}
             payload.update(alg.extra_download(self.server))
-            if self.momentum_mode == "global" and cfg.momentum > 0 and self.global_momentum:
-                payload.update({f"momentum.{n}": t for n, t in self.global_momentum.items()})
+            payload.update(alg.momentum_download(self.server))
             received = ch.broadcast(payload, len(clients))
         else:
             received = [{} for _ in clients]
@@ -294,10 +289,7 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         if alg.communicates:
             uploads = ch.gather(uploads)
             self.global_state = alg.aggregate(self.server, self.global_state, clients, p, uploads)
-            if self.momentum_mode == "global" and cfg.momentum > 0:
-                names = [k for k in uploads[0] if k.startswith("momentum.")]
-                avg = weighted_sum([{k: u[k] for k in names} for u in uploads], p)
-                self.global_momentum = {k[len("momentum."):]: v for k, v in avg.items()}
+            alg.aggregate_momentum(self.server, p, uploads)
         return {"round": r, "lr": lr, "clients": clients,
                 "train_loss": float(np.dot(p, losses)), "frozen_stats": bool(frozen),
                 "coupled_first_step": mode or ""}
@@ -333,18 +325,14 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         algorithm's client hooks around its local steps, keep its local state and momentum, and
         return its upload and mean training loss. ``first`` is the round's coupled first step
         (FedTAN), in which this client is number ``index``. Every engine runs a client through this."""
-        alg, cfg = self.algorithm, self.config
+        alg = self.algorithm
         work = self._work
         state = self.client_state(c)
         state.update({k: v for k, v in received.items() if k in state})
         work.load_state_dict(state)
         client = self.client_context(c, received)
-        if self.momentum_mode == "global" and received:
-            got = {k[len("momentum."):]: v for k, v in received.items() if k.startswith("momentum.")}
-            if got:
-                self.global_momentum = got
         alg.client_start(client, r, work)
-        opt = self._optimizer(work, c, lr)
+        opt = self._optimizer(work, alg.initial_momentum(client), lr)
         steps = self._steps_this_round(c)
         total = 0.0
         self._set_bn_frozen(work, frozen)
@@ -371,14 +359,9 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
             self.client_local[c] = {k: sd[k].detach().clone() for k in self.local_keys}
         up = {k: sd[k].detach().clone() for k in self.upload_keys} if alg.communicates else {}
         up.update(alg.extra_upload(client, work, steps, lr))
+        up.update(alg.final_momentum(client, lambda: self._momentum_of(work, opt)))  # kept or uploaded: the algorithm's
         if client.state or c in self.client_algorithm:  # the client's algorithm state goes back to the store
             self.client_algorithm[c] = client.state
-        if cfg.momentum > 0 and self.momentum_mode in ("local", "global"):
-            mom = self._momentum_of(work, opt)
-            if self.momentum_mode == "local":
-                self.client_momentum[c] = mom
-            else:
-                up.update({f"momentum.{n}": t for n, t in mom.items()})
         if alg.centralized:
             self.global_state = {k: v.detach().clone() for k, v in sd.items()}
         return up, total / steps

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from bnfl.fl.algorithms._momentum import MomentumPolicy
 from bnfl.fl.comm import weighted_sum
 
 if TYPE_CHECKING:
@@ -25,9 +26,9 @@ class Algorithm:
     personalized: ClassVar[bool] = False  # evaluate each client's own model (FedTAN protocol)
     communicates: ClassVar[bool] = True
     centralized: ClassVar[bool] = False
-    #: SGD momentum across rounds: "reset" each round, "local" kept per client (FixBN-star),
-    #: "global" uploaded, averaged and re-broadcast (FixBN-dagger).
-    momentum_mode: str = "reset"
+    #: SGD momentum across rounds (:mod:`bnfl.fl.algorithms._momentum`): by default the run's
+    #: ``TrainConfig.momentum_mode``; FixBN's ``momentum=`` fixes its own
+    momentum_policy: MomentumPolicy = MomentumPolicy()
 
     def __init__(self) -> None:
         """No options here; subclasses take theirs as keyword-only arguments."""
@@ -83,6 +84,27 @@ class Algorithm:
     def extra_upload(self, client: ClientContext, model: nn.Module, steps: int, lr: float) -> dict[str, Tensor]:
         """Tensors uploaded with the model (prefixed keys, never model keys)."""
         return {}
+
+    def initial_momentum(self, client: ClientContext) -> dict[str, Tensor] | None:
+        """The SGD momentum buffers (by parameter name) this client's optimizer starts its round
+        from, or ``None`` (zeros; default: :attr:`momentum_policy`)."""
+        return self.momentum_policy.initial(client)
+
+    def final_momentum(self, client: ClientContext, momentum: Callable[[], dict[str, Tensor]]) -> dict[str, Tensor]:
+        """At the end of local training: ``momentum()`` gives the optimizer's buffers (by parameter
+        name); keep them in ``client.state`` and/or return tensors to upload (prefixed keys;
+        default: :attr:`momentum_policy`)."""
+        return self.momentum_policy.final(client, momentum)
+
+    def momentum_download(self, server: ServerContext) -> dict[str, Tensor]:
+        """Momentum buffers broadcast with the model (prefixed keys; default: :attr:`momentum_policy`)."""
+        return self.momentum_policy.download(server)
+
+    def aggregate_momentum(self, server: ServerContext, weights: Sequence[float],
+                           uploads: Sequence[Mapping[str, Tensor]]) -> None:
+        """After :meth:`aggregate`: the server's momentum from the uploads, into ``server.state``
+        (default: :attr:`momentum_policy`)."""
+        self.momentum_policy.aggregate(server, weights, uploads)
 
     def extra_download(self, server: ServerContext) -> dict[str, Tensor]:
         """Tensors broadcast with the model (prefixed keys)."""

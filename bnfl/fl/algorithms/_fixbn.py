@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._momentum import MomentumPolicy
 from bnfl.fl.algorithms._registry import register_algorithm
 from bnfl.fl.comm import weighted_sum
 
@@ -37,7 +38,7 @@ class FixBN(Algorithm):
             raise ValueError(f"FixBN momentum must be 'reset', 'local' or 'global', got {momentum!r}")
         self.switch_fraction = float(switch_fraction)
         self.switch = switch
-        self.momentum_mode = momentum
+        self.momentum_policy = MomentumPolicy(momentum)  # FixBN-star / -dagger: the client's or the server's state
         self.total_rounds = 0
 
     @property
@@ -55,7 +56,7 @@ class FixBN(Algorithm):
         return r > self.t_star
 
     def __repr__(self) -> str:
-        return f"FixBN(switch_fraction={self.switch_fraction}, switch={self.switch}, momentum={self.momentum_mode!r})"
+        return f"FixBN(switch_fraction={self.switch_fraction}, switch={self.switch}, momentum={self.momentum_policy.mode!r})"
 
 
 @register_algorithm

@@ -164,7 +164,6 @@ class HBN(_ServerStatistics, Algorithm):
         self.solver = base
         self.local_state = HBN.local_state | base.local_state
         self.weighting = base.weighting
-        self.momentum_mode = base.momentum_mode
 
     @classmethod
     def reference_code(cls, **overrides: Any) -> HBN:
