@@ -221,16 +221,15 @@ def test_fedtan_reference_variants(options):
 
 @pytest.mark.parametrize("conv", [False, True])
 def test_fedtan_first_step_runs_in_the_batched_layers_with_the_same_exchanges(conv, monkeypatch):
-    """FedTAN's coupled first step is step 1 of the batched clients (the sequential
-    ``coupled_first_step`` is not called) and sends what it sends: the same all-reduces, tags
+    """FedTAN's coupled first step is step 1 of the batched clients (the algorithm's sequential
+    ``CoupledFirstStep.run`` is not called) and sends what it sends: the same all-reduces, tags
     and bytes, in the same order (eqs. 39-40 forward, eq. 41 backward from the last BN layer)."""
     seq = _run(_spec("fedtan", "off", conv=conv))
-    import bnfl.fl.engine as engine
 
     def refuse(*args, **kwargs):
         raise AssertionError("the sequential coupled step ran")
 
-    monkeypatch.setattr(engine, "coupled_first_step", refuse)
+    monkeypatch.setattr(fl.CoupledFirstStep, "run", refuse)
     bat = _run(_spec("fedtan", "on", conv=conv))
     assert bat.channel.exchanges == seq.channel.exchanges
     assert _max_state_diff(seq, bat) <= 1e-12 and _max_history_diff(seq.history, bat.history) <= 1e-12

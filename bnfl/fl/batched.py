@@ -64,7 +64,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep
 from bnfl.fl._evaluate import _cross_entropy
-from bnfl.fl.algorithms import Algorithm
+from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
 from bnfl.fl.batched_together import ClientWork, in_round_order, run_together, same_samples
@@ -163,11 +163,11 @@ class _HookScope:
 
 @dataclass(frozen=True)
 class DeferredCoupledStep:
-    """FedTAN's coupled first step left to the batched engine (:meth:`BatchedClients.defer_first_step`):
+    """The algorithm's coupled first step left to the batched engine (:meth:`BatchedClients.defer_first_step`):
     step 1 of the round's local steps runs the BN layers coupled (:func:`~bnfl.nn.batched.coupled_batch_norm`)
     with the participants' weights ``weights`` (:math:`p_i`, in the order of the participants)."""
 
-    mode: str
+    step: CoupledFirstStep
     weights: tuple[float, ...]
 
 
@@ -193,15 +193,18 @@ class BatchedClients:
         #: one BatchedNet per number of clients trained together (built once, loaded every round)
         self._nets: dict[int, BatchedNet] = {}
 
-    def defer_first_step(self, mode: str, weights: Sequence[float], frozen: bool) -> DeferredCoupledStep | None:
-        """The round's coupled first step as step 1 of the batched local steps, or None when the
-        sequential :func:`bnfl.fedtan.coupled_step` must run it: only FedTAN's coupling
-        (``"fedtan"``; FedAvg+Algorithm 2's local stat-gradients are not an autograd of the
-        forward), local steps (one group of clients), BN not frozen, no ``client_start`` hook
-        (it would run before the coupled step sequentially)."""
-        if (mode != "fedtan" or frozen or self.sim.config.local_unit != "steps" or self.hooks["client_start"]):
+    def defer_first_step(self, step: CoupledFirstStep, weights: Sequence[float],
+                         frozen: bool) -> DeferredCoupledStep | None:
+        """The round's coupled first ``step`` as step 1 of the batched local steps, or None when
+        :meth:`CoupledFirstStep.run <bnfl.fl.algorithms._coupled.CoupledFirstStep.run>` must run it:
+        only a step whose backward exchange is the autograd of its forward
+        (:attr:`~bnfl.fl.algorithms._coupled.CoupledFirstStep.backward_is_autograd`: FedTAN's;
+        FedAvg+Algorithm 2's local stat-gradients are not), local steps (one group of clients), BN
+        not frozen, no ``client_start`` hook (it would run before the coupled step sequentially)."""
+        if (not step.backward_is_autograd or frozen or self.sim.config.local_unit != "steps"
+                or self.hooks["client_start"]):
             return None
-        return DeferredCoupledStep(mode, tuple(float(w) for w in weights))
+        return DeferredCoupledStep(step, tuple(float(w) for w in weights))
 
     def run(self, r: int, clients: Sequence[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
             first: CoupledStep | None) -> tuple[list[dict[str, Tensor]], list[float]]:

@@ -62,7 +62,14 @@ from bnfl.fl._run import DivergenceError, FederatedData, History
 from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.engine import Simulation
 from bnfl.fl.flower_client import client_app
-from bnfl.fl.flower_setup import FlowerSetup, Setups, _as_list, samples_crc, setup_from_config
+from bnfl.fl.flower_setup import (
+    FlowerSetup,
+    Setups,
+    _as_list,
+    flower_exchange,
+    samples_crc,
+    setup_from_config,
+)
 
 __all__ = ["FlowerClientError", "FlowerResult", "FlowerSetup", "client_app", "flower_apps", "run_flower",
            "server_app", "setup_from_config", "stops_on_failure"]
@@ -97,6 +104,10 @@ class _ServerSide(Simulation):
         self.history.meta.update({"engine": "flower", "flwr": flwr.__version__})
         self.failures: list[dict[str, Any]] = []
         self.nodes = self._hello()
+
+    def _coupled_exchange(self, clients, weights):
+        """Flower's exchange inside a local step: a refusal (:func:`bnfl.fl.flower_setup.flower_exchange`)."""
+        return flower_exchange(self.model, self.algorithm.name, self.server.round)
 
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """The server holds no training sample (they stay on the nodes)."""

@@ -13,6 +13,7 @@ from bnfl.fl.comm import weighted_sum
 
 if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep
+    from bnfl.fl.algorithms._coupled import CoupledFirstStep
     from bnfl.fl.context import ClientContext, ServerContext
 
 
@@ -34,8 +35,10 @@ class Algorithm:
         """No options here; subclasses take theirs as keyword-only arguments."""
 
     # -- phases -------------------------------------------------------------------------
-    def first_step(self, r: int) -> str | None:
-        """Coupled first local step at round ``r``: ``None``, ``"fedtan"`` or ``"stats"``."""
+    def coupled_step(self, r: int) -> CoupledFirstStep | None:
+        """The coupled first local step of round ``r`` (:class:`~bnfl.fl.algorithms._coupled.CoupledFirstStep`:
+        FedTAN's, Algorithm 2's), which the backend runs with the exchange it supplies, or ``None``
+        (every local step is the client's own)."""
         return None
 
     def frozen_stats(self, r: int) -> bool:

@@ -158,7 +158,7 @@ class HBN(_ServerStatistics, Algorithm):
         self.solver_options = dict(solver_options or {})
         base = make_algorithm(self.solver_name, **self.solver_options)
         if (isinstance(base, _ServerStatistics) or base.centralized or base.personalized or not base.communicates
-                or type(base).first_step is not Algorithm.first_step or type(base).frozen_stats is not Algorithm.frozen_stats):
+                or type(base).coupled_step is not Algorithm.coupled_step or type(base).frozen_stats is not Algorithm.frozen_stats):
             raise ValueError(f"HBN cannot be plugged into {self.solver_name!r}: the solver must be a shared-model "
                              "FedAvg-type method (e.g. fedavg, fedprox, scaffold, fedadam, moon, fedsam, fedacg, fedwon)")
         self.solver = base
@@ -339,7 +339,7 @@ class HBN(_ServerStatistics, Algorithm):
 
 
 # Every public method of the Algorithm contract that HBN does not extend goes to the solver
-# (local_loss, after_step, extra_download, first_step, frozen_stats, and any hook added later).
+# (local_loss, after_step, extra_download, coupled_step, frozen_stats, and any hook added later).
 for _name, _member in vars(Algorithm).items():
     if callable(_member) and not _name.startswith("_") and _name not in HBN._OWN_HOOKS:
         setattr(HBN, _name, forward_to_solver(_name))
