@@ -145,7 +145,7 @@ def test_the_methods_keep_what_they_say(runs):
     """The runs above cover what is special per method (so equality is not vacuous)."""
     _, fixbn = runs["fixbn"]
     assert [r["frozen_stats"] for r in fixbn.history.rows] == [False, True, True]
-    assert all(fixbn.client_state[c]["momentum"] for c in range(3))
+    assert all(fixbn.client_state[c]["algorithm"]["optimizer.momentum"] for c in range(3))  # FixBN-star: kept on the node
     _, hbn = runs["hbn"]
     assert hbn.history.rows[-1].get("statistics_only") is True and len(hbn.history) == ROUNDS + 1
     _, fedbn = runs["fedbn"]

@@ -42,6 +42,11 @@ class FixBN(Algorithm):
         self.total_rounds = 0
 
     @property
+    def momentum_mode(self) -> str:
+        """The ``momentum`` option ("reset", "local" or "global"): its :attr:`momentum_policy`'s mode."""
+        return self.momentum_policy.mode or "reset"
+
+    @property
     def t_star(self) -> int:
         """T*, the last round that updates the statistics."""
         if self.switch is not None:
@@ -56,7 +61,7 @@ class FixBN(Algorithm):
         return r > self.t_star
 
     def __repr__(self) -> str:
-        return f"FixBN(switch_fraction={self.switch_fraction}, switch={self.switch}, momentum={self.momentum_policy.mode!r})"
+        return f"FixBN(switch_fraction={self.switch_fraction}, switch={self.switch}, momentum={self.momentum_mode!r})"
 
 
 @register_algorithm
