@@ -119,7 +119,7 @@ class HBN(_ServerStatistics, Algorithm):
     server_state = frozenset({"bn_stats"})
     stats_tag = "hbn"
     #: the hooks HBN extends itself; every other public method of Algorithm goes to the solver
-    _OWN_HOOKS = frozenset({"begin_round", "client_start", "adjust_grads", "extra_upload", "aggregate",
+    _OWN_HOOKS = frozenset({"begin_round", "client_start", "adjust_grads", "after_step", "extra_upload", "aggregate",
                             "client_statistics", "statistics_only_round", "aggregate_statistics",
                             "evaluation_state", "state_dict", "load_state_dict", "batching_obstacle"})
 
@@ -228,12 +228,18 @@ class HBN(_ServerStatistics, Algorithm):
                 for n, p in model.named_parameters():
                     if n in average:
                         p.copy_(average[n])
-        if self.alpha != "learned":
-            for _, m in _global_stats_layers(model):
-                if hasattr(m, "alpha"):
-                    m.alpha.requires_grad_(False)
-                    with torch.no_grad():
-                        m.alpha.fill_(_FIXED_ALPHA[self.alpha])
+        self._fix_alpha(model)
+
+    def _fix_alpha(self, model: nn.Module) -> None:
+        """Table 6 ablations (3)-(5): alpha set to its fixed value. It stays a parameter (so the
+        hook works on a batched client's view of the stacked alpha); :meth:`adjust_grads` zeroes
+        its gradient and :meth:`after_step` sets it again, so no optimizer step (momentum, weight
+        decay) moves it."""
+        if self.alpha == "learned":
+            return
+        with torch.no_grad():
+            for _, p in alpha_parameters(model):
+                p.fill_(_FIXED_ALPHA[self.alpha])
 
     def begin_round(self, server, r, clients, state):
         return self.solver.begin_round(server, r, clients, state)
@@ -250,8 +256,16 @@ class HBN(_ServerStatistics, Algorithm):
     def adjust_grads(self, client, model):
         client.scratch["hbn.seen"] = set()  # once per local step: the next forward is the next step's
         self.solver.adjust_grads(client, model)
+        if self.alpha != "learned":
+            for _, p in alpha_parameters(model):
+                if p.grad is not None:
+                    p.grad.zero_()
         if self.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.clip_grad_norm)
+
+    def after_step(self, client, t, model, optimizer, coupled):
+        self.solver.after_step(client, t, model, optimizer, coupled)
+        self._fix_alpha(model)
 
     def extra_upload(self, client, model, steps, lr):
         up = dict(self.solver.extra_upload(client, model, steps, lr))
@@ -278,12 +292,10 @@ class HBN(_ServerStatistics, Algorithm):
     def batching_obstacle(self):
         """HBN's hooks run on per-client views of the batched clients (eq. 7 with the view's
         forward, alpha as the view's parameter); not batched: ablation (1)'s moving averages
-        (forward hooks on one client's layers), a fixed alpha (it stops alpha's gradient on one
-        client's parameter), and whatever the solver cannot batch."""
+        (forward hooks on one client's layers) and whatever the solver cannot batch. A fixed alpha
+        (Table 6 (3)-(5)) is batched: its gradient is zeroed and its value set again after each step."""
         if self.client_stats == "moving-average":
             return "HBN client_stats='moving-average' hooks the layers of one client's model"
-        if self.alpha != "learned":
-            return f"HBN alpha={self.alpha!r} switches off the gradient of one client's alpha"
         why = self.solver.batching_obstacle()
         return None if why is None else f"HBN's solver {self.solver_name!r}: {why}"
 
