@@ -86,10 +86,6 @@ _CLIENT_HOOKS = ("client_start", "adjust_grads", "after_step", "extra_upload")
 _MISSING = object()
 
 
-def _overrides(alg: Algorithm, hook: str) -> bool:
-    return getattr(type(alg), hook) is not getattr(Algorithm, hook)
-
-
 def batched_obstacle(sim: Simulation) -> str | None:
     """Why the clients of ``sim`` cannot train as one batched computation, or ``None``.
 
@@ -189,7 +185,8 @@ class BatchedClients:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         alg = sim.algorithm
-        self.hooks = {h: _overrides(alg, h) for h in _CLIENT_HOOKS}
+        used = alg.view_hooks()
+        self.hooks = {h: h in used for h in _CLIENT_HOOKS}
         #: one BatchedNet per number of clients trained together (built once, loaded every round)
         self._nets: dict[int, BatchedNet] = {}
 

@@ -55,6 +55,15 @@ class Algorithm:
                     "(e.g. MOON's representations, FedSAM's perturbed weights)")
         return None
 
+    def view_hooks(self) -> frozenset[str]:
+        """Which of the client hooks ``client_start``, ``adjust_grads``, ``after_step`` and
+        ``extra_upload`` do something for this instance: the batched engine calls only these on its
+        per-client views (each call costs a view's gradients pointed at the stacked rows and
+        collected back). Default: those this class overrides. An algorithm that forwards hooks
+        (HBN to its solver) names the ones its options use."""
+        return frozenset(h for h in ("client_start", "adjust_grads", "after_step", "extra_upload")
+                         if getattr(type(self), h) is not getattr(Algorithm, h))
+
     # -- hooks ------------------------------------------------------------------------------
     # Server hooks get the :class:`~bnfl.fl.context.ServerContext`, client hooks a
     # :class:`~bnfl.fl.context.ClientContext`; no hook sees the backend that runs it. State is a

@@ -120,7 +120,7 @@ class HBN(_ServerStatistics, Algorithm):
     stats_tag = "hbn"
     #: the hooks HBN extends itself; every other public method of Algorithm goes to the solver
     _OWN_HOOKS = frozenset({"begin_round", "client_start", "adjust_grads", "after_step", "extra_upload", "aggregate",
-                            "client_statistics", "statistics_only_round", "aggregate_statistics",
+                            "client_statistics", "statistics_only_round", "aggregate_statistics", "view_hooks",
                             "evaluation_state", "state_dict", "load_state_dict", "batching_obstacle"})
 
     def __init__(self, *, lam: float = 0.01, stat_samples: int | None = None, final_round: bool = True,
@@ -288,6 +288,18 @@ class HBN(_ServerStatistics, Algorithm):
                 k[len("hbn.alpha."):]: sum(w * u[k] for w, u in zip(weights, uploads, strict=True)) for k in keys}
         new.update(self.pooled_statistics(server, state, uploads))
         return new
+
+    def view_hooks(self):
+        """HBN's own client hooks, where its options use them, and its solver's: eq. 7 at the start
+        and the statistics upload always; ``adjust_grads`` for gradient clipping or a fixed alpha;
+        ``after_step`` for a fixed alpha (its moving-average ablation, whose ``adjust_grads`` marks
+        the next forward as the next step's, is not batched)."""
+        used = set(self.solver.view_hooks()) | {"client_start", "extra_upload"}
+        if self.clip_grad_norm is not None or self.alpha != "learned":
+            used.add("adjust_grads")
+        if self.alpha != "learned":
+            used.add("after_step")
+        return frozenset(used)
 
     def batching_obstacle(self):
         """HBN's hooks run on per-client views of the batched clients (eq. 7 with the view's
