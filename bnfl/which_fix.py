@@ -135,7 +135,7 @@ def engines(method: str) -> list[str]:
         out.append("batched")
     if alg.communicates and not alg.centralized:
         out.append("torch.distributed")
-        if all(alg.first_step(r) is None for r in (1, 2)):
+        if all(alg.coupled_step(r) is None for r in (1, 2)):
             out.append("Flower")
     return out
 

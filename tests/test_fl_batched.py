@@ -27,7 +27,6 @@ FALLBACK = {"moon": "MOON defines its own local_loss", "fedsam": "FedSAM defines
 #: HBN's options that cannot be batched, and the words of the reason
 HBN_FALLBACK = [
     ({"client_stats": "moving-average"}, "client_stats='moving-average'"),
-    ({"alpha": "global"}, "alpha='global'"),
     ({"solver": "moon"}, "HBN's solver 'moon': MOON defines its own local_loss"),
     ({"solver": "fedsam"}, "HBN's solver 'fedsam'"),
 ]
@@ -80,8 +79,8 @@ def _tensors(sim: fl.Simulation) -> dict[str, torch.Tensor]:
 
     walk("global", sim.global_state)
     walk("local", sim.client_local)
-    walk("momentum", sim.client_momentum)
-    walk("global_momentum", sim.global_momentum)
+    walk("client_algorithm", sim.client_algorithm)  # momentum buffers, SCAFFOLD's c_i
+    walk("server", sim.server.state)  # the averaged momentum, SCAFFOLD's c
     walk("algorithm", sim.algorithm.state_dict())
     return out
 
@@ -221,16 +220,15 @@ def test_fedtan_reference_variants(options):
 
 @pytest.mark.parametrize("conv", [False, True])
 def test_fedtan_first_step_runs_in_the_batched_layers_with_the_same_exchanges(conv, monkeypatch):
-    """FedTAN's coupled first step is step 1 of the batched clients (the sequential
-    ``coupled_first_step`` is not called) and sends what it sends: the same all-reduces, tags
+    """FedTAN's coupled first step is step 1 of the batched clients (the algorithm's sequential
+    ``CoupledFirstStep.run`` is not called) and sends what it sends: the same all-reduces, tags
     and bytes, in the same order (eqs. 39-40 forward, eq. 41 backward from the last BN layer)."""
     seq = _run(_spec("fedtan", "off", conv=conv))
-    import bnfl.fl.engine as engine
 
     def refuse(*args, **kwargs):
         raise AssertionError("the sequential coupled step ran")
 
-    monkeypatch.setattr(engine, "coupled_first_step", refuse)
+    monkeypatch.setattr(fl.CoupledFirstStep, "run", refuse)
     bat = _run(_spec("fedtan", "on", conv=conv))
     assert bat.channel.exchanges == seq.channel.exchanges
     assert _max_state_diff(seq, bat) <= 1e-12 and _max_history_diff(seq.history, bat.history) <= 1e-12
@@ -283,8 +281,10 @@ def test_hbn_options_that_cannot_be_batched_fall_back_and_are_named(options, wor
 
 @pytest.mark.parametrize("options", [{"solver": "scaffold"}, {"alpha_sharing": "averaged", "clip_grad_norm": 1.0},
                                      {"stat_source": "reference", "count": "samples", "eval_stats": "recompute"},
-                                     {"stat_samples": 20, "pooling": "average"}],
-                         ids=["scaffold", "averaged-clip", "reference-stats", "subsample"])
+                                     {"stat_samples": 20, "pooling": "average"}, {"alpha": "global"},
+                                     {"alpha": "batch"}, {"alpha": "equal", "clip_grad_norm": 1.0}],
+                         ids=["scaffold", "averaged-clip", "reference-stats", "subsample", "alpha-global",
+                              "alpha-batch", "alpha-equal-clip"])
 def test_hbn_options_batched_equal_sequential(options):
     """HBN's hooks on per-client views (eq. 7 on the view, its alpha, the solver's corrections)."""
     seq, bat = _spec("hbn", "off"), _spec("hbn", "on")
@@ -292,6 +292,19 @@ def test_hbn_options_batched_equal_sequential(options):
     a, b = _run(seq), _run(bat)
     assert b.history.meta["batched"]["used"] is True
     assert _max_state_diff(a, b) <= 1e-12 and _max_history_diff(a.history, b.history) <= 1e-12
+
+
+@pytest.mark.parametrize(("alpha", "value"), [("global", math.inf), ("batch", -math.inf), ("equal", 0.0)])
+@pytest.mark.parametrize("batched", ["off", "on"])
+def test_hbn_fixed_alpha_never_moves(alpha, value, batched):
+    """Table 6 ablations (3)-(5): with momentum and weight decay, every client's alpha ends where
+    it was fixed (its gradient zeroed, its value set again after each step), on both engines."""
+    spec = _spec("hbn", batched, weight_decay=0.01)
+    spec["method_options"] = {"alpha": alpha}
+    sim = _run(spec)
+    alphas = [v for c in sim.client_local.values() for k, v in c.items() if k.endswith("alpha")]
+    assert alphas and all(bool((a == value).all()) for a in alphas)
+    assert all(math.isfinite(x) for x in sim.history.column("test_acc") if x is not None)
 
 
 def test_auto_batches_what_it_can():

@@ -130,7 +130,7 @@ def test_hbn_forwards_every_hook_it_does_not_extend_to_the_solver():
     alg = fl.HBN(solver="moon")
     alg.solver = Recorder()
     hooks = [n for n, v in vars(Algorithm).items() if callable(v) and not n.startswith("_")]
-    assert {"local_loss", "after_step", "extra_download", "first_step", "frozen_stats"} <= set(hooks)
+    assert {"local_loss", "extra_download", "coupled_step", "frozen_stats"} <= set(hooks)
     for name in hooks:
         if name not in fl.HBN._OWN_HOOKS:
             assert getattr(alg, name)(*([None] * 6)[:getattr(Algorithm, name).__code__.co_argcount - 1]) \

@@ -22,6 +22,7 @@ from bnfl.fl.algorithms import (
     MOON,
     Algorithm,
     Centralized,
+    CoupledFirstStep,
     FedACG,
     FedAdam,
     FedAvg,
@@ -33,6 +34,7 @@ from bnfl.fl.algorithms import (
     FedTAN2,
     FedWon,
     FixBN,
+    MomentumPolicy,
     Scaffold,
     SiloBN,
     SingleNet,
@@ -59,6 +61,7 @@ from bnfl.fl.state import state_groups
 
 __all__ = [
     "ALGORITHMS", "ClientContext", "FBN", "HBN", "ServerContext", "RunConfig", "build", "load_config", "run", "Algorithm", "Centralized", "Channel", "CommVolume", "CoupledStep",
+    "CoupledFirstStep", "MomentumPolicy",
     "DivergenceError", "FedACG", "FedAdam", "FedSAM", "FedWon", "MOON", "FedAvg", "FedAvgAlg2", "FedBN", "FedProx", "FedTAN", "FedTAN2",
     "FederatedData", "FixBN", "History", "Schedule", "Scaffold", "SiloBN", "Simulation",
     "SingleNet", "TrainConfig", "accuracy", "comm_volume", "coupled_first_step", "ema_global_stats", "hbn_client_stats",

@@ -37,7 +37,6 @@ class CheckpointMixin:
         history's rows are not in it (they are in ``history.json``): only their count."""
         return {
             "round": self.round, "global_state": self.global_state, "client_local": self.client_local,
-            "client_momentum": self.client_momentum, "global_momentum": self.global_momentum,
             "client_algorithm": self.client_algorithm, "server_state": self.server.state,
             "cursors": self.cursors, "algorithm": self.algorithm.state_dict(),
             "channel": self.channel.counters(), "history_rows": len(self.history.rows),
@@ -61,11 +60,14 @@ class CheckpointMixin:
         self.round = int(s["round"])
         self.global_state = s["global_state"]
         self.client_local = {int(k): v for k, v in s["client_local"].items()}
-        self.client_momentum = {int(k): v for k, v in s["client_momentum"].items()}
-        self.global_momentum = s["global_momentum"]
-        # the algorithm's state: each client's (ClientContext.state) and the server's (ServerContext.state)
+        # the algorithm's state: each client's (ClientContext.state) and the server's (ServerContext.state);
+        # momentum buffers are part of them (the algorithm's momentum policy)
         self.client_algorithm = {int(k): dict(v) for k, v in s.get("client_algorithm", {}).items()}
         self.server.state = dict(s.get("server_state", {}))
+        for k, v in s.get("client_momentum", {}).items():  # checkpoints of older bnfl kept them apart
+            self.client_algorithm.setdefault(int(k), {})["optimizer.momentum"] = v
+        if s.get("global_momentum"):
+            self.server.state["optimizer.momentum"] = s["global_momentum"]
         self.cursors = {int(k): list(v) for k, v in s["cursors"].items()}
         self.algorithm.load_state_dict(s["algorithm"])
         self.channel.load_counters(s["channel"])

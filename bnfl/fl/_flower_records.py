@@ -11,13 +11,11 @@ carry the run's index ``i`` in the launch (several runs may share one federation
 
 ``bnfl.i.local`` (ArrayRecord)
     the client-local state groups (FedBN's BN layers, SiloBN's statistics, HBN's alpha);
-``bnfl.i.momentum`` (ArrayRecord)
-    SGD momentum buffers kept across rounds (FixBN's maintained momenta, ``momentum_mode="local"``);
 ``bnfl.i.client`` (ConfigRecord)
     the batch cursor (``epoch``, ``position``) and the client's own algorithm state
     (``algorithm``: its :attr:`ClientContext.state <bnfl.fl.context.ClientContext>` as
-    ``torch.save`` bytes, e.g. SCAFFOLD's control variate :math:`c_i`; nothing of the server's
-    or another client's state).
+    ``torch.save`` bytes, e.g. SCAFFOLD's control variate :math:`c_i` or the SGD momentum buffers
+    FixBN-star keeps across rounds; nothing of the server's or another client's state).
 """
 
 from __future__ import annotations
@@ -40,8 +38,8 @@ __all__ = ["from_arrays", "load_client_state", "save_client_state", "state_from_
 
 
 
-def _names(run: int) -> tuple[str, str, str]:
-    return f"bnfl.{run}.local", f"bnfl.{run}.momentum", f"bnfl.{run}.client"
+def _names(run: int) -> tuple[str, str]:
+    return f"bnfl.{run}.local", f"bnfl.{run}.client"
 
 
 def to_arrays(tensors: Mapping[str, Tensor]) -> ArrayRecord:
@@ -69,13 +67,10 @@ def state_from_bytes(data: bytes, device: torch.device | str = "cpu") -> dict[st
 
 def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
     """Write client ``c``'s persistent state in run ``run`` from the client-side ``sim`` into
-    ``state`` (its node's ``Context.state``): local groups, momentum buffers, batch cursor,
-    algorithm state."""
-    LOCAL, MOMENTUM, CLIENT = _names(run)
+    ``state`` (its node's ``Context.state``): local groups, batch cursor, algorithm state."""
+    LOCAL, CLIENT = _names(run)
     if c in sim.client_local:
         state[LOCAL] = to_arrays(sim.client_local[c])
-    if c in sim.client_momentum:
-        state[MOMENTUM] = to_arrays(sim.client_momentum[c])
     epoch, position = sim.cursors[c]
     state[CLIENT] = ConfigRecord({"client": c, "epoch": int(epoch), "position": int(position),
                                   "algorithm": state_to_bytes(sim.client_algorithm.get(c, {}))})
@@ -84,7 +79,7 @@ def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) 
 def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
     """Restore what :func:`save_client_state` wrote for run ``run`` into the client-side ``sim``
     (nothing on a client's first message). Refuses a Context that holds another client's state."""
-    LOCAL, MOMENTUM, CLIENT = _names(run)
+    LOCAL, CLIENT = _names(run)
     if CLIENT not in state:
         return
     rec = state[CLIENT]
@@ -93,8 +88,6 @@ def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) 
                          f"client {c}; a node must always run the same client (partition-id)")
     if LOCAL in state:
         sim.client_local[c] = from_arrays(state[LOCAL], sim.device)
-    if MOMENTUM in state:
-        sim.client_momentum[c] = from_arrays(state[MOMENTUM], sim.device)
     sim.cursors[c] = [int(rec["epoch"]), int(rec["position"])]
     alg_state = state_from_bytes(rec["algorithm"], sim.device)
     if alg_state:

@@ -1,7 +1,7 @@
 """A client's local optimiser in the engine (:class:`LocalOptimizerMixin`, mixed into
 :class:`bnfl.fl.Simulation`): SGD with the run's momentum and weight decay, momentum buffers kept
-per client (``momentum_mode="local"``), shared (``"global"``) or restarted each round (``"reset"``),
-and BN's frozen-statistics phases (FixBN Stage II, FedTAN-II phase 2)."""
+starting from the buffers the algorithm hands it (:meth:`Algorithm.initial_momentum
+<bnfl.fl.Algorithm.initial_momentum>`: its momentum policy, e.g. FixBN's), and BN's frozen-statistics phases (FixBN Stage II, FedTAN-II phase 2)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
 
 
 class LocalOptimizerMixin:
-    """The engine's optimiser helpers; they read ``config``, ``momentum_mode``,
-    ``client_momentum`` and ``global_momentum`` of the engine."""
+    """The engine's optimiser helpers; they read the engine's ``config``."""
 
     def _set_bn_frozen(self, model: nn.Module, frozen: bool) -> None:
         """FixBN Stage II / FedTAN-II phase 2: BN normalises with its frozen running statistics
@@ -24,11 +23,11 @@ class LocalOptimizerMixin:
         else:
             unfreeze_bn_stats(model)
 
-    def _optimizer(self, model: nn.Module, c: int, lr: float) -> torch.optim.Optimizer:
+    def _optimizer(self, model: nn.Module, bufs: dict[str, Tensor] | None, lr: float) -> torch.optim.Optimizer:
+        """SGD over ``model``'s parameters, its momentum buffers starting from ``bufs`` (by
+        parameter name; ``None``: zeros)."""
         cfg = self.config
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-        mode = self.momentum_mode
-        bufs = self.client_momentum.get(c) if mode == "local" else (self.global_momentum if mode == "global" else None)
         if cfg.momentum > 0 and bufs:
             for n, p in model.named_parameters():
                 if n in bufs:

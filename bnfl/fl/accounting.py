@@ -5,37 +5,36 @@ Per iteration with ``N`` clients and full participation, every exchanged element
 BN running statistics (not ``num_batches_tracked``); FedTAN adds, per BN layer with C channels,
 the means and variances (Algorithm 2: 2C) and the two stat-gradients (Algorithm 3: 2C), in
 ``3L + 1`` rounds. Methods that keep state on the client (FedBN, SiloBN: ``local_state`` of the
-algorithm, read through :data:`bnfl.methods.METHODS`) send only the rest. The values match what
+algorithm, read through the method table, :data:`bnfl.methods.METHODS`, through
+:mod:`bnfl.method_table`) send only the rest. The values match what
 :class:`~bnfl.fl.comm.Channel` counts in a simulated round (tests/test_fl_accounting.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch import nn
 
 from bnfl.fl._volume import GIB, MIB, CommVolume, closed_form_volume
-
-if TYPE_CHECKING:
-    from bnfl.methods import Method
+from bnfl.fl.algorithms import ALGORITHMS
+from bnfl.method_table import method_table
 
 __all__ = ["CommVolume", "comm_volume", "MIB", "GIB"]
 
 
-def _resolve(method: str | Method) -> Method:
+def _resolve(method: Any) -> Any:
     """A method id (or :class:`~bnfl.methods.Method`); an algorithm name stands for that algorithm
     with its default options (the model passed to :func:`comm_volume` carries the norm)."""
-    from bnfl.fl.algorithms import ALGORITHMS
-    from bnfl.methods import METHODS, get
-
-    if isinstance(method, str) and method not in METHODS and method in ALGORITHMS:
-        return next(m for m in METHODS.values() if m.algorithm_name == method and not m.options)
+    table = method_table()
+    ids = table.available()
+    if isinstance(method, str) and method.lower() not in ids and method in ALGORITHMS:
+        return next(m for m in table.values() if m.algorithm_name == method and not m.options)
     try:
-        return get(method)
+        return table.get(method)
     except ValueError:
         raise ValueError(f"unknown method {method!r}; valid: the ids of bnfl.methods.METHODS "
-                         f"({', '.join(METHODS)}) or an algorithm name ({', '.join(sorted(ALGORITHMS))})") from None
+                         f"({', '.join(ids)}) or an algorithm name ({', '.join(sorted(ALGORITHMS))})") from None
 
 
 def comm_volume(model: nn.Module, num_clients: int, method: Any = "fedavg+bn", *, iterations: int = 1,

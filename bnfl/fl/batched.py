@@ -64,7 +64,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep
 from bnfl.fl._evaluate import _cross_entropy
-from bnfl.fl.algorithms import Algorithm
+from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
 from bnfl.fl.batched_together import ClientWork, in_round_order, run_together, same_samples
@@ -84,10 +84,6 @@ BATCHED_MODES = ("off", "auto", "on")
 
 _CLIENT_HOOKS = ("client_start", "adjust_grads", "after_step", "extra_upload")
 _MISSING = object()
-
-
-def _overrides(alg: Algorithm, hook: str) -> bool:
-    return getattr(type(alg), hook) is not getattr(Algorithm, hook)
 
 
 def batched_obstacle(sim: Simulation) -> str | None:
@@ -163,11 +159,11 @@ class _HookScope:
 
 @dataclass(frozen=True)
 class DeferredCoupledStep:
-    """FedTAN's coupled first step left to the batched engine (:meth:`BatchedClients.defer_first_step`):
+    """The algorithm's coupled first step left to the batched engine (:meth:`BatchedClients.defer_first_step`):
     step 1 of the round's local steps runs the BN layers coupled (:func:`~bnfl.nn.batched.coupled_batch_norm`)
     with the participants' weights ``weights`` (:math:`p_i`, in the order of the participants)."""
 
-    mode: str
+    step: CoupledFirstStep
     weights: tuple[float, ...]
 
 
@@ -189,19 +185,23 @@ class BatchedClients:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         alg = sim.algorithm
-        self.hooks = {h: _overrides(alg, h) for h in _CLIENT_HOOKS}
+        used = alg.view_hooks()
+        self.hooks = {h: h in used for h in _CLIENT_HOOKS}
         #: one BatchedNet per number of clients trained together (built once, loaded every round)
         self._nets: dict[int, BatchedNet] = {}
 
-    def defer_first_step(self, mode: str, weights: Sequence[float], frozen: bool) -> DeferredCoupledStep | None:
-        """The round's coupled first step as step 1 of the batched local steps, or None when the
-        sequential :func:`bnfl.fedtan.coupled_step` must run it: only FedTAN's coupling
-        (``"fedtan"``; FedAvg+Algorithm 2's local stat-gradients are not an autograd of the
-        forward), local steps (one group of clients), BN not frozen, no ``client_start`` hook
-        (it would run before the coupled step sequentially)."""
-        if (mode != "fedtan" or frozen or self.sim.config.local_unit != "steps" or self.hooks["client_start"]):
+    def defer_first_step(self, step: CoupledFirstStep, weights: Sequence[float],
+                         frozen: bool) -> DeferredCoupledStep | None:
+        """The round's coupled first ``step`` as step 1 of the batched local steps, or None when
+        :meth:`CoupledFirstStep.run <bnfl.fl.algorithms._coupled.CoupledFirstStep.run>` must run it:
+        only a step whose backward exchange is the autograd of its forward
+        (:attr:`~bnfl.fl.algorithms._coupled.CoupledFirstStep.backward_is_autograd`: FedTAN's;
+        FedAvg+Algorithm 2's local stat-gradients are not), local steps (one group of clients), BN
+        not frozen, no ``client_start`` hook (it would run before the coupled step sequentially)."""
+        if (not step.backward_is_autograd or frozen or self.sim.config.local_unit != "steps"
+                or self.hooks["client_start"]):
             return None
-        return DeferredCoupledStep(mode, tuple(float(w) for w in weights))
+        return DeferredCoupledStep(step, tuple(float(w) for w in weights))
 
     def run(self, r: int, clients: Sequence[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
             first: CoupledStep | None) -> tuple[list[dict[str, Tensor]], list[float]]:
@@ -243,11 +243,6 @@ class BatchedClients:
             st = row.sim.client_state(row.client)
             st.update({key: v for key, v in row.received.items() if key in st})
             states.append(st)
-        for owner, got in {row.sim: row.received for row in reversed(rows)}.items():  # each one's payload
-            if owner.momentum_mode == "global" and got:
-                mom = {key[len("momentum."):]: v for key, v in got.items() if key.startswith("momentum.")}
-                if mom:
-                    owner.global_momentum = mom
         contexts = [row.sim.client_context(row.client, row.received) for row in rows]
         net = self._nets.get(k)
         if net is None:
@@ -264,7 +259,7 @@ class BatchedClients:
             for j in range(k):
                 scope.call(j, "client_start", contexts[j], r, views[j])
         names = list(net.params)
-        opt = self._optimizer(net, rows, lr)
+        opt = self._optimizer(net, [row.sim.algorithm.initial_momentum(ctx) for row, ctx in zip(rows, contexts, strict=True)], lr)
         client_opts = [ClientOptimizer(opt, v, j) for j, v in enumerate(views)]
         sizes = [ctx.batch_size for ctx in contexts]
         n = max(sizes)
@@ -374,18 +369,14 @@ class BatchedClients:
             return x, y
         return augment_rows(x, augmenters, drawn, n), y  # the sequential engine's crops and flips
 
-    def _optimizer(self, net: BatchedNet, rows: Sequence[_Row], lr: float) -> StackedSGD:
-        """One SGD over the stacked parameters; momentum buffers stacked from the clients' own
-        (``momentum_mode="local"``) or the broadcast global ones, zero rows for clients without."""
-        sim, cfg = self.sim, self.sim.config
+    def _optimizer(self, net: BatchedNet, bufs: Sequence[dict[str, Tensor] | None], lr: float) -> StackedSGD:
+        """One SGD over the stacked parameters; momentum buffers stacked from each client's initial
+        ones (``bufs``: :meth:`Algorithm.initial_momentum <bnfl.fl.Algorithm.initial_momentum>`),
+        zero rows for clients without."""
+        cfg = self.sim.config
         opt = StackedSGD([p for p in net.params.values() if p.requires_grad], lr=lr, momentum=cfg.momentum,
                          weight_decay=cfg.weight_decay)
-        mode = sim.momentum_mode
-        if cfg.momentum <= 0 or mode == "reset":
-            return opt
-        bufs = [row.sim.client_momentum.get(row.client) if mode == "local" else row.sim.global_momentum
-                for row in rows]
-        if not any(bufs):
+        if cfg.momentum <= 0 or not any(bufs):
             return opt
         with torch.no_grad():
             for name, p in net.params.items():
@@ -431,17 +422,18 @@ class BatchedClients:
                 ) -> dict[_Row, dict[str, Tensor]]:
         """Keep each client's local state and momentum, return its upload (client_round's end);
         the clients of a simulation in ``failed`` keep nothing."""
-        cfg = self.sim.config
         # every client's row of every tensor: (K, *shape) -> K views (*shape). The stacked tensors
         # are this round's own (the next round stacks new ones), so uploads may be views; what a
         # client keeps is cloned row by row (a kept view would hold all K rows' memory)
         tensors = {name: t.detach().unbind(0) for name, t in (*net.params.items(), *net.buffers.items())}
-        keep_momentum = cfg.momentum > 0 and self.sim.momentum_mode in ("local", "global")
-        mom = {}
-        if keep_momentum:
-            for name, p in net.params.items():
-                buf = opt.state.get(p, {}).get("momentum_buffer")
-                mom[name] = (buf if buf is not None else torch.zeros_like(p.detach())).unbind(0)
+        mom: dict[str, tuple[Tensor, ...]] = {}
+
+        def momentum(j: int) -> dict[str, Tensor]:  # client j's buffers, stacked rows unbound on first use
+            if not mom:
+                for name, p in net.params.items():
+                    buf = opt.state.get(p, {}).get("momentum_buffer")
+                    mom[name] = (buf if buf is not None else torch.zeros_like(p.detach())).unbind(0)
+            return {name: b[j].clone() for name, b in mom.items()}
         uploads = {}
         for j, row in enumerate(rows):
             sim, c, alg = row.sim, row.client, row.sim.algorithm
@@ -452,13 +444,9 @@ class BatchedClients:
             up = {key: tensors[key][j] for key in sim.upload_keys} if alg.communicates else {}
             if self.hooks["extra_upload"]:
                 up.update(scope.call(j, "extra_upload", contexts[j], views[j], row.steps, lr))
+            up.update(alg.final_momentum(contexts[j], lambda j=j: momentum(j)))  # kept or uploaded: the algorithm's
             if contexts[j].state or c in sim.client_algorithm:  # the client's algorithm state, back to its store
                 sim.client_algorithm[c] = contexts[j].state
-            if keep_momentum:
-                if sim.momentum_mode == "local":
-                    sim.client_momentum[c] = {name: b[j].clone() for name, b in mom.items()}
-                else:
-                    up.update({f"momentum.{name}": b[j] for name, b in mom.items()})
             if alg.centralized:
                 sim.global_state = {key: tensors[key][j].clone() for key in sim.global_state}
             uploads[row] = up

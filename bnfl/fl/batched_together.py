@@ -62,8 +62,8 @@ def combinable(works: Sequence[ClientWork]) -> str | None:
         if (w.lr, w.frozen) != (works[0].lr, works[0].frozen):
             return "different learning rates or frozen phases this round"
         c, d = s.config, a.config
-        if (c.momentum, c.weight_decay, s.momentum_mode, s.loss_fn, s.device, c.dtype) != (
-                d.momentum, d.weight_decay, a.momentum_mode, a.loss_fn, a.device, d.dtype):
+        if (c.momentum, c.weight_decay, s.loss_fn, s.device, c.dtype) != (
+                d.momentum, d.weight_decay, a.loss_fn, a.device, d.dtype):
             return "different optimiser settings, loss, device or dtype"
         if type(s.model) is not type(a.model) or {n: tuple(t.shape) for n, t in s.model.state_dict().items()} != shapes:
             return "different architectures"

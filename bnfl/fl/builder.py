@@ -96,7 +96,7 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     the torch.distributed job that torchrun started: :mod:`bnfl.fl.distributed`) or ``"auto"``.
     """
     from bnfl import models
-    from bnfl.methods import get
+    from bnfl.method_table import get_method as get
 
     cfg = as_config(cfg)
     method = get(cfg.method)

@@ -72,7 +72,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         from bnfl import models
         from bnfl.data import DATASETS
-        from bnfl.methods import get
+        from bnfl.method_table import get_method as get
 
         for name in ("method_options", "model", "data", "partition", "train"):
             if not isinstance(getattr(self, name), dict):
@@ -137,9 +137,9 @@ class RunConfig:
 
 
 def _methods_like(method: Any, norm: str) -> list[Any]:
-    from bnfl.methods import METHODS
+    from bnfl.method_table import method_table
 
-    return [m for m in METHODS.values() if m.algorithm_name == method.algorithm_name and m.norm == norm
+    return [m for m in method_table().values() if m.algorithm_name == method.algorithm_name and m.norm == norm
             and dict(m.options) == dict(method.options)]
 
 

@@ -44,10 +44,10 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from bnfl.fedtan import CoupledStep, coupled_step
+from bnfl.fedtan import CoupledStep, Exchange
 from bnfl.fl import _rundir
 from bnfl.fl._run import FederatedData, TrainConfig
-from bnfl.fl.algorithms import Algorithm
+from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.engine import Simulation
 
 __all__ = ["DistributedSimulation", "client_blocks", "init_from_env", "in_torchrun"]
@@ -136,10 +136,11 @@ class DistributedSimulation(Simulation):
         ordered = [({k: v.to(self.device) for k, v in by_client[c][0].items()}, by_client[c][1]) for c in clients]
         return [u for u, _ in ordered], [x for _, x in ordered]
 
-    def _coupled_first_step(self, batches, clients, weights, mode) -> CoupledStep:
-        mine = self._local_clients(clients)
+    def _coupled_exchange(self, clients, weights) -> Exchange:
+        r"""``all_reduce`` over the group of this rank's share :math:`P_r\sum_{S_r} q_i\,\text{parts}_i`
+        (module docstring), counted in the channel as the simulator counts it."""
         p = {c: float(w) for c, w in zip(clients, weights, strict=True)}
-        share = sum(p[c] for c in mine)
+        share = sum(p[c] for c in self._local_clients(clients))
         k = len(clients)
         ch = self.channel
 
@@ -151,14 +152,20 @@ class DistributedSimulation(Simulation):
             ch.count("allreduce", f"{layer}.{kind}", up=size * k, down=size, clients=k, closes_round=True)
             return out
 
-        if not mine:  # no participant here this round: join every exchange with zeros
-            self._idle_exchanges(exchange, mode)
+        return exchange
+
+    def _coupled_first_step(self, step: CoupledFirstStep, batches, clients, weights, exchange) -> CoupledStep:
+        mine = self._local_clients(clients)
+        p = {c: float(w) for c, w in zip(clients, weights, strict=True)}
+        share = sum(p[c] for c in mine)
+        if not mine:  # no participant here this round: join every exchange of the step with zeros
+            self._idle_exchanges(exchange, step)
             self._union_count = self._all_counts({})
             return CoupledStep(grads=[], losses=torch.zeros(0), layer_stats={}, local_stats={})
         q = [p[c] / share for c in mine]
-        step = coupled_step(self._work, list(batches), self.loss_fn, weights=q, aggregate=mode, exchange=exchange)
-        self._union_count = self._all_counts({n: sum(m.count for m in ms) for n, ms in step.local_stats.items()})
-        return step
+        out = step.run(self._work, list(batches), self.loss_fn, q, exchange=exchange)
+        self._union_count = self._all_counts({n: sum(m.count for m in ms) for n, ms in out.local_stats.items()})
+        return out
 
     def _all_counts(self, mine: dict[str, int]) -> dict[str, int]:
         """Per BN layer, the union's element count: the all-reduce of the ranks' counts (the
@@ -170,15 +177,10 @@ class DistributedSimulation(Simulation):
         dist.all_reduce(t)
         return {n: int(round(float(v))) for n, v in zip(names, t.cpu(), strict=True)}
 
-    def _idle_exchanges(self, exchange, mode: str) -> None:
-        bns = [(n, m) for n, m in self._work.named_modules() if isinstance(m, _BatchNorm)]
+    def _idle_exchanges(self, exchange: Exchange, step: CoupledFirstStep) -> None:
         z = torch.zeros(0, dtype=getattr(torch, self.config.dtype), device=self.device)
-        for n, m in bns:
-            for kind in ("mean", "var"):
-                exchange(n, kind, z.new_zeros(0, m.num_features), z.new_zeros(0))
-        if mode == "fedtan":
-            for n, m in reversed(bns):
-                exchange(n, "stat-grads", z.new_zeros(0, 2 * m.num_features), z.new_zeros(0))
+        for layer, kind, width in step.exchanges(self._work):
+            exchange(layer, kind, z.new_zeros(0, width), z.new_zeros(0))
 
     # -- rounds, evaluation, checkpoints -----------------------------------------------------------
     def _train_round(self, r: int) -> dict[str, Any]:
@@ -207,9 +209,9 @@ class DistributedSimulation(Simulation):
 
     def state_dict(self) -> dict[str, Any]:
         s = super().state_dict()
-        # a client's state (local groups, momentum, cursor, algorithm state) lives on the rank that
-        # owns it; the server's (global state, algorithm server state) is the same on every rank
-        per_client = ("client_local", "client_momentum", "client_algorithm", "cursors")
+        # a client's state (local groups, cursor, algorithm state with its momentum) lives on the rank
+        # that owns it; the server's (global state, algorithm server state) is the same on every rank
+        per_client = ("client_local", "client_algorithm", "cursors")
         mine = {key: {c: _cpu(v) for c, v in getattr(self, key).items() if c in self.owned} for key in per_client}
         got: list[Any] = [None] * self.world_size
         dist.all_gather_object(got, mine)
@@ -235,8 +237,6 @@ class DistributedSimulation(Simulation):
         loaded = super().load_checkpoint(directory)
         if loaded:
             self.client_local = {c: {k: v.to(self.device) for k, v in s.items()} for c, s in self.client_local.items()}
-            self.client_momentum = {c: {k: v.to(self.device) for k, v in s.items()}
-                                    for c, s in self.client_momentum.items()}
             self.history.meta.update(self._engine_meta())
         return loaded
 

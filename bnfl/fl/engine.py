@@ -7,8 +7,9 @@ exchange goes. A round ``r`` (1-based):
 1. the round's clients are drawn (seeded; :func:`bnfl.data.partition.participation`);
 2. the server broadcasts every state key that is not client-local (plus algorithm extras);
 3. each client loads what it received over its own local state and takes ``E`` local SGD steps
-   (``local_unit="steps"``) or epochs; FedTAN-type algorithms couple the first step across
-   clients (:func:`bnfl.fedtan.coupled_step` through :mod:`bnfl.fl.coupled`); frozen-statistics phases put BN layers in eval mode;
+   (``local_unit="steps"``) or epochs; an algorithm that couples the first step across clients
+   (FedTAN) hands the engine its step (:meth:`Algorithm.coupled_step <bnfl.fl.Algorithm.coupled_step>`),
+   which the engine runs with its exchange (:mod:`bnfl.fl.coupled`); frozen-statistics phases put BN layers in eval mode;
 4. the clients upload (one ``gather`` = one communication round) and the algorithm aggregates;
 5. the global (and, for personalised algorithms, every client's) model is evaluated and a row is
    appended to the :class:`History`; a checkpoint is written.
@@ -31,15 +32,15 @@ import torch
 from torch import Tensor, nn
 
 from bnfl.data.stored import decode, keep_or_move
-from bnfl.fedtan import CoupledStep
+from bnfl.fedtan import CoupledStep, Exchange
 from bnfl.fl._checkpoint import CheckpointMixin
 from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_global_stats
 from bnfl.fl._local import LocalOptimizerMixin
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
-from bnfl.fl.algorithms import Algorithm
-from bnfl.fl.comm import Channel, weighted_sum
+from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
+from bnfl.fl.comm import Channel
 from bnfl.fl.context import ClientContext, ServerContext
-from bnfl.fl.coupled import coupled_first_step
+from bnfl.fl.coupled import channel_exchange
 from bnfl.fl.state import state_groups
 from bnfl.nn import unfreeze_bn_stats
 
@@ -103,9 +104,7 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         self.global_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.init_local = {k: self.global_state[k].clone() for k in self.local_keys}
         self.client_local: dict[int, dict[str, Tensor]] = {}
-        self.client_momentum: dict[int, dict[str, Tensor]] = {}
         self.client_algorithm: dict[int, dict[str, Any]] = {}  # each client's ClientContext.state
-        self.global_momentum: dict[str, Tensor] = {}
         self.cursors = {c: [0, 0] for c in range(self.num_clients)}  # epoch, batch position
         cfg_meta = {k: v for k, v in dataclasses.asdict(self.config).items() if k != "schedule"}
         cfg_meta["schedule"] = dataclasses.asdict(self.config.schedule) if self.config.schedule else None
@@ -119,8 +118,6 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
                                     client_sizes=[len(i) for i in self.client_indices], weighting=algorithm.weighting,
                                     device=self.device, request=self._request)
         self._round_clients: list[int] = []  # the participants of the last round (evaluation statistics)
-        #: the algorithm's own momentum handling wins over the config's
-        self.momentum_mode = algorithm.momentum_mode if algorithm.momentum_mode != "reset" else self.config.momentum_mode
         self._work = copy.deepcopy(self.model)
         self._eval_model = copy.deepcopy(self.model)
         self._orders = None  # the clients' batch orders (bnfl.fl.batch_orders.BatchOrders), on first use
@@ -271,22 +268,22 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         if alg.communicates:
             payload = {k: self.global_state[k] for k in self.download_keys}
             payload.update(alg.extra_download(self.server))
-            if self.momentum_mode == "global" and cfg.momentum > 0 and self.global_momentum:
-                payload.update({f"momentum.{n}": t for n, t in self.global_momentum.items()})
+            payload.update(alg.momentum_download(self.server))
             received = ch.broadcast(payload, len(clients))
         else:
             received = [{} for _ in clients]
         first = None
-        mode = alg.first_step(r)
-        if mode is not None and self._batched is not None and self._batched_first_step():
-            first = self._batched.defer_first_step(mode, p, frozen)  # step 1 of the batched clients
-        if mode is not None and first is None:
+        step = alg.coupled_step(r)  # the algorithm's coupled first step, run with this backend's exchange
+        if step is not None and self._batched is not None and self._batched_first_step():
+            first = self._batched.defer_first_step(step, p, frozen)  # step 1 of the batched clients
+        if step is not None and first is None:
+            exchange = self._coupled_exchange(clients, p)  # a backend that cannot exchange in a step refuses here
             unfreeze_bn_stats(self._work)
             # received[0] holds views of global_state's download_keys, so this is what every client starts from
             self._work.load_state_dict(self.global_state)
             mine = self._local_clients(clients)
             batches = [self.next_batch(c) for c in mine]
-            first = self._coupled_first_step(batches, clients, p, mode)
+            first = self._coupled_first_step(step, batches, clients, p, exchange)
         answered, uploads, losses = self._run_clients(r, clients, received, lr=lr, frozen=frozen, first=first)
         if answered != clients:  # a backend reported failed clients: the rest, weights re-normalised
             clients = self._round_clients = answered
@@ -294,20 +291,18 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         if alg.communicates:
             uploads = ch.gather(uploads)
             self.global_state = alg.aggregate(self.server, self.global_state, clients, p, uploads)
-            if self.momentum_mode == "global" and cfg.momentum > 0:
-                names = [k for k in uploads[0] if k.startswith("momentum.")]
-                avg = weighted_sum([{k: u[k] for k in names} for u in uploads], p)
-                self.global_momentum = {k[len("momentum."):]: v for k, v in avg.items()}
+            alg.aggregate_momentum(self.server, p, uploads)
         return {"round": r, "lr": lr, "clients": clients,
                 "train_loss": float(np.dot(p, losses)), "frozen_stats": bool(frozen),
-                "coupled_first_step": mode or ""}
+                "coupled_first_step": step.name if step is not None else ""}
 
     def _batched_first_step(self) -> bool:
         """Whether the batched engine may run FedTAN's coupled first step itself: only where this
         class's own :meth:`_run_clients` and :meth:`_coupled_first_step` run the round (a backend
         that overrides either exchanges the statistics its own way)."""
         cls = type(self)
-        return cls._run_clients is Simulation._run_clients and cls._coupled_first_step is Simulation._coupled_first_step
+        return (cls._run_clients is Simulation._run_clients and cls._coupled_first_step is Simulation._coupled_first_step
+                and cls._coupled_exchange is Simulation._coupled_exchange)
 
     def _run_clients(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
                      frozen: bool, first: CoupledStep | None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
@@ -333,18 +328,14 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         algorithm's client hooks around its local steps, keep its local state and momentum, and
         return its upload and mean training loss. ``first`` is the round's coupled first step
         (FedTAN), in which this client is number ``index``. Every engine runs a client through this."""
-        alg, cfg = self.algorithm, self.config
+        alg = self.algorithm
         work = self._work
         state = self.client_state(c)
         state.update({k: v for k, v in received.items() if k in state})
         work.load_state_dict(state)
         client = self.client_context(c, received)
-        if self.momentum_mode == "global" and received:
-            got = {k[len("momentum."):]: v for k, v in received.items() if k.startswith("momentum.")}
-            if got:
-                self.global_momentum = got
         alg.client_start(client, r, work)
-        opt = self._optimizer(work, c, lr)
+        opt = self._optimizer(work, alg.initial_momentum(client), lr)
         steps = self._steps_this_round(c)
         total = 0.0
         self._set_bn_frozen(work, frozen)
@@ -371,28 +362,29 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
             self.client_local[c] = {k: sd[k].detach().clone() for k in self.local_keys}
         up = {k: sd[k].detach().clone() for k in self.upload_keys} if alg.communicates else {}
         up.update(alg.extra_upload(client, work, steps, lr))
+        up.update(alg.final_momentum(client, lambda: self._momentum_of(work, opt)))  # kept or uploaded: the algorithm's
         if client.state or c in self.client_algorithm:  # the client's algorithm state goes back to the store
             self.client_algorithm[c] = client.state
-        if cfg.momentum > 0 and self.momentum_mode in ("local", "global"):
-            mom = self._momentum_of(work, opt)
-            if self.momentum_mode == "local":
-                self.client_momentum[c] = mom
-            else:
-                up.update({f"momentum.{n}": t for n, t in mom.items()})
         if alg.centralized:
             self.global_state = {k: v.detach().clone() for k, v in sd.items()}
         return up, total / steps
 
-    # -- where the clients run (a distributed backend overrides these three) ---------------------
+    # -- where the clients run (a distributed backend overrides these) ------------------------------
     def _local_clients(self, clients: Sequence[int]) -> list[int]:
         """The participants ``clients`` whose data is in this process (here: all of them)."""
         return list(clients)
 
-    def _coupled_first_step(self, batches: Sequence[tuple[Tensor, Tensor]], clients: Sequence[int],
-                            weights: Sequence[float], mode: str) -> CoupledStep:
-        """FedTAN's coupled first step of this process's participants (``batches``, in the order
-        of :meth:`_local_clients`); ``clients`` and ``weights`` are all participants and their p_i."""
-        return coupled_first_step(self._work, batches, self.loss_fn, weights, channel=self.channel, aggregate=mode)
+    def _coupled_exchange(self, clients: Sequence[int], weights: Sequence[float]) -> Exchange:
+        """The exchange a coupled first step of ``clients`` (weights p_i) runs with: here the
+        channel's all-reduce (:func:`bnfl.fl.coupled.channel_exchange`)."""
+        return channel_exchange(self.channel)
+
+    def _coupled_first_step(self, step: CoupledFirstStep, batches: Sequence[tuple[Tensor, Tensor]],
+                            clients: Sequence[int], weights: Sequence[float], exchange: Exchange) -> CoupledStep:
+        """The algorithm's coupled first ``step`` of this process's participants (``batches``, in the
+        order of :meth:`_local_clients`) with ``exchange``; ``clients`` and ``weights`` are all
+        participants and their p_i."""
+        return step.run(self._work, batches, self.loss_fn, weights, exchange=exchange)
 
     def _collect(self, clients: Sequence[int], uploads: list[dict[str, Tensor]],
                  values: list[float]) -> tuple[list[dict[str, Tensor]], list[float]]:

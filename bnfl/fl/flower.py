@@ -26,7 +26,7 @@ message type         server -> node                             node -> server
 ``train``            download keys + extras; round, lr, frozen  upload keys + extras; loss, ``num-examples``, ``samples-crc``
 ``query.statistics`` the state to compute on; ``kind``          :meth:`Algorithm.client_statistics` tensors
 ``evaluate``         the global state (personalised methods)    accuracy on the test set and own data
-``query.inspect``    -- (if :attr:`FlowerSetup.answer_inspect`) the client's local, momentum and algorithm state (tests)
+``query.inspect``    -- (if :attr:`FlowerSetup.answer_inspect`) the client's local and algorithm state (tests)
 ==================== ========================================== =============================================================
 
 Faults: a reply that carries an error, or none within ``reply_timeout_s``, is reported. Methods
@@ -62,7 +62,14 @@ from bnfl.fl._run import DivergenceError, FederatedData, History
 from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.engine import Simulation
 from bnfl.fl.flower_client import client_app
-from bnfl.fl.flower_setup import FlowerSetup, Setups, _as_list, samples_crc, setup_from_config
+from bnfl.fl.flower_setup import (
+    FlowerSetup,
+    Setups,
+    _as_list,
+    flower_exchange,
+    samples_crc,
+    setup_from_config,
+)
 
 __all__ = ["FlowerClientError", "FlowerResult", "FlowerSetup", "client_app", "flower_apps", "run_flower",
            "server_app", "setup_from_config", "stops_on_failure"]
@@ -100,6 +107,10 @@ class _ServerSide(Simulation):
         self.history.meta.update({"engine": "flower", "flwr": flwr.__version__})
         self.failures: list[dict[str, Any]] = []
         self.nodes = self._hello()
+
+    def _coupled_exchange(self, clients, weights):
+        """Flower's exchange inside a local step: a refusal (:func:`bnfl.fl.flower_setup.flower_exchange`)."""
+        return flower_exchange(self.model, self.algorithm.name, self.server.round)
 
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """The server holds no training sample (they stay on the nodes)."""
@@ -214,15 +225,14 @@ class _ServerSide(Simulation):
         return row
 
     def client_state_of_nodes(self) -> dict[int, dict[str, dict[str, Any]]]:
-        """Every client's local state, momentum buffers and algorithm state (``"algorithm"``:
-        :attr:`ClientContext.state <bnfl.fl.context.ClientContext>`), asked from the nodes
+        """Every client's local state and algorithm state (``"algorithm"``: :attr:`ClientContext.state
+        <bnfl.fl.context.ClientContext>`, momentum buffers included), asked from the nodes
         (``query.inspect``; answered only when the setup allows it: equality tests)."""
         clients = list(range(self.num_clients))
         ok, failed = self._exchange("query.inspect", clients, None, {"round": self.round})
         if failed:
             self._fail(self.round, "inspection", failed, stop=True)
         return {c: {"local": from_arrays(ok[c]["local"], self.device),
-                    "momentum": from_arrays(ok[c]["momentum"], self.device),
                     "algorithm": state_from_bytes(ok[c]["algorithm"]["state"], self.device)} for c in clients}
 
 

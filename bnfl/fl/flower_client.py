@@ -127,7 +127,6 @@ def client_app(setup: Setups | Callable[[Context], Setups]) -> ClientApp:
             raise PermissionError("this ClientApp does not reveal its local state (FlowerSetup.answer_inspect=False)")
         sim, c, _ = _open(s, msg, context)
         return _reply(msg, local=to_arrays(sim.client_local.get(c, {})),
-                      momentum=to_arrays(sim.client_momentum.get(c, {})),
                       algorithm=ConfigRecord({"state": state_to_bytes(sim.client_algorithm.get(c, {}))}))
 
     return app

@@ -22,7 +22,24 @@ from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.builder import build
 from bnfl.fl.config_schema import as_config
 
-__all__ = ["FlowerSetup", "Setups", "samples_crc", "setup_from_config"]
+__all__ = ["FlowerSetup", "Setups", "flower_exchange", "samples_crc", "setup_from_config"]
+
+
+def flower_exchange(model: nn.Module, method: str, r: int) -> Callable[..., Tensor]:
+    """Flower's side of an exchange inside a local step (:data:`bnfl.fedtan.Exchange`): a refusal.
+
+    A coupled first step (FedTAN) exchanges :math:`3L+1` times inside one local step and a Flower
+    node keeps no autograd graph between messages, so this raises a ``ValueError`` naming the way
+    out (the torch.distributed engine) when the run is set up (:class:`FlowerSetup`) or, at the
+    latest, when the ServerApp is handed the round's coupled step."""
+    from bnfl.fl.state import state_groups
+
+    n_bn = len(state_groups(model)["bn_count"])
+    raise ValueError(
+        f"{method} does not run over Flower: it couples the first local step of round {r} across "
+        f"clients, 3L+1 = {3 * n_bn + 1} exchanges inside one step for this model's L = {n_bn} BN layers, and "
+        "a Flower node keeps no autograd graph between messages. Run it on the torch.distributed engine "
+        "(bnfl.fl.distributed): torchrun --nproc-per-node R -m bnfl train --config FILE (docs/distributed.md)")
 
 
 @dataclass
@@ -67,16 +84,9 @@ class FlowerSetup:
         if alg.centralized or not alg.communicates:
             raise ValueError(f"{alg.name} does not run over Flower: it trains {'one pooled model' if alg.centralized else 'without communication'}; "
                              "use the simulation engine")
-        coupled = [r for r in range(1, cfg.rounds + 1) if alg.first_step(r) is not None]
-        if coupled:
-            from bnfl.fl.state import state_groups
-
-            n_bn = len(state_groups(self.model)["bn_count"])
-            raise ValueError(
-                f"{alg.name} does not run over Flower: it couples the first local step of round {coupled[0]} across "
-                f"clients, 3L+1 = {3 * n_bn + 1} exchanges inside one step for this model's L = {n_bn} BN layers, and "
-                "a Flower node keeps no autograd graph between messages. Run it on the torch.distributed engine "
-                "(bnfl.fl.distributed): torchrun --nproc-per-node R -m bnfl train --config FILE (docs/distributed.md)")
+        for r in range(1, cfg.rounds + 1):  # a round's coupled step gets Flower's exchange: refused at setup
+            if alg.coupled_step(r) is not None:
+                flower_exchange(self.model, alg.name, r)
         if getattr(alg, "alpha_sharing", "local") != "local":
             raise ValueError("HBN alpha_sharing='averaged' gives first-time clients the server's average alpha "
                              "outside the messages; over Flower use alpha_sharing='local' (the paper's)")

@@ -238,6 +238,7 @@ class BatchedNet:
         self._counts: Tensor | None = None
         self._views: list[nn.Module] = []
         self._slots: list[list[tuple[dict, str, str, bool]]] = []
+        self._view_params: dict[int, list[tuple[str, nn.Parameter]]] = {}  # per view: (stacked name, parameter)
         for name, m in self.net.named_modules():
             pre = f"{name}." if name else ""
             if type(m) in _LINEAR:
@@ -319,24 +320,26 @@ class BatchedNet:
                 slots += [(m._buffers, n, pre + n, False) for n, v in m._buffers.items() if v is not None]
             self._views.append(view)
             self._slots.append(slots)
+        named = []
         for where, attr, key, is_param in self._slots[k]:
             if is_param:
                 where[attr] = nn.Parameter(self.params[key].detach()[k], requires_grad=False)
+                named.append((key, where[attr]))
             else:
                 where[attr] = self.buffers[key][k]
+        self._view_params[k] = named  # what view.named_parameters() gives (a fresh Parameter per slot)
         return self._views[k]
 
     def sync_grads(self, k: int) -> None:
         """Point client ``k``'s view parameters' ``.grad`` at row ``k`` of the stacked gradients."""
-        view = self._views[k]
-        for n, p in view.named_parameters():
+        for n, p in self._view_params[k]:
             g = self.params[n].grad
             p.grad = None if g is None else g[k]
 
     def collect_grads(self, k: int) -> None:
         """Write back a ``.grad`` that a hook rebound on client ``k``'s view (``p.grad = ...``
         instead of changing it in place) into row ``k`` of the stacked gradients."""
-        for n, p in self._views[k].named_parameters():
+        for n, p in self._view_params[k]:
             g = self.params[n].grad
             if p.grad is None or (g is not None and p.grad is not None and p.grad._base is g
                                   and p.grad.data_ptr() == g[k].data_ptr()):

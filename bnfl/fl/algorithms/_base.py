@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from bnfl.fl.algorithms._momentum import MomentumPolicy
 from bnfl.fl.comm import weighted_sum
 
 if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep
+    from bnfl.fl.algorithms._coupled import CoupledFirstStep
     from bnfl.fl.context import ClientContext, ServerContext
 
 
@@ -25,16 +27,18 @@ class Algorithm:
     personalized: ClassVar[bool] = False  # evaluate each client's own model (FedTAN protocol)
     communicates: ClassVar[bool] = True
     centralized: ClassVar[bool] = False
-    #: SGD momentum across rounds: "reset" each round, "local" kept per client (FixBN-star),
-    #: "global" uploaded, averaged and re-broadcast (FixBN-dagger).
-    momentum_mode: str = "reset"
+    #: SGD momentum across rounds (:mod:`bnfl.fl.algorithms._momentum`): by default the run's
+    #: ``TrainConfig.momentum_mode``; FixBN's ``momentum=`` fixes its own
+    momentum_policy: MomentumPolicy = MomentumPolicy()
 
     def __init__(self) -> None:
         """No options here; subclasses take theirs as keyword-only arguments."""
 
     # -- phases -------------------------------------------------------------------------
-    def first_step(self, r: int) -> str | None:
-        """Coupled first local step at round ``r``: ``None``, ``"fedtan"`` or ``"stats"``."""
+    def coupled_step(self, r: int) -> CoupledFirstStep | None:
+        """The coupled first local step of round ``r`` (:class:`~bnfl.fl.algorithms._coupled.CoupledFirstStep`:
+        FedTAN's, Algorithm 2's), which the backend runs with the exchange it supplies, or ``None``
+        (every local step is the client's own)."""
         return None
 
     def frozen_stats(self, r: int) -> bool:
@@ -50,6 +54,15 @@ class Algorithm:
             return (f"{type(self).__name__} defines its own local_loss, which runs one client's model "
                     "(e.g. MOON's representations, FedSAM's perturbed weights)")
         return None
+
+    def view_hooks(self) -> frozenset[str]:
+        """Which of the client hooks ``client_start``, ``adjust_grads``, ``after_step`` and
+        ``extra_upload`` do something for this instance: the batched engine calls only these on its
+        per-client views (each call costs a view's gradients pointed at the stacked rows and
+        collected back). Default: those this class overrides. An algorithm that forwards hooks
+        (HBN to its solver) names the ones its options use."""
+        return frozenset(h for h in ("client_start", "adjust_grads", "after_step", "extra_upload")
+                         if getattr(type(self), h) is not getattr(Algorithm, h))
 
     # -- hooks ------------------------------------------------------------------------------
     # Server hooks get the :class:`~bnfl.fl.context.ServerContext`, client hooks a
@@ -83,6 +96,27 @@ class Algorithm:
     def extra_upload(self, client: ClientContext, model: nn.Module, steps: int, lr: float) -> dict[str, Tensor]:
         """Tensors uploaded with the model (prefixed keys, never model keys)."""
         return {}
+
+    def initial_momentum(self, client: ClientContext) -> dict[str, Tensor] | None:
+        """The SGD momentum buffers (by parameter name) this client's optimizer starts its round
+        from, or ``None`` (zeros; default: :attr:`momentum_policy`)."""
+        return self.momentum_policy.initial(client)
+
+    def final_momentum(self, client: ClientContext, momentum: Callable[[], dict[str, Tensor]]) -> dict[str, Tensor]:
+        """At the end of local training: ``momentum()`` gives the optimizer's buffers (by parameter
+        name); keep them in ``client.state`` and/or return tensors to upload (prefixed keys;
+        default: :attr:`momentum_policy`)."""
+        return self.momentum_policy.final(client, momentum)
+
+    def momentum_download(self, server: ServerContext) -> dict[str, Tensor]:
+        """Momentum buffers broadcast with the model (prefixed keys; default: :attr:`momentum_policy`)."""
+        return self.momentum_policy.download(server)
+
+    def aggregate_momentum(self, server: ServerContext, weights: Sequence[float],
+                           uploads: Sequence[Mapping[str, Tensor]]) -> None:
+        """After :meth:`aggregate`: the server's momentum from the uploads, into ``server.state``
+        (default: :attr:`momentum_policy`)."""
+        self.momentum_policy.aggregate(server, weights, uploads)
 
     def extra_download(self, server: ServerContext) -> dict[str, Tensor]:
         """Tensors broadcast with the model (prefixed keys)."""

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep
 
 from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._coupled import CoupledFirstStep
 from bnfl.fl.algorithms._registry import register_algorithm
 
 
@@ -23,8 +24,8 @@ class FedAvgAlg2(Algorithm):
 
     name = "fedavg-alg2"
 
-    def first_step(self, r):
-        return "stats"
+    def coupled_step(self, r):
+        return CoupledFirstStep("stats")
 
 
 @register_algorithm
@@ -72,8 +73,8 @@ class FedTAN(Algorithm):
         self.first_step_momentum = first_step_momentum
         self.running_var_count = running_var_count
 
-    def first_step(self, r):
-        return "fedtan"
+    def coupled_step(self, r):
+        return CoupledFirstStep("fedtan")
 
     def after_step(self, client, t, model, optimizer, coupled):
         if t != 1 or coupled is None:
@@ -130,8 +131,8 @@ class FedTAN2(Algorithm):
             raise ValueError(f"FedTAN-II switch M must be a non-negative integer, got {switch!r}")
         self.switch = int(switch)
 
-    def first_step(self, r):
-        return "fedtan" if r <= self.switch else None
+    def coupled_step(self, r):
+        return CoupledFirstStep("fedtan") if r <= self.switch else None
 
     def frozen_stats(self, r):
         return r > self.switch

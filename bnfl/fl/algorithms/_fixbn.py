@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._momentum import MomentumPolicy
 from bnfl.fl.algorithms._registry import register_algorithm
 from bnfl.fl.comm import weighted_sum
 
@@ -37,8 +38,13 @@ class FixBN(Algorithm):
             raise ValueError(f"FixBN momentum must be 'reset', 'local' or 'global', got {momentum!r}")
         self.switch_fraction = float(switch_fraction)
         self.switch = switch
-        self.momentum_mode = momentum
+        self.momentum_policy = MomentumPolicy(momentum)  # FixBN-star / -dagger: the client's or the server's state
         self.total_rounds = 0
+
+    @property
+    def momentum_mode(self) -> str:
+        """The ``momentum`` option ("reset", "local" or "global"): its :attr:`momentum_policy`'s mode."""
+        return self.momentum_policy.mode or "reset"
 
     @property
     def t_star(self) -> int:

@@ -119,8 +119,8 @@ class HBN(_ServerStatistics, Algorithm):
     server_state = frozenset({"bn_stats"})
     stats_tag = "hbn"
     #: the hooks HBN extends itself; every other public method of Algorithm goes to the solver
-    _OWN_HOOKS = frozenset({"begin_round", "client_start", "adjust_grads", "extra_upload", "aggregate",
-                            "client_statistics", "statistics_only_round", "aggregate_statistics",
+    _OWN_HOOKS = frozenset({"begin_round", "client_start", "adjust_grads", "after_step", "extra_upload", "aggregate",
+                            "client_statistics", "statistics_only_round", "aggregate_statistics", "view_hooks",
                             "evaluation_state", "state_dict", "load_state_dict", "batching_obstacle"})
 
     def __init__(self, *, lam: float = 0.01, stat_samples: int | None = None, final_round: bool = True,
@@ -158,13 +158,12 @@ class HBN(_ServerStatistics, Algorithm):
         self.solver_options = dict(solver_options or {})
         base = make_algorithm(self.solver_name, **self.solver_options)
         if (isinstance(base, _ServerStatistics) or base.centralized or base.personalized or not base.communicates
-                or type(base).first_step is not Algorithm.first_step or type(base).frozen_stats is not Algorithm.frozen_stats):
+                or type(base).coupled_step is not Algorithm.coupled_step or type(base).frozen_stats is not Algorithm.frozen_stats):
             raise ValueError(f"HBN cannot be plugged into {self.solver_name!r}: the solver must be a shared-model "
                              "FedAvg-type method (e.g. fedavg, fedprox, scaffold, fedadam, moon, fedsam, fedacg, fedwon)")
         self.solver = base
         self.local_state = HBN.local_state | base.local_state
         self.weighting = base.weighting
-        self.momentum_mode = base.momentum_mode
 
     @classmethod
     def reference_code(cls, **overrides: Any) -> HBN:
@@ -229,12 +228,18 @@ class HBN(_ServerStatistics, Algorithm):
                 for n, p in model.named_parameters():
                     if n in average:
                         p.copy_(average[n])
-        if self.alpha != "learned":
-            for _, m in _global_stats_layers(model):
-                if hasattr(m, "alpha"):
-                    m.alpha.requires_grad_(False)
-                    with torch.no_grad():
-                        m.alpha.fill_(_FIXED_ALPHA[self.alpha])
+        self._fix_alpha(model)
+
+    def _fix_alpha(self, model: nn.Module) -> None:
+        """Table 6 ablations (3)-(5): alpha set to its fixed value. It stays a parameter (so the
+        hook works on a batched client's view of the stacked alpha); :meth:`adjust_grads` zeroes
+        its gradient and :meth:`after_step` sets it again, so no optimizer step (momentum, weight
+        decay) moves it."""
+        if self.alpha == "learned":
+            return
+        with torch.no_grad():
+            for _, p in alpha_parameters(model):
+                p.fill_(_FIXED_ALPHA[self.alpha])
 
     def begin_round(self, server, r, clients, state):
         return self.solver.begin_round(server, r, clients, state)
@@ -251,8 +256,16 @@ class HBN(_ServerStatistics, Algorithm):
     def adjust_grads(self, client, model):
         client.scratch["hbn.seen"] = set()  # once per local step: the next forward is the next step's
         self.solver.adjust_grads(client, model)
+        if self.alpha != "learned":
+            for _, p in alpha_parameters(model):
+                if p.grad is not None:
+                    p.grad.zero_()
         if self.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.clip_grad_norm)
+
+    def after_step(self, client, t, model, optimizer, coupled):
+        self.solver.after_step(client, t, model, optimizer, coupled)
+        self._fix_alpha(model)
 
     def extra_upload(self, client, model, steps, lr):
         up = dict(self.solver.extra_upload(client, model, steps, lr))
@@ -276,15 +289,25 @@ class HBN(_ServerStatistics, Algorithm):
         new.update(self.pooled_statistics(server, state, uploads))
         return new
 
+    def view_hooks(self):
+        """HBN's own client hooks, where its options use them, and its solver's: eq. 7 at the start
+        and the statistics upload always; ``adjust_grads`` for gradient clipping or a fixed alpha;
+        ``after_step`` for a fixed alpha (its moving-average ablation, whose ``adjust_grads`` marks
+        the next forward as the next step's, is not batched)."""
+        used = set(self.solver.view_hooks()) | {"client_start", "extra_upload"}
+        if self.clip_grad_norm is not None or self.alpha != "learned":
+            used.add("adjust_grads")
+        if self.alpha != "learned":
+            used.add("after_step")
+        return frozenset(used)
+
     def batching_obstacle(self):
         """HBN's hooks run on per-client views of the batched clients (eq. 7 with the view's
         forward, alpha as the view's parameter); not batched: ablation (1)'s moving averages
-        (forward hooks on one client's layers), a fixed alpha (it stops alpha's gradient on one
-        client's parameter), and whatever the solver cannot batch."""
+        (forward hooks on one client's layers) and whatever the solver cannot batch. A fixed alpha
+        (Table 6 (3)-(5)) is batched: its gradient is zeroed and its value set again after each step."""
         if self.client_stats == "moving-average":
             return "HBN client_stats='moving-average' hooks the layers of one client's model"
-        if self.alpha != "learned":
-            return f"HBN alpha={self.alpha!r} switches off the gradient of one client's alpha"
         why = self.solver.batching_obstacle()
         return None if why is None else f"HBN's solver {self.solver_name!r}: {why}"
 
@@ -340,7 +363,7 @@ class HBN(_ServerStatistics, Algorithm):
 
 
 # Every public method of the Algorithm contract that HBN does not extend goes to the solver
-# (local_loss, after_step, extra_download, first_step, frozen_stats, and any hook added later).
+# (local_loss, after_step, extra_download, coupled_step, frozen_stats, and any hook added later).
 for _name, _member in vars(Algorithm).items():
     if callable(_member) and not _name.startswith("_") and _name not in HBN._OWN_HOOKS:
         setattr(HBN, _name, forward_to_solver(_name))

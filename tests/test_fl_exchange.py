@@ -1,0 +1,232 @@
+"""Issue 26: the coupled first step and the momentum modes are the algorithm's, the backends supply
+only the exchange; ``bnfl.fl`` never imports ``bnfl.methods``.
+
+* the backends read no trait that names a method family (``first_step``, ``momentum_mode``) and
+  compare no mode string (read with ``ast``);
+* an ordinary user algorithm that returns FedTAN's :class:`~bnfl.fl.CoupledFirstStep` is FedTAN,
+  and the step runs with the exchange the backend hands it;
+* momentum kept by an algorithm's own hooks is FixBN-star's, and a :class:`~bnfl.fl.MomentumPolicy`
+  equals the run's ``momentum_mode``, bitwise;
+* Flower's exchange refuses, naming the way out; a rank without participants joins the step's
+  exchanges in the order the step makes them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from bnfl import fl
+
+ROOT = Path(__file__).resolve().parents[1]
+FL = ROOT / "bnfl" / "fl"
+#: the modules that run an algorithm (issue 26's backends)
+BACKENDS = ["engine.py", "_local.py", "_evaluate.py", "batched.py", "batched_sgd.py", "batched_together.py",
+            "lockstep.py", "distributed.py", "cross_silo.py", "flower.py", "flower_client.py", "flower_setup.py",
+            "_flower_records.py", "_checkpoint.py", "engine_choice.py"]
+#: traits of the coupled-step and momentum families, and the mode strings they were spelled with
+TRAITS = {"first_step", "momentum_mode"}
+MODES = {"fedtan", "stats", "local", "global", "reset"}
+
+
+def _trait_reads(path: Path) -> list[str]:
+    """``file:line`` of every read of a trait in :data:`TRAITS` and every comparison with a mode string."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in TRAITS:
+            found.append(f"{path.name}:{node.lineno} .{node.attr}")
+        elif isinstance(node, ast.Compare):
+            for c in [node.left, *node.comparators]:
+                vals = [c] if isinstance(c, ast.Constant) else list(getattr(c, "elts", []))
+                if any(isinstance(v, ast.Constant) and v.value in MODES for v in vals):
+                    found.append(f"{path.name}:{node.lineno} compares a mode string")
+    return found
+
+
+#: branches on other families' traits that remain (issue 26, not yet policies): HBN's refusal on Flower
+REMAINING = {"flower_setup.py": ("alpha_sharing",)}
+
+
+def test_no_backend_reads_a_coupled_step_or_momentum_trait():
+    assert all((FL / f).exists() for f in BACKENDS)
+    found = []
+    for f in BACKENDS:
+        lines = (FL / f).read_text(encoding="utf-8").splitlines()
+        found += [hit for hit in _trait_reads(FL / f)
+                  if not any(t in lines[int(hit.split(":")[1].split()[0]) - 1] for t in REMAINING.get(f, ()))]
+    assert found == []
+
+
+def test_the_trait_scan_finds_what_it_looks_for(tmp_path):
+    """The scan above can fail: it sees the branches this issue removed."""
+    p = tmp_path / "old.py"
+    p.write_text("if alg.first_step(r) == 'fedtan':\n    pass\nif sim.momentum_mode in ('local', 'global'):\n    pass\n")
+    assert len(_trait_reads(p)) == 4  # two reads, two comparisons
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in the file (function level and TYPE_CHECKING included)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.add(node.module or "")
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def test_fl_never_imports_the_method_table():
+    files = sorted(FL.rglob("*.py"))
+    assert len(files) > 30
+    bad = {str(f.relative_to(ROOT)): sorted(m for m in _imported(f) if m == "bnfl.methods" or
+                                            m.startswith("bnfl.methods."))
+           for f in files}
+    assert {f: m for f, m in bad.items() if m} == {}
+    assert "bnfl.methods" in _imported(ROOT / "bnfl" / "__init__.py")  # the package above fl installs it
+
+
+def test_the_method_table_is_installed_and_an_empty_slot_says_what_to_import(monkeypatch):
+    from bnfl import method_table
+
+    assert method_table.get_method("fedavg+gn").norm == "gn"
+    monkeypatch.setattr(method_table, "_TABLE", [])
+    with pytest.raises(LookupError, match="import bnfl"):
+        method_table.get_method("fedtan")
+    with pytest.raises(TypeError, match="get"):
+        method_table.install(object())
+
+
+# -- the coupled first step: the algorithm's, with the backend's exchange ---------------------------
+def _data(k=4, n=12, dim=6, classes=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(k * n, dim, generator=g, dtype=torch.float64)
+    y = torch.arange(k * n) % classes
+    x = x + y[:, None].double()
+    return fl.FederatedData(x, y, x[:20], y[:20], [np.arange(i * n, (i + 1) * n) for i in range(k)])
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 6), nn.BatchNorm1d(6), nn.ReLU(),
+                         nn.Linear(6, 3))
+
+
+def _cfg(**kw):
+    base = dict(rounds=3, local_steps=2, batch_size=5, lr=0.1, momentum=0.9, participation=0.75, progress=False,
+                dtype="float64", batched="off")
+    return fl.TrainConfig(**{**base, **kw})
+
+
+def _run(alg, **kw):
+    sim = fl.Simulation(_model(), _data(), alg, _cfg(**kw))
+    sim.run()
+    return sim
+
+
+def _same(a: fl.Simulation, b: fl.Simulation) -> None:
+    assert a.global_state.keys() == b.global_state.keys()
+    assert all(torch.equal(a.global_state[k], b.global_state[k]) for k in a.global_state)
+    assert a.history.without_time() == b.history.without_time()
+
+
+class Counted(fl.CoupledFirstStep):
+    """FedTAN's step that records the exchanges the backend hands it."""
+
+    calls: list[tuple[str, str]]
+
+    def run(self, model, batches, loss_fn, weights, *, exchange):
+        def counted(layer, kind, parts, w):
+            self.calls.append((layer, kind))
+            return exchange(layer, kind, parts, w)
+
+        return super().run(model, batches, loss_fn, weights, exchange=counted)
+
+
+class MyCoupled(fl.FedAvg):
+    """A user's FedTAN: FedAvg whose rounds start with a coupled step it owns (no engine flag)."""
+
+    name = "my-coupled"
+
+    def __init__(self):
+        self.step = Counted("fedtan")
+        object.__setattr__(self.step, "calls", [])
+
+    def coupled_step(self, r):
+        return self.step
+
+
+@pytest.mark.parametrize("batched", ["off", "on"])
+def test_a_user_algorithm_with_fedtans_coupled_step_is_fedtan(batched):
+    mine, ref = _run(MyCoupled(), batched=batched), _run(fl.FedTAN(), batched=batched)
+    if batched == "off":
+        _same(mine, ref)  # bitwise: the same step, the same channel
+        calls = mine.algorithm.step.calls
+        assert calls and calls[: len(fl.CoupledFirstStep("fedtan").exchanges(mine.model))] == [
+            (layer, kind) for layer, kind, _ in fl.CoupledFirstStep("fedtan").exchanges(mine.model)]
+    else:  # the batched engine runs it stacked (its run() is not called): equal to rounding
+        assert mine.algorithm.step.calls == []
+        for k, v in ref.global_state.items():
+            torch.testing.assert_close(mine.global_state[k], v, rtol=0, atol=1e-12)
+    assert mine.channel.exchanges == ref.channel.exchanges
+
+
+def test_a_steps_exchanges_are_the_order_the_step_makes_them():
+    """A torch.distributed rank without participants joins ``step.exchanges(model)`` with zeros:
+    the same layers, kinds and widths, in the order the simulator's channel sees them."""
+    for aggregate in ("fedtan", "stats"):
+        sim = _run(fl.FedTAN() if aggregate == "fedtan" else fl.FedAvgAlg2(), rounds=1)
+        step = fl.CoupledFirstStep(aggregate)
+        seen = [e.tag for e in sim.channel.exchanges if e.kind == "allreduce"]
+        assert seen == [f"{layer}.{kind}" for layer, kind, _ in step.exchanges(sim.model)]
+        widths = {n: m.num_features for n, m in sim.model.named_modules() if isinstance(m, nn.BatchNorm1d)}
+        assert [w for _, _, w in step.exchanges(sim.model)] == [
+            widths[layer] * (2 if kind == "stat-grads" else 1) for layer, kind, _ in step.exchanges(sim.model)]
+    with pytest.raises(ValueError, match="'fedtan'.*'stats'"):
+        fl.CoupledFirstStep("none")
+
+
+def test_flowers_exchange_refuses_naming_the_round_and_the_way_out():
+    from bnfl.fl.flower_setup import flower_exchange
+
+    with pytest.raises(ValueError, match=r"round 3 .*3L\+1 = 7 .*torch\.distributed"):
+        flower_exchange(_model(), "my-coupled", 3)
+
+
+# -- momentum: the algorithm's policy --------------------------------------------------------------
+class OwnMomentum(fl.FedAvg):
+    """A user's FixBN-star momentum written with the two client hooks only."""
+
+    def initial_momentum(self, client):
+        return client.state.get("mine.momentum")
+
+    def final_momentum(self, client, momentum):
+        client.state["mine.momentum"] = momentum()
+        return {}
+
+
+@pytest.mark.parametrize("batched", ["off", "on"])
+def test_momentum_kept_by_a_users_hooks_equals_the_local_mode(batched):
+    _same(_run(OwnMomentum(), batched=batched), _run(fl.FedAvg(), momentum_mode="local", batched=batched))
+
+
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_a_momentum_policy_equals_the_runs_momentum_mode(mode):
+    alg = fl.FedAvg()
+    alg.momentum_policy = fl.MomentumPolicy(mode)
+    mine, ref = _run(alg), _run(fl.FedAvg(), momentum_mode=mode)
+    _same(mine, ref)
+    assert _run(fl.FedAvg()).history.without_time() != ref.history.without_time()  # the mode matters here
+    if mode == "global":  # the average lives in the server's state, the buffers travel in the messages
+        assert set(mine.server.state["optimizer.momentum"]) == {n for n, _ in mine.model.named_parameters()}
+        assert mine.channel.bytes_up > _run(fl.FedAvg()).channel.bytes_up
+    else:
+        assert all("optimizer.momentum" in s for s in mine.client_algorithm.values())
+    with pytest.raises(ValueError, match="momentum mode"):
+        fl.MomentumPolicy("nesterov")
