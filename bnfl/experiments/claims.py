@@ -8,8 +8,10 @@ claim built with ``noise=`` whose margin is not larger than that noise gets the 
 one-line ``why`` that the report prints.
 
 ``kind`` tells a *reproduction* (the paper's number or effect, measured anew) from a
-*consistency* check (arithmetic whose expected value was itself inferred from the same
-paper, e.g. the FedTAN iteration counts inferred from Table 5's percentages).
+*structural* check (a constant, a count or arithmetic, e.g. the communication rounds the engine's
+counters add up to, declared so even inside an entry that trains) and a *consistency* check
+(arithmetic whose expected value was itself inferred from the same paper, e.g. the FedTAN
+iteration counts inferred from Table 5's percentages).
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ __all__ = [
     "info",
     "linked",
     "monotone",
+    "no_interval",
     "per_seed_claim",
     "within",
 ]
 
-from bnfl.experiments._claim import _ROUNDING, KINDS, VERDICTS, Claim, _finite
+from bnfl.experiments._claim import _ROUNDING, KINDS, VERDICTS, Claim, _finite, no_interval
 from bnfl.experiments.interval_claims import interval_claim, interval_monotone
 
 
