@@ -102,7 +102,8 @@ def choice_note(entry: str, claim: str, *, recipe: str = "") -> str:
     fam = FAMILIES[c.family]
     train = fam["train"]
     nums = "; ".join(f"{cand}: scaled effect {eff:.2f} vs resolution {res:.2f} pts"
-                     + (f", {need} seed(s) needed" if need is not None else ", no seed count suffices")
+                     + (f", {need} seed{'s' if need != 1 else ''} needed" if need is not None
+                        else ", no seed count suffices")
                      for cand, eff, res, need in c.calibration)
     current = c.calibration[0][0]
     return (f"claim {claim!r} runs on {c.chosen} (n_test 5,000), not on {current}: bench-calib-proxies (BN-only "
@@ -111,4 +112,4 @@ def choice_note(entry: str, claim: str, *, recipe: str = "") -> str:
             f"effect is >= {FACTOR:g}x its resolution ({nums}). Its runs use the calibration's {c.family} setting: "
             f"Q-MLP-BN (the same MLP with the layer swapped), partition {fam['partition']}, R = {fam['rounds']} "
             f"rounds of E = {train['local_steps']} local steps, B = {train['batch_size']}, lr {train['lr']:g}"
-            + (f"; {recipe}" if recipe else "") + f". The entry's other numbers stay on {current}.")
+            + (f"; {recipe}" if recipe else "") + f". The entry's other numbers stay on {current}")
