@@ -223,7 +223,7 @@ def benchmark(figures: str | Path) -> dict[str, Any] | None:
             text = acc
             if c is not None:
                 iv = c.get("interval")
-                diff = (f"{iv['estimate']:+.2f} [{iv['low']:+.2f}, {iv['high']:+.2f}]" if iv
+                diff = (f"{iv['estimate']:+.2f} [{iv['low']:+.2f}, {iv['high']:+.2f}]" if iv and "low" in iv
                         else "diverged" if c.get("measured") is None else f"{c['measured']:+.2f}")
                 text += f" ({diff}: {c['verdict']})"
             cells.setdefault(m, {})[s] = text

@@ -8,8 +8,10 @@ claim built with ``noise=`` whose margin is not larger than that noise gets the 
 one-line ``why`` that the report prints.
 
 ``kind`` tells a *reproduction* (the paper's number or effect, measured anew) from a
-*consistency* check (arithmetic whose expected value was itself inferred from the same
-paper, e.g. the FedTAN iteration counts inferred from Table 5's percentages).
+*structural* check (a constant, a count or arithmetic, e.g. the communication rounds the engine's
+counters add up to, declared so even inside an entry that trains) and a *consistency* check
+(arithmetic whose expected value was itself inferred from the same paper, e.g. the FedTAN
+iteration counts inferred from Table 5's percentages).
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ __all__ = [
     "info",
     "linked",
     "monotone",
+    "no_interval",
     "per_seed_claim",
     "within",
 ]
 
-from bnfl.experiments._claim import _ROUNDING, KINDS, VERDICTS, Claim, _finite
-from bnfl.experiments.interval_claims import interval_claim
+from bnfl.experiments._claim import _ROUNDING, KINDS, VERDICTS, Claim, _finite, no_interval
+from bnfl.experiments.interval_claims import interval_claim, interval_monotone
 
 
 def _judge(
@@ -136,8 +139,15 @@ def monotone(
     noise: float | None = None,
     noise_label: str = "",
     why: str = "",
+    interval: Mapping[str, Any] | None = None,
 ) -> Claim:
     """Claim a sequence is monotone up to ``tolerance`` per step, forgiving a few small violations.
+
+    ``values`` given per seed (one sequence of per-seed values per setting) makes the verdict the
+    intervals' (:func:`bnfl.experiments.interval_claims.interval_monotone`: a step violates only when
+    its interval lies wholly the wrong way; the end-to-end change's interval passes, fails or leaves
+    it inconclusive); ``interval`` holds its options (``{"seeds": [...], "n_test": 360}``), and
+    ``max_violation``, ``noise`` do not apply then. Otherwise, with one number per setting:
 
     A step ``v[j] -> v[j+1]`` *violates* when it moves the wrong way by more than ``tolerance``.
     Up to ``allowed_violations`` violations of size at most ``max_violation`` are forgiven
@@ -146,6 +156,13 @@ def monotone(
     left: ``tolerance - worst remaining step`` and, if any step was forgiven,
     ``max_violation - largest forgiven step``.
     """
+    if values and all(_per_seed(v) for v in values):
+        cols = [[float(x) for x in v] for v in values]
+        if len({len(c) for c in cols}) != 1:
+            raise ValueError(f"{name}: give one value per seed in every setting, got {[len(c) for c in cols]}")
+        return interval_monotone(name, statement, cols, increasing=increasing, tolerance=tolerance,
+                                 allowed_violations=allowed_violations, labels=labels, why=why,
+                                 **dict(interval or {}))
     vals = [_finite(v) for v in values]
     labels = list(labels) if labels is not None else list(range(len(vals)))
     if len(labels) != len(vals):

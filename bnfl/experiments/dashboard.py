@@ -4,9 +4,13 @@ Shared by ``REPORT.md`` (:func:`bnfl.experiments.report.write_report`) and the d
 index (``docs/_ext/bnfl_docs.py``). Everything here reads stored results and never changes them:
 numbers are rounded for display only (:func:`display_number`, :func:`round_numbers`).
 
-Claim kinds. A stored claim is ``reproduction`` or ``consistency`` (:data:`bnfl.experiments._claim.KINDS`).
-A ``reproduction`` claim of an entry whose result records no training run (``result.runs`` is empty:
-constants, parameter counts, arithmetic) is counted here as ``structural``; the stored kind is unchanged.
+Claim kinds. A stored claim is ``reproduction``, ``structural`` or ``consistency``
+(:data:`bnfl.experiments._claim.KINDS`). A claim declared ``structural`` (arithmetic, counts, constants) is
+counted as such wherever it stands, also inside an entry that trains. A ``reproduction`` claim is counted
+as ``reproduction`` when it stores an interval over seeds (a seeded measurement, also one trained outside
+the FL engine) or its entry records training runs; otherwise (``result.runs`` empty: constants,
+parameter counts, arithmetic) as ``structural``; the stored kind is unchanged.
+:func:`missing_intervals` lists the counted reproduction claims with a verdict but no interval.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ __all__ = [
     "headline_markdown",
     "headline_rows",
     "kind_counts",
+    "missing_intervals",
     "natural_key",
+    "no_interval_claims",
     "paper_pairs",
     "round_numbers",
     "split_note",
@@ -107,11 +113,36 @@ def round_numbers(text: str, *, digits: int = 5) -> str:
 
 
 def claim_kind(result: Any, claim: Any) -> str:
-    """``"consistency"`` for a paper-vs-paper check, ``"structural"`` for a reproduction claim of an
-    entry that trains nothing (its result records no training runs), else ``"reproduction"``."""
-    if claim.kind == "consistency":
-        return "consistency"
-    return "reproduction" if result.runs else "structural"
+    """``"consistency"`` for a paper-vs-paper check; ``"structural"`` for a claim declared so, or a
+    reproduction claim without an interval in an entry that trains nothing (its result records no
+    training runs); else ``"reproduction"`` (a trained claim, or any claim with an interval over seeds)."""
+    if claim.kind in ("consistency", "structural"):
+        return claim.kind
+    return "reproduction" if result.runs or getattr(claim, "interval", None) else "structural"
+
+
+_JUDGED = ("pass", "fail", "inconclusive")
+
+
+def _counted_trained(results: Iterable[Any]) -> list[tuple[Any, Any]]:
+    return [(r, c) for r in results for c in r.claims
+            if getattr(c, "counted", True) and c.verdict in _JUDGED and claim_kind(r, c) == "reproduction"]
+
+
+def missing_intervals(results: Iterable[Any]) -> list[tuple[str, str]]:
+    """``(entry id, claim name)`` of every counted reproduction claim (:func:`claim_kind`) with a
+    verdict (pass, fail or inconclusive) that stores no interval: neither a 95% interval over seeds
+    nor the record of why none can exist (:func:`bnfl.experiments._claim.no_interval`: a run
+    diverged, a target was never reached). Linked claims (``counted_in``), ``info`` claims and
+    structural / consistency checks are not asked for one. Issue 25's target: none."""
+    return [(r.id, c.name) for r, c in _counted_trained(results) if not getattr(c, "interval", None)]
+
+
+def no_interval_claims(results: Iterable[Any]) -> list[tuple[str, str, str]]:
+    """``(entry id, claim name, reason)`` of every counted reproduction claim whose runs give no
+    interval and which says why (``Claim.interval["no_interval"]``: ``"diverged"``, ...)."""
+    return [(r.id, c.name, str(c.interval["no_interval"])) for r, c in _counted_trained(results)
+            if isinstance(getattr(c, "interval", None), Mapping) and "no_interval" in c.interval]
 
 
 def kind_counts(results: Iterable[Any]) -> dict[str, dict[str, dict[str, int]]]:

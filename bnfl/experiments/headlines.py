@@ -79,6 +79,7 @@ DATA_STAND_INS: dict[str, str] = {
 _DIG2 = "Q-DIG-2 (8x8 digits, 2 classes per client)"
 _DIR = "Q-DIG-DIR (8x8 digits, Dirichlet clients)"
 _DOM = "Q-DOM (8x8 digits in 5 styles)"
+_GAUSS2 = "Q-GAUSS(10) (2 classes per client, n_test 5,000; chosen by bench-calib-proxies)"
 
 #: The headline claims, by paper in the order FedTAN, HBN, FixBN, FedBN, then the benchmark.
 HEADLINES: tuple[Headline, ...] = (
@@ -92,7 +93,7 @@ HEADLINES: tuple[Headline, ...] = (
     Headline("fedtan-fig4", "fedbn", "FedBN fails on label skew",
              "non-iid: FedBN 19.46 and SiloBN 19.43, near chance (Table 1)", _DIG2),
     Headline("fedtan-tab2", "with mom.-non-iid", "FedTAN >= FedAvg+GN",
-             "non-iid, momentum: FedTAN 87.66 vs FedAvg+GN 82.66 (Table 2)", _DIG2),
+             "non-iid, momentum: FedTAN 87.66 vs FedAvg+GN 82.66 (Table 2)", _GAUSS2),
     # HBN (Chen, Xu, Wu, Kittler)
     Headline("hbn-tab1", "hbn-best-Q-DIG phi=0.1", "HBN is the best normaliser under strong non-iid",
              "CIFAR-10, phi=0.1: HBN 71.56 vs FixBN 70.36, BN 69.61, GN 68.76 (Table 1)", _DIR),
@@ -120,7 +121,8 @@ HEADLINES: tuple[Headline, ...] = (
              "CIFAR-10, E=100: FixBN at or above GN on every non-iid partition (Fig. 3)",
              "Q-DIG shards (8x8 digits)"),
     Headline("fixbn-tab5", "fixbn-best", "FixBN is the best normalisation layer",
-             "ResNet-20, Shards, E=100: FixBN above BN, GN, LN, IN, FixUp (Table 5)", "Q-DIG shards (8x8 digits)"),
+             "ResNet-20, Shards, E=100: FixBN above BN, GN, LN, IN, FixUp (Table 5)",
+             "Q-GAUSS(10) shards (n_test 5,000; chosen by bench-calib-proxies)"),
     # FedBN (Li, Jiang, Zhang, Kamp, Dou)
     Headline("fedbn-tab11", "fedbn-best-mean", "FedBN beats FedAvg/FedProx under feature shift",
              "digits, 10%, E=1: FedBN 85.22 vs FedAvg 82.68, FedProx 82.68 (mean over 5 domains; Table 11)", _DOM),

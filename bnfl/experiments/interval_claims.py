@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from bnfl.experiments._claim import Claim
+from bnfl.experiments._claim import Claim, _finite, no_interval
 from bnfl.experiments.intervals import (
     Interval,
     detectable_effect,
@@ -53,8 +53,26 @@ def _undecided_why(iv: Interval, threshold: float, record: dict[str, Any]) -> st
             f"{iv.n} seeds could detect is {record['detectable_effect']:.2f}; {more}")
 
 
-def _diverged(why: str) -> str:
-    return "a value is not finite (a run diverged), so there is no interval" + (f"; {why}" if why else "")
+def _diverged(why: str, seeds: Sequence[int] | None = None, *columns: Sequence[float] | None) -> str:
+    bad = _bad_seeds(seeds, *columns)
+    where = f" on seed(s) {', '.join(map(str, bad))}" if bad else ""
+    return f"a value is not finite (a run diverged{where}), so there is no interval" + (f"; {why}" if why else "")
+
+
+def _bad_seeds(seeds: Sequence[int] | None, *columns: Sequence[float] | None) -> list[int]:
+    """The seeds (positions when ``seeds`` is None) where some column holds a non-finite value."""
+    cols = [c for c in columns if c is not None]
+    n = max((len(c) for c in cols), default=0)
+    labels = list(seeds) if seeds is not None and len(seeds) == n else list(range(n))
+    return [int(labels[i]) for i in range(n)
+            if any(i < len(c) and not math.isfinite(float(c[i])) for c in cols)]
+
+
+def _diverged_record(seeds: Sequence[int] | None, a: Sequence[float], b: Sequence[float] | None = None,
+                     **extra: Any) -> dict[str, Any]:
+    """:func:`~bnfl.experiments._claim.no_interval`'s record of a claim whose runs diverged."""
+    return no_interval("diverged", seeds=seeds, values=a, baseline=b,
+                       diverged_seeds=_bad_seeds(seeds, a, b), **extra)
 
 
 def _non_finite(values: Sequence[float] | None) -> bool:
@@ -75,7 +93,7 @@ def interval_claim(name: str, statement: str, a: Sequence[float], b: Sequence[fl
     """
     if _non_finite(a) or _non_finite(b):
         return Claim(name, statement, "fail", None, float(threshold), None, detail or "a run diverged",
-                     _diverged(why), None, kind)
+                     _diverged(why, seeds, a, b), None, kind, _diverged_record(seeds, a, b))
     iv = estimate(a, b, paired=paired, method=method, level=level)
     v = verdict(iv, threshold, side=side)
     margin = iv.low - threshold if side == "above" else threshold - iv.high
@@ -100,7 +118,7 @@ def interval_within(name: str, statement: str, a: Sequence[float], b: Sequence[f
     ``[-tol, tol]``, fail when it lies wholly outside it, inconclusive otherwise."""
     if _non_finite(a) or _non_finite(b):
         return Claim(name, statement, "fail", None, float(tol), None, detail or "a run diverged",
-                     _diverged(why), None, kind)
+                     _diverged(why, seeds, a, b), None, kind, _diverged_record(seeds, a, b))
     iv = estimate(a, b, paired=paired, method=method, level=level)
     tol = float(tol)
     if -tol <= iv.low and iv.high <= tol:
@@ -130,9 +148,12 @@ def interval_monotone(name: str, statement: str, columns: Sequence[Sequence[floa
 
     A step *violates* only when its interval lies wholly on the wrong side of ``-tolerance`` (a
     wrong-way step smaller than its interval is no violation). Verdict: ``fail`` when more than
-    ``allowed_violations`` steps violate; ``pass`` when none does beyond those and the end-to-end
-    change (last minus first) has its interval on the claimed side; ``inconclusive`` otherwise
-    (the trend is not resolved). ``Claim.interval`` holds the end-to-end interval and each step's.
+    ``allowed_violations`` steps violate, or when the end-to-end change (last minus first) has its
+    interval wholly on the wrong side of ``-tolerance`` (the settings move the wrong way overall,
+    even where no single step resolves it); ``pass`` when neither holds and the end-to-end interval
+    lies on the claimed side of 0; ``inconclusive`` otherwise (the trend is not resolved, or it
+    goes the wrong way by less than the tolerance). ``Claim.interval`` holds the end-to-end
+    interval and each step's.
     """
     if len(columns) < 2:
         raise ValueError(f"a monotone claim needs at least 2 settings, got {len(columns)}")
@@ -141,19 +162,25 @@ def interval_monotone(name: str, statement: str, columns: Sequence[Sequence[floa
         raise ValueError(f"{len(labels)} labels for {len(columns)} settings; give one label per setting")
     if any(_non_finite(c) for c in columns):
         return Claim(name, statement, "fail", None, tolerance, None, "a value is not finite",
-                     _diverged(why), None, kind)
+                     _diverged(why, seeds, *columns), None, kind,
+                     _diverged_record(seeds, columns[-1], columns[0], columns=[[_finite(v) for v in c] for c in columns],
+                                      labels=[str(x) for x in labels]))
     sign = 1.0 if increasing else -1.0
     oriented = [[sign * float(v) for v in c] for c in columns]
     steps = [estimate(oriented[j + 1], oriented[j], paired=paired, method=method, level=level)
              for j in range(len(columns) - 1)]
     violations = [j for j, s in enumerate(steps) if s.high < -tolerance]
     total = estimate(oriented[-1], oriented[0], paired=paired, method=method, level=level)
-    if len(violations) > allowed_violations:
+    wrong_total = total.high < -tolerance  # the whole change lies the wrong way, beyond the allowance
+    if len(violations) > allowed_violations or wrong_total:
         v = "fail"
-        margin = max(steps[j].high for j in violations) + tolerance  # < 0
+        margins = [total.high + tolerance] if wrong_total else []  # < 0
+        if len(violations) > allowed_violations:
+            margins.append(max(steps[j].high for j in violations) + tolerance)  # < 0
+        margin = min(margins)
     else:
         v = verdict(total, 0.0, side="above")
-        v = "inconclusive" if v == "fail" else v  # a wrong-way total with no violating step: unresolved
+        v = "inconclusive" if v == "fail" else v  # wrong way by less than the tolerance: unresolved
         margin = total.low
     record = _record(total, 0.0, "above", seeds, n_test, decided=v != "inconclusive")
     record["steps"] = [{"from": str(labels[j]), "to": str(labels[j + 1]), "estimate": sign * s.estimate,
@@ -167,8 +194,14 @@ def interval_monotone(name: str, statement: str, columns: Sequence[Sequence[floa
               f"(beyond {tolerance:g}; {allowed_violations} allowed); end to end {total.text()}")
     reason = ""
     if v == "fail":
-        bad = ", ".join(f"{labels[j]}->{labels[j + 1]}" for j in violations)
-        reason = (why + "; " if why else "") + f"step(s) {bad} move the wrong way by more than their interval"
+        parts = []
+        if len(violations) > allowed_violations:
+            bad = ", ".join(f"{labels[j]}->{labels[j + 1]}" for j in violations)
+            parts.append(f"step(s) {bad} move the wrong way by more than their interval")
+        if wrong_total:
+            parts.append(f"end to end ({labels[0]}->{labels[-1]}) the {total.text()} interval of the change lies "
+                         f"wholly on the wrong side of {-tolerance:g}")
+        reason = (why + "; " if why else "") + "; ".join(parts)
     elif v == "inconclusive":
         reason = ("no step violates, but the end-to-end change is not resolved: "
                   + _undecided_why(total, 0.0, record))

@@ -245,7 +245,8 @@ def claims_html(result: Any) -> str:
 
     rows = []
     for i, (row, c) in enumerate(zip(claim_rows(result), result.claims, strict=True), 1):
-        check = f"{i}. {c.statement}" + (" (consistency check)" if c.kind == "consistency" else "")
+        check = f"{i}. {c.statement}" + {"consistency": " (consistency check)",
+                                          "structural": " (structural check)"}.get(c.kind, "")
         if c.counted_in:
             check += f" (re-reads {c.counted_in}; counted there)"
         rows.append({**{k: v for k, v in row.items() if k != "why"}, "check": check,

@@ -16,6 +16,8 @@ from bnfl.experiments.dashboard import (
     entries_markdown,
     entry_order,
     headline_markdown,
+    missing_intervals,
+    no_interval_claims,
     paper_pairs,
     round_numbers,
     stand_in_banner,
@@ -79,6 +81,10 @@ def interval_text(c: Any) -> str | None:
     iv = getattr(c, "interval", None)
     if not iv:
         return None
+    if "no_interval" in iv:  # no interval can exist (bnfl.experiments._claim.no_interval)
+        bad = iv.get("diverged_seeds")
+        return (f"none: {iv['no_interval']}" + (f" on seed(s) {', '.join(map(str, bad))}" if bad else "")
+                + f" ({iv.get('finite', 0)} of {len(iv.get('values') or [])} seeds gave a number)")
     if "low" not in iv:  # a count over items, each judged by its own interval (papers/hbn/seeded.count_of)
         items = iv.get("items") or {}
         return (f"{len(iv.get('passing') or [])} of {len(items)} hold by their own 95% intervals, "
@@ -104,7 +110,8 @@ def claim_rows(result: Result, *, link: Callable[[str], str] | None = None) -> l
     rows = []
     for c in result.claims:
         row = {
-            "check": c.statement + (" *(consistency check)*" if c.kind == "consistency" else "")
+            "check": c.statement + ({"consistency": " *(consistency check)*", "structural": " *(structural check)*"}
+                                    .get(c.kind, ""))
             + (f" *(re-reads {link(c.counted_in)}; counted there)*" if c.counted_in else ""),
             "verdict": _MARK[c.verdict],
             "measured": c.measured,
@@ -123,6 +130,17 @@ def claim_counts(results: Sequence[Result]) -> dict[str, int]:
     """``{verdict: number of claims}`` over ``results``, for pass / fail / inconclusive / info; a claim
     that re-reads another entry's measurement (``Claim.counted_in``) is counted there only."""
     return {v: sum(1 for r in results for c in r.claims if c.verdict == v and c.counted) for v in _COUNTED}
+
+
+def _interval_line(results: Sequence[Result]) -> str:
+    """How many counted reproduction claims store no interval (named), and which could have none."""
+    missing, none = missing_intervals(results), no_interval_claims(results)
+    text = (f"Counted reproduction claims with a verdict but no 95% interval: {len(missing)}"
+            + (" (" + ", ".join(f"{e} `{n}`" for e, n in missing) + ")" if missing else "") + ".")
+    if none:
+        text += (f" {len(none)} more could have none and say why (counted as failed): "
+                 + ", ".join(f"{e} `{n}` ({why})" for e, n, why in none) + ".")
+    return text
 
 
 def _entry_title(result: Result, entry: Any) -> str:
@@ -188,10 +206,13 @@ def write_report(
         stand_in_banner(results),
         "## Claims by paper and kind",
         "",
-        "*Reproduction*: measured by training; *structural*: constants, counts and arithmetic in entries "
-        "that train nothing; *consistency*: the paper compared with itself.",
+        "*Reproduction*: measured by training; *structural*: constants, counts and arithmetic (in entries "
+        "that train nothing, or declared so inside one that trains); *consistency*: the paper compared with "
+        "itself.",
         "",
         counts_markdown(results),
+        _interval_line(results),
+        "",
         f"Generated {now} by `bnfl reproduce` (profile{'s' if len(profiles) > 1 else ''}: "
         f"{', '.join(profiles)}). {len(distinct_runs)} distinct training runs, {run_seconds:.0f} s of "
         f"compute when they ran; entry compute time of the stored results: {total_compute:.0f} s"

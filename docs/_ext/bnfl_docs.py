@@ -813,10 +813,15 @@ def generate_reproductions(written: set[Path]) -> None:
         "",
         "## Claims by paper and kind",
         "",
-        "*Reproduction*: measured by training; *structural*: constants, counts and arithmetic in entries "
-        "that train nothing; *consistency*: the paper compared with itself.",
+        "*Reproduction*: measured by training; *structural*: constants, counts and arithmetic (in entries "
+        "that train nothing, or declared so inside one that trains); *consistency*: the paper compared with "
+        "itself.",
         "",
         dashboard.counts_markdown(results.values()).rstrip("\n"),
+        "",
+        f"Counted reproduction claims with a verdict but no 95% interval: "
+        f"{len(dashboard.missing_intervals(results.values()))}; claims that can have none and say why (a run "
+        f"diverged): {len(dashboard.no_interval_claims(results.values()))}.",
         "",
         "## Entries by paper",
         "",

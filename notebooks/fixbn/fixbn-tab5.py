@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # FixBN Table 5: ResNet-20 with different normalisation layers (Shards, E = 100) (quick profile on stand-in data: Q-DIG)
+# # FixBN Table 5: ResNet-20 with different normalisation layers (Shards, E = 100) (quick profile on stand-in data: Q-DIG, Q-GAUSS(C))
 #
 # Table 5: BN 53.97, GN 59.69, GN+WN 66.90, LN 54.54, IN 59.76, FixUp (no normalisation) 70.66,
 # FixBN 76.56: FixBN is best, and FixUp beats GN.
@@ -24,7 +24,17 @@
 # **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
 # whose result is committed in `figures/fixbn-tab5/result.json`. Its deviations from the catalog's
 # recipe: Q-RES on Q-DIG-2, E = 20, 12 epochs = 9 rounds; GN+WN is GN with weight standardisation
-# (WS, Qiao et al. 2019); no data augmentation at quick (train.augment = 'none'), where the paper
+# (WS, Qiao et al. 2019); claim 'fixbn-best' runs on Q-GAUSS(10) (n_test 5,000), not on Q-DIG:
+# bench-calib-proxies (BN-only calibration, centralized BN and FedAvg+BN before any fix ran) found
+# that Q-DIG cannot resolve the paper's effect at 5 seeds and recommends Q-GAUSS(10), the first
+# candidate whose scaled effect is >= 2x its resolution (Q-DIG: scaled effect 2.58 vs resolution
+# 1.52 pts, 7 seeds needed; Q-GAUSS(10): scaled effect 3.29 vs resolution 0.82 pts, 2 seeds needed;
+# MNIST-5K: scaled effect 2.38 vs resolution 1.58 pts, 9 seeds needed). Its runs use the
+# calibration's shards setting: Q-MLP-BN (the same MLP with the layer swapped), partition {'kind':
+# 'shards', 'shards_per_client': 2, 'num_clients': 5}, R = 30 rounds of E = 20 local steps, B = 32,
+# lr 0.1; the layers an MLP has: BN, GN (2 groups), LN, none (for FixUp's normalisation-free row)
+# and FixBN (T* = half the rounds); IN, GN+WS and FixUp have no MLP counterpart. The entry's other
+# numbers stay on Q-DIG; no data augmentation at quick (train.augment = 'none'), where the paper
 # profile augments (the authors' CIFAR recipe: random crop with 4 px padding + horizontal flip;
 # ImageNet: flip): the quick data are 8x8 digits or vectors, where a 4-pixel shift moves half the
 # digit out of view and a flip turns one digit into another, and every committed quick number was

@@ -5,10 +5,23 @@ on label skew, HBN with BN/GN/FixBN under small batches, FixBN with FedTAN and G
 under feature shift, each on its own setting. Here every method trains on the same partitions with
 the same seeds (:mod:`.bn_fixes_settings`), so each comparison with FedAvg+BN is a paired difference
 over seeds, judged by its 95% t-interval (:func:`bnfl.experiments.interval_claims.interval_claim`).
+
+A method whose run diverges (non-finite training loss) on some seed has no interval: its claim fails,
+says on which seeds and at which rounds, and stores the per-seed values it has
+(:func:`bnfl.experiments._claim.no_interval`). FixBN in the feature-shift setting does so: with the
+quick recipe (plain SGD, lr 0.1) it diverged on 4 of 5 seeds, each at round 51, the first round
+after T* = 50 in which it normalises with the frozen (FedAvg-averaged) running statistics. Diagnosed
+on seed 0 from the round-50 global model: the blur client's features have 0.1-0.67x the frozen
+variance of each channel; with the frozen statistics its 5 local SGD steps at lr 0.1 grow the
+gradient norm 7 -> 32 -> 95 -> 243 -> 11,611 (loss 0.69 -> 15,146), while with batch statistics
+(train-mode BN) the same steps keep it at 1.2-2.4, and at lr 0.02 the frozen steps stay stable: the
+frozen network loses BN's self-normalisation, and the benchmark's shared learning rate is too large
+for it. The benchmark keeps one recipe for every method and reports the divergence as FixBN's result.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -73,6 +86,31 @@ def _setting(ctx: Context, config: dict[str, Any], setting: str) -> dict[str, An
     if metric(setting) == "own domain":  # each domain's own test set: one sample of the smallest
         n_test = n_test // max(1, len(setting_spec(setting, cand, "fedbn")["data"].get("domains") or [1]))
     return {"scores": scores, "n_test": n_test, "scale": cand, "stopped": stopped}
+
+
+def _t_star(method: str) -> int | None:
+    """The last round FixBN updates its statistics under the benchmark's recipe (None for other methods)."""
+    from bnfl.fl.algorithms import FixBN
+    from bnfl.methods import get
+
+    alg = get(method).algorithm()
+    if not isinstance(alg, FixBN):
+        return None
+    return int(alg.switch) if alg.switch is not None else int(math.floor(alg.switch_fraction * ROUNDS))
+
+
+def _diverged_why(method: str, stopped: list[int], seeds: int, lr: float) -> str:
+    """Why a method's claim has no interval: it diverged (on how many seeds, at which rounds), and for
+    FixBN stopping right after T*, that this is its first round with frozen statistics."""
+    text = (f"{_label(method)} diverged (non-finite training loss) on {len(stopped)} of {seeds} seeds, at "
+            f"round(s) {', '.join(map(str, stopped))}")
+    t = _t_star(method)
+    if t is not None and set(stopped) == {t + 1}:
+        text += (f": round T* + 1 = {t + 1}, its first round with frozen BN statistics (lr {lr:g}, plain "
+                 "SGD, the benchmark's shared recipe); a fix that diverges does not repair the damage")
+    else:
+        text += "; a fix that diverges does not repair the damage"
+    return text
 
 
 def _mean_iv(values: list[float]) -> tuple[float, float, float]:
@@ -146,9 +184,15 @@ def compute_bench_bn_fixes(ctx: Context, config: dict[str, Any]) -> dict[str, An
             f"{slug}-damage", f"{setting}: the shift hurts FedAvg+BN (iid control - skewed > 0)", sc["control"], bn,
             seeds=ctx.seeds, n_test=n_test, why="BN is not hurt at this scale: nothing for the fixes to repair"))
         for m in ("fedavg+gn", *FIXES):
-            claims.append(interval_claim(
+            c = interval_claim(
                 f"{slug}-{m}", f"{setting}: {_label(m)} beats FedAvg+BN (paired difference > 0)", sc[m], bn,
-                seeds=ctx.seeds, n_test=n_test, why=f"{_label(m)} does not repair FedAvg+BN's damage here"))
+                seeds=ctx.seeds, n_test=n_test,
+                why=_diverged_why(m, d["stopped"][m], len(ctx.seeds),
+                                  setting_spec(setting, d["scale"], m)["train"]["lr"]) if d["stopped"][m]
+                else f"{_label(m)} does not repair FedAvg+BN's damage here")
+            if d["stopped"][m] and c.interval:  # the rounds the diverged runs stopped at, beside their values
+                c = dataclasses.replace(c, interval={**c.interval, "stopped_at": list(d["stopped"][m])})
+            claims.append(c)
     notes = [
         "Verdicts: 95% Student t-interval of the per-seed paired difference (the methods share each seed's "
         "initialisation draw and partition); the rows also give the stratified percentile bootstrap of the same "
@@ -172,7 +216,9 @@ def compute_bench_bn_fixes(ctx: Context, config: dict[str, Any]) -> dict[str, An
             if at:
                 notes.append(f"{setting}: {_label(m) if m != 'control' else 'the iid control'} diverged (non-finite "
                              f"loss) on {len(at)} of {len(ctx.seeds)} seeds, stopping at round(s) "
-                             f"{', '.join(map(str, at))}; its claim fails with no interval.")
+                             f"{', '.join(map(str, at))}; no interval exists, so its claim fails and stores the "
+                             "per-seed values it has (the diagnosis is in bnfl.experiments.benchmarks.bn_fixes' "
+                             "docstring).")
     return {"rows": rows, "paper": [], "claims": claims, "series": series,
             "deviations": list(config.get("deviations", [])), "notes": notes}
 
