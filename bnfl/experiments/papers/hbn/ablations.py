@@ -218,7 +218,7 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     claims: list[Claim] = [
         compare(ctx, "low-C", f"C = {lo}: acc(lambda = {small}) >= acc(lambda = {big}) + 1 pt", table[lo][small], 1.0,
                 baseline=table[lo][big], runs=every,
-                detail=", ".join(f"lambda {k}: {fmt(v)}" for k, v in table[lo].items())),
+                detail=", ".join(f"{_col(k)}: {fmt(v)}" for k, v in table[lo].items())),
     ]
     # the spread over lambda at C = hi: the largest paired |difference| of a lambda with the best one
     heads = [names[lam] for lam in lams]
@@ -226,18 +226,22 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     worst = min(heads, key=lambda k: mean(table[hi][k]) if math.isfinite(mean(table[hi][k])) else math.inf)
     claims.append(compare(ctx, "high-C", f"C = {hi}: max - min over lambda <= 1 pt", table[hi][best], 1.0,
                           baseline=table[hi][worst], side="below", runs=every,
-                          detail=", ".join(f"lambda {k}: {fmt(v)}" for k, v in table[hi].items())
+                          detail=", ".join(f"{_col(k)}: {fmt(v)}" for k, v in table[hi].items())
                           + f" (best {best} paired with worst {worst})"))
     for col in [k for k in table[lo] if k.endswith("(variant)")]:
         claims.append(info(f"variant-{col}-C{lo}", f"C = {lo}: {col}", mean(table[lo][col]), detail=fmt(table[lo][col])))
     cols = list(dict.fromkeys(k for d in table.values() for k in d))
-    rows = [{"C": c, **{(k if k.endswith("(variant)") else f"lambda={k}"): fmt(table[str(c)][k]) if k in table[str(c)]
-                        else None for k in cols}} for c in Cs]
+    rows = [{"C": c, **{_col(k, "="): fmt(table[str(c)][k]) if k in table[str(c)] else None for k in cols}} for c in Cs]
     return {"rows": rows, "paper": [], "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
             "series": {"acc": {c: {k: mean(v) for k, v in d.items() if not k.endswith("(variant)")}
                                for c, d in table.items()}, "per_seed": table},
             "notes": ["The figure has no printed numbers. Cells: mean ± std over seeds; columns name the quick lambda "
                       "and the paper's it stands for."]}
+
+
+def _col(k: str, sep: str = " ") -> str:
+    """A Fig. 5 column's label: ``lambda 0.0803 (paper 0.01)``, a variant by its own name."""
+    return k if k.endswith("(variant)") else f"lambda{sep}{k}"
 
 
 @plotter("hbn-fig5")
