@@ -76,5 +76,5 @@ def test_tab4_quick_asks_the_catalogs_three_of_four():
 
 
 def test_fmt_and_mean():
-    assert fmt([1.0, 2.0, 3.0]) == "2.00 +- 1.00" and fmt([2.0]) == "2.00" and fmt([NAN, NAN]) == "diverged"
+    assert fmt([1.0, 2.0, 3.0]) == "2.00 ± 1.00" and fmt([2.0]) == "2.00 (1 seed)" and fmt([NAN, NAN]) == "diverged"
     assert math.isnan(mean_of([1.0, NAN])) and mean_of([1.0, 3.0]) == 2.0

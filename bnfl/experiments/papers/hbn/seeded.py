@@ -34,11 +34,15 @@ def mean_of(values: Sequence[float]) -> float:
 
 
 def fmt(values: Sequence[float]) -> str:
-    """``"96.11 +- 0.42"`` (mean +- sample std over seeds), ``"96.11"`` for one seed, ``"diverged"``."""
+    """``"96.11 ± 0.42"`` (mean ± sample std over seeds, the shared
+    :func:`~bnfl.experiments.curves.fmt_mean_std` format of every HBN table), ``"96.11 (1 seed)"``,
+    ``"diverged"`` when every seed diverged, the per-seed list when only some did."""
+    from bnfl.experiments.curves import fmt_mean_std
+
     arr = np.asarray(list(values), dtype=float)
     if not arr.size or not np.isfinite(arr).all():
         return "diverged" if arr.size and not np.isfinite(arr).any() else f"{[round(v, 2) for v in arr.tolist()]}"
-    return f"{arr.mean():.2f}" + (f" +- {arr.std(ddof=1):.2f}" if arr.size > 1 else "")
+    return fmt_mean_std(float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else math.nan)
 
 
 def paired_at_least(name: str, statement: str, a: Sequence[float], b: Sequence[float], threshold: float, *,

@@ -36,7 +36,7 @@ from bnfl.experiments.papers.hbn import numbers as N
 __all__ = [
     "CATALOG_RATE", "LAMBDA_QUICK", "METHODS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
     "Q_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR", "Q_TINY_LR3", "SMOKE", "acc", "accs", "compare", "dirichlet", "fmt", "mean", "n_test_of", "grid_runs", "grid_scores",
-    "gated", "hbn_note", "hbn_options", "label", "lr_of", "noise_of", "profiles", "reported", "scaled_lambda", "spec", "variant",
+    "gated", "hbn_note", "hbn_options", "label", "lr_of", "near_rates", "noise_of", "profiles", "reported", "scaled_lambda", "spec", "variant",
 ]
 
 #: The normalisation rows of Tables 1 and 3 (paper row -> bnfl method id), all with FedAvg.
@@ -257,7 +257,7 @@ CATALOG_RATE = 0.005
 Q_CAT_LR = fixed({k: CATALOG_RATE for k in METHODS}, 4)
 
 
-def _near(grid: Sequence[float], centre: float, n: int = 3) -> list[float]:
+def near_rates(grid: Sequence[float], centre: float, n: int = 3) -> list[float]:
     """The ``n`` rates of ``grid`` nearest ``centre`` on a log scale, in the grid's order."""
     keep = sorted(grid, key=lambda lr: (abs(math.log(lr / centre)), -lr))[:n]
     return [lr for lr in grid if lr in keep]
@@ -265,7 +265,7 @@ def _near(grid: Sequence[float], centre: float, n: int = 3) -> list[float]:
 
 #: Table 8's grid cut, per method, to its 3 rates nearest the catalog's 0.005 (log scale): each
 #: keeps the paper's Table 8 argmax; chosen on the mean validation accuracy of 3 seeds.
-Q_GRID3: dict[str, list[float]] = {k: _near(v, CATALOG_RATE) for k, v in Q_GRID.items()}
+Q_GRID3: dict[str, list[float]] = {k: near_rates(v, CATALOG_RATE) for k, v in Q_GRID.items()}
 Q_LR3 = selection(Q_BASE, Q_GRID3, seeds=3)
 Q_TINY_LR3 = selection(Q_TINY, Q_TINY_GRID, seeds=3)
 
