@@ -26,8 +26,9 @@
 # the test set); the chosen rate is then trained on the whole training set and tested once;
 # Tiny-ImageNet stand-in: Q-GAUSS(100) (5000 train), K = 50, 10 per round, Q-MLP-BN, B = 16, T = 60;
 # the grid is the three largest rates of Table 10's (at B = 64) scaled to B = 16 (the two smallest
-# win for no method in Table 10; cut for the quick budget); 3 seeds per rate (lock-step), mean and
-# per seed shown; the rate the other entries use is setups.lr_of's choice; lr 'decays quadratically
+# win for no method in Table 10; cut for the quick budget); the same runs as hbn-tab1's Tiny
+# stand-in selection (setups.Q_TINY_LR3); 3 seeds per rate (lock-step), mean and per seed shown; the
+# rate the other entries use is setups.lr_of's choice on these same runs; lr 'decays quadratically
 # with 0.998': implemented as x0.998 per round (an interpretation). The paper's setup trains on
 # `tiny_imagenet` read from a local folder, with 3 seeds: `bnfl run hbn-tab10 --profile paper
 # --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT`
