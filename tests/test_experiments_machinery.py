@@ -503,13 +503,3 @@ def test_every_committed_result_plots(eid):
     fig = E.plot(eid, stored)
     assert fig.axes
     plt.close(fig)
-
-
-def test_reproduce_hands_the_papers_entries_to_its_workers_interleaved():
-    from bnfl.experiments.runner import submit_order
-
-    todo = ["fedtan-fig9", "fedtan-tab2", "fedtan-tab4", "hbn-tab1", "hbn-tab8", "fixbn-tab1"]
-    order = submit_order(todo)
-    assert sorted(order) == sorted(todo)
-    assert order == ["fedtan-fig9", "hbn-tab1", "fixbn-tab1", "fedtan-tab2", "hbn-tab8", "fedtan-tab4"]
-    assert submit_order([]) == [] and submit_order(["hbn-tab8"]) == ["hbn-tab8"]

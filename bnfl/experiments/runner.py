@@ -279,28 +279,6 @@ def _worker_entry(eid: str, options: Mapping[str, Any]) -> tuple[dict[str, Any],
     return result.to_dict(), seconds
 
 
-def submit_order(todo: Sequence[str]) -> list[str]:
-    """The order in which :func:`reproduce` hands ``todo`` to its workers: the papers' entries
-    interleaved (the first of each paper, then the second of each, ...), each paper's in
-    registry order.
-
-    Entries of one paper share runs (one HBN grid feeds nine entries), and a worker that needs a
-    run another worker is training waits for it (the run cache's lock), so two workers on the
-    same paper idle against each other. Interleaving keeps them on different papers' runs. A
-    replay of the quick profile's runs at 2 jobs (each entry's runs in its order, with their
-    recorded seconds, a run another worker is training waited for) took 2,213 s of wall time in
-    registry order and 1,942 s interleaved; every distinct run once on two busy workers is
-    1,796 s. Results are reported in ``todo``'s order either way."""
-    by_paper: dict[str, list[str]] = {}
-    for eid in todo:
-        by_paper.setdefault(get(eid).paper, []).append(eid)
-    queues = list(by_paper.values())
-    order: list[str] = []
-    for depth in range(max((len(q) for q in queues), default=0)):
-        order += [q[depth] for q in queues if depth < len(q)]
-    return order
-
-
 def _run_parallel(todo: Sequence[str], options: Mapping[str, Any], jobs: int,
                   progress: bool) -> tuple[list[Result], dict[str, float]]:
     """:func:`reproduce`'s entries on ``jobs`` worker processes; results in the order of ``todo``."""
@@ -312,7 +290,7 @@ def _run_parallel(todo: Sequence[str], options: Mapping[str, Any], jobs: int,
     done: dict[str, tuple[Result, float]] = {}
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init) as pool:
-        futures = {pool.submit(_worker_entry, eid, options): eid for eid in submit_order(todo)}
+        futures = {pool.submit(_worker_entry, eid, options): eid for eid in todo}
         bar = tqdm(total=len(todo), desc=f"reproduce ({options['profile']}, {jobs} jobs)", unit="entry",
                    disable=not progress)
         try:
