@@ -44,3 +44,19 @@ def paper_root(tmp_path_factory):
     root = write_paper_root(tmp_path_factory.mktemp("paper_root"))
     write_pretrained(root)
     return root
+
+
+@pytest.fixture
+def bnfl_docs():
+    """The docs build's Sphinx extension module (docs/_ext/bnfl_docs.py), imported without
+    leaving docs/_ext on sys.path."""
+    import sys
+    from pathlib import Path
+
+    ext = str(Path(__file__).resolve().parents[1] / "docs" / "_ext")
+    sys.path.insert(0, ext)
+    try:
+        import bnfl_docs
+    finally:
+        sys.path.remove(ext)
+    return bnfl_docs

@@ -6,10 +6,7 @@ import dataclasses
 import json
 import os
 import re
-import sys
 from pathlib import Path
-
-import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -122,16 +119,6 @@ def test_report_opens_with_the_headline_table_built_from_a_results_folder(tmp_pa
     assert grouped.index("### FedTAN") < grouped.index("### Benchmark (no paper)")
     assert "87.66 / 96.50 (FedTAN, acc)" in grouped
     assert "**The paper beside ours:**" in text
-
-
-@pytest.fixture
-def bnfl_docs():
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    try:
-        import bnfl_docs
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "_ext"))
-    return bnfl_docs
 
 
 def test_notebook_index_groups_by_paper_in_natural_order_with_the_benchmark_last(bnfl_docs):

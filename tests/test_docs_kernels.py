@@ -7,22 +7,8 @@ kernel starts here (tests/test_docs.py runs real ones)."""
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def bnfl_docs():
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    try:
-        import bnfl_docs
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "_ext"))
-    return bnfl_docs
 
 
 class FakeClient:
