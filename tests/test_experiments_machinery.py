@@ -250,6 +250,88 @@ def test_processes_sharing_the_cache_folder_compute_a_run_once(tmp_path):
     assert len(calls) == 1 and got == [{"acc": [1.0]}] * 2
 
 
+def test_a_cache_told_not_to_wait_raises_run_busy_and_computes_nothing(tmp_path):
+    """``RunCache(wait=False)`` (reproduce's workers): a run another process holds raises
+    :class:`RunBusy` at once, nothing is computed or stored; once released it computes."""
+    from bnfl.experiments.cache import RunBusy
+
+    spec = {"method": "fedavg+bn", "seed": 3}
+    calls = []
+    holder, eager = RunCache(tmp_path / "runs"), RunCache(tmp_path / "runs", wait=False)
+    with holder.hold(spec):
+        with pytest.raises(RunBusy, match="being computed by another process") as err:
+            eager.get_or_compute(spec, lambda: calls.append(1) or {"acc": [1.0]})
+        assert err.value.key == RunCache.key(spec) and not isinstance(err.value, Exception)
+        assert calls == [] and eager.get(spec) is None
+    assert eager.get_or_compute(spec, lambda: calls.append(1) or {"acc": [1.0]}) == {"acc": [1.0]} and calls == [1]
+
+
+def test_a_lockstep_group_is_trained_once_by_processes_sharing_the_folder(tmp_path, monkeypatch):
+    """Two processes that need the same seed group: one trains it (holding the group's lock),
+    the other waits and reads the stored runs (before, both trained the whole group); a cache
+    told not to wait raises :class:`RunBusy` instead."""
+    import threading
+    import time
+
+    from bnfl.experiments import training
+    from bnfl.experiments.cache import RunBusy
+    from bnfl.fl import lockstep
+
+    calls, started = [], threading.Event()
+    real = lockstep.run_lockstep
+
+    def slow(sims, **kw):
+        calls.append(len(sims))
+        started.set()
+        time.sleep(0.5)  # the other caller arrives while the group trains
+        return real(sims, **kw)
+
+    monkeypatch.setattr(lockstep, "run_lockstep", slow)
+    spec = {"method": "fedavg+bn", "data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"},
+            "partition": {"kind": "dirichlet", "phi": 0.1, "num_clients": 3}, "rounds": 1,
+            "train": {"local_unit": "epochs", "local_steps": 1, "eval_every": 1}}
+
+    def ctx(wait=True):
+        return core.Context(profile="smoke", cache=RunCache(tmp_path / "runs", wait=wait), batched="auto", seeds=[0, 1])
+
+    got, busy = [], []
+    first = threading.Thread(target=lambda: got.append(training.train_seeds(ctx(), spec)))
+    first.start()
+    assert started.wait(30)
+    try:
+        training.train_seeds(ctx(wait=False), spec)
+    except RunBusy as err:
+        busy.append(err)
+    second = threading.Thread(target=lambda: got.append(training.train_seeds(ctx(), spec)))
+    second.start()
+    first.join(60)
+    second.join(60)
+    assert calls == [2] and len(busy) == 1 and len(got) == 2 and got[0] == got[1]
+
+
+def test_dispatch_puts_back_an_entry_whose_run_is_busy_and_waits_only_when_nothing_else_is_left():
+    from bnfl.experiments.runner import _Dispatch
+
+    d = _Dispatch(["a", "b", "c"])
+    assert d.next() == ("a", False) and d.next() == ("b", False)
+    d.put_back("b")  # b needs a run that a is training: c goes out meanwhile
+    assert d.next() == ("c", False)
+    d.put_back("c")
+    assert d.next() == ("c", True)  # only put-back entries left: it waits for the run
+    d.finished("a")  # a stored its runs: b goes out again, without waiting
+    assert d.next() == ("b", False) and not d
+
+
+def test_dispatch_order_is_longest_first_by_the_stored_durations(tmp_path):
+    from bnfl.experiments.runner import _dispatch_order, result_path
+
+    for eid, seconds in (("a", 5.0), ("c", 50.0)):
+        result_path(tmp_path, eid).parent.mkdir(parents=True)
+        result_path(tmp_path, eid).write_text(json.dumps({"duration_s": seconds}))
+    assert _dispatch_order(["a", "b", "c"], tmp_path) == ["b", "c", "a"]  # b: no duration stored, first
+    assert _dispatch_order(["a", "b"], tmp_path / "fresh") == ["a", "b"]
+
+
 def test_shared_runs_are_computed_once_across_entries():
     before = CACHE.misses
     E.run("fedtan-fig9", profile="smoke", cache=CACHE)

@@ -17,7 +17,19 @@ from typing import Any
 
 from bnfl.experiments.core import _jsonable, code_fingerprint, config_hash
 
-__all__ = ["RunCache"]
+__all__ = ["RunBusy", "RunCache"]
+
+
+class RunBusy(BaseException):
+    """Another process is computing a run this one needs, and the cache was told not to wait
+    (``RunCache(wait=False)``): ``bnfl reproduce --jobs N`` then puts the entry back and gives
+    the worker another one, instead of idling (or computing the run a second time) until the
+    run is stored. A ``BaseException``, like ``KeyboardInterrupt``, so that an entry's own
+    ``except Exception`` around a training call cannot swallow it."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"run {key} is being computed by another process")
+        self.key = key
 
 
 class RunCache:
@@ -27,6 +39,10 @@ class RunCache:
     ----------
     folder : path, optional
         Where ``<hash>.json`` files live; ``None`` keeps the cache in memory only.
+    wait : bool, default True
+        What to do when another process sharing ``folder`` holds the lock of a run this one needs:
+        wait for it and read its value (``True``), or raise :class:`RunBusy` at once (``False``;
+        the parallel runner's workers, which then run another entry meanwhile).
 
     Attributes
     ----------
@@ -34,8 +50,9 @@ class RunCache:
         How many lookups were answered from the cache / computed.
     """
 
-    def __init__(self, folder: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, folder: str | os.PathLike[str] | None = None, *, wait: bool = True) -> None:
         self.folder = Path(folder) if folder is not None else None
+        self.wait = bool(wait)
         self._memory: dict[str, Any] = {}
         self.hits = 0
         self.misses = 0
@@ -90,11 +107,22 @@ class RunCache:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         with open(self.folder / f"{key}.lock", "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX if self.wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunBusy(key) from None
             try:
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def hold(self, spec: Mapping[str, Any]) -> Iterator[None]:
+        """Hold the lock of ``spec`` (a run, or a group of runs computed together) across processes
+        sharing the folder: others wait (or raise :class:`RunBusy`) until it is released. Store the
+        values with :meth:`put` before leaving, so that the next holder finds them."""
+        with self._lock(self.key(spec)):
+            yield
 
     def get_or_compute(self, spec: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
         """``compute()`` once per distinct ``spec``; later calls, in this or another process sharing

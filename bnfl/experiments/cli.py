@@ -166,7 +166,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--only", nargs="+", default=None, metavar="ID", help="only these ids")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="run N entries at once in worker processes, one torch thread each (default 1; "
-                        "use the number of cores; results are the same)")
+                        "use the number of cores; results are the same): the longest first by the durations "
+                        "stored in --out, and a worker that meets a run another is training takes another "
+                        "entry meanwhile")
     p.add_argument("--report-only", action="store_true",
                    help="compute nothing: write REPORT.md from the results stored in --out")
     p.set_defaults(func=_cmd_reproduce)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bnfl import _atomic
-from bnfl.experiments.cache import RunCache
+from bnfl.experiments.cache import RunBusy, RunCache
 from bnfl.experiments.core import (
     PROFILES,
     Context,
@@ -274,37 +274,108 @@ def _worker_init() -> None:
     torch.set_num_threads(1)
 
 
-def _worker_entry(eid: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
-    result, seconds = _run_entry(eid, options, cache=RunCache(Path(options["out"]) / "_runs"))
+def _worker_entry(eid: str, options: Mapping[str, Any], wait: bool) -> tuple[dict[str, Any], float] | None:
+    """One entry in a worker process; ``None`` when ``wait`` is off and another worker holds a run
+    it needs (:class:`RunBusy`): the parent puts it back (its runs so far stay in the cache)."""
+    try:
+        result, seconds = _run_entry(eid, options, cache=RunCache(Path(options["out"]) / "_runs", wait=wait))
+    except RunBusy:
+        return None
     return result.to_dict(), seconds
+
+
+def _prior_seconds(out: Path, todo: Sequence[str]) -> dict[str, float]:
+    """Each entry's ``duration_s`` stored under ``out`` from an earlier run (absent: none stored)."""
+    prior: dict[str, float] = {}
+    for eid in todo:
+        try:
+            prior[eid] = float(json.loads(result_path(out, eid).read_text())["duration_s"])
+        except (OSError, KeyError, TypeError, ValueError):
+            continue
+    return prior
+
+
+def _dispatch_order(todo: Sequence[str], out: Path) -> list[str]:
+    """The order in which :func:`_run_parallel` hands out entries: the longest first by the
+    durations an earlier run stored under ``out`` (so that no long entry starts last while the
+    other workers sit idle), entries without one first of all in their given order."""
+    prior = _prior_seconds(out, todo)
+    return sorted(todo, key=lambda eid: -prior.get(eid, float("inf")))
+
+
+class _Dispatch:
+    """Which entry a free worker of :func:`_run_parallel` takes next.
+
+    Entries go out in ``order``. One put back (:meth:`put_back`: a run it needs is being trained
+    by another worker) waits until some other entry finishes (:meth:`finished`), and meanwhile
+    the next one goes out; when only put-back entries are left, the first goes out with
+    ``wait=True`` (it then waits for the run and reads it)."""
+
+    def __init__(self, order: Sequence[str]) -> None:
+        self.pending = list(order)
+        self.held: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.pending)
+
+    def next(self) -> tuple[str, bool]:
+        """The next entry and whether its worker waits for runs others are training."""
+        ready = [eid for eid in self.pending if eid not in self.held]
+        eid = (ready or self.pending)[0]
+        self.pending.remove(eid)
+        return eid, not ready
+
+    def put_back(self, eid: str) -> None:
+        self.pending.insert(0, eid)
+        self.held.add(eid)
+
+    def finished(self, eid: str) -> None:  # noqa: ARG002 - any finished entry may have stored the run
+        self.held.clear()
 
 
 def _run_parallel(todo: Sequence[str], options: Mapping[str, Any], jobs: int,
                   progress: bool) -> tuple[list[Result], dict[str, float]]:
-    """:func:`reproduce`'s entries on ``jobs`` worker processes; results in the order of ``todo``."""
+    """:func:`reproduce`'s entries on ``jobs`` worker processes; results in the order of ``todo``.
+
+    Scheduling (it never changes a number: a run is the same computation whichever worker trains
+    it): entries go out longest first (:func:`_dispatch_order`). A worker that meets a run another
+    worker is training (entries that share runs, e.g. FedTAN's Fig. 9 and Table 2) does not wait
+    for it: the entry is put back (:class:`RunBusy`, :class:`_Dispatch`), its runs so far stay in
+    the cache, and the worker takes the next entry."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
+    from concurrent.futures import wait as wait_for
 
     from tqdm.auto import tqdm
 
     done: dict[str, tuple[Result, float]] = {}
+    dispatch = _Dispatch(_dispatch_order(todo, Path(options["out"])))
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init) as pool:
-        futures = {pool.submit(_worker_entry, eid, options): eid for eid in todo}
+        running: dict[Any, str] = {}
         bar = tqdm(total=len(todo), desc=f"reproduce ({options['profile']}, {jobs} jobs)", unit="entry",
                    disable=not progress)
         try:
-            for fut in as_completed(futures):
-                eid = futures[fut]
-                try:
-                    data, seconds = fut.result()
-                except Exception as err:
-                    for f in futures:
-                        f.cancel()
-                    raise RuntimeError(f"bnfl reproduce: entry {eid} failed: {err}") from err
-                done[eid] = (Result.from_dict(data), seconds)
-                bar.update(1)
-                bar.set_postfix_str(eid)
+            while dispatch or running:
+                while dispatch and len(running) < jobs:
+                    eid, wait = dispatch.next()
+                    running[pool.submit(_worker_entry, eid, options, wait)] = eid
+                finished, _ = wait_for(list(running), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    eid = running.pop(fut)
+                    try:
+                        out = fut.result()
+                    except Exception as err:
+                        for f in running:
+                            f.cancel()
+                        raise RuntimeError(f"bnfl reproduce: entry {eid} failed: {err}") from err
+                    if out is None:  # a run it needs is being trained by another worker
+                        dispatch.put_back(eid)
+                        continue
+                    done[eid] = (Result.from_dict(out[0]), out[1])
+                    dispatch.finished(eid)
+                    bar.update(1)
+                    bar.set_postfix_str(eid)
         finally:
             bar.close()
     return [done[eid][0] for eid in todo], {eid: done[eid][1] for eid in todo}

@@ -268,10 +268,26 @@ def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int
     padded to the largest batch of the group), so it is cached under its group
     (:func:`_key`), and the same seeds always train in the same group. Runs the batched engine
     cannot take (:func:`bnfl.fl.batched.batched_obstacle`) run one by one."""
+    if ctx.cache is None:
+        return _lockstep_compute(ctx, specs, group, observers)
+    keys = [_key(ctx, s, group, observers) for s in specs]
+    if all(ctx.cache.get(k) is not None for k in keys):
+        return {}
+    # One process trains the group; another that needs it waits (or, in `reproduce --jobs N`'s
+    # workers, runs another entry meanwhile) and then reads the stored runs.
+    with ctx.cache.hold({"lockstep": keys}):
+        if all(ctx.cache.get(k) is not None for k in keys):
+            return {}
+        done = _lockstep_compute(ctx, specs, group, observers)
+        for k in keys:
+            ctx.cache.put(k, done[config_hash(k)])
+    return done
+
+
+def _lockstep_compute(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int],
+                      observers: Sequence[Observer]) -> dict[str, dict[str, Any]]:
     from bnfl.fl.lockstep import run_lockstep
 
-    if ctx.cache is not None and all(ctx.cache.get(_key(ctx, s, group, observers)) is not None for s in specs):
-        return {}
     start = time.perf_counter()
     built = [(s, *_build(s, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress,
                          batched=ctx.batched, observers=observers)) for s in specs]
