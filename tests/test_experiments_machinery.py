@@ -512,6 +512,25 @@ def test_cli_reproduce_only(tmp_path):
     assert (tmp_path / "fedtan-fig2.png").is_file() and (tmp_path / "REPORT.md").is_file()
 
 
+def test_cli_reproduce_headline_runs_the_entries_behind_the_headline_table(tmp_path, monkeypatch, capsys):
+    from bnfl.cli import main
+    from bnfl.experiments.headlines import HEADLINES
+
+    seen = {}
+
+    def fake(paper, **kw):
+        seen.update(kw, paper=paper)
+        return []
+
+    monkeypatch.setattr("bnfl.experiments.runner.reproduce", fake)
+    assert main(["reproduce", "--headline", "--out", str(tmp_path), "--report-only"]) == 0
+    assert set(seen["only"]) == {h.entry for h in HEADLINES} and seen["only"] == [e for e in E.ids() if e in seen["only"]]
+    assert main(["reproduce", "--headline", "--paper", "fedtan", "--out", str(tmp_path), "--report-only"]) == 0
+    assert seen["paper"] == "fedtan" and seen["only"] == [e for e in E.ids("fedtan") if e in {h.entry for h in HEADLINES}]
+    assert main(["reproduce", "--headline", "--only", "fedtan-fig2"]) == 2
+    assert "leave out --only" in capsys.readouterr().err
+
+
 def test_plot_does_not_write(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = E.run("fedtan-fig1", profile="smoke")
