@@ -531,6 +531,14 @@ def test_cli_reproduce_headline_runs_the_entries_behind_the_headline_table(tmp_p
     assert "leave out --only" in capsys.readouterr().err
 
 
+def test_report_after_only_keeps_the_other_stored_results(tmp_path):
+    """`--only` (or `--headline`) into a folder that holds other results: REPORT.md still lists them."""
+    E.run("fedtan-tab4", profile="smoke", out=tmp_path)
+    E.reproduce(profile="smoke", out=tmp_path, only=["fedtan-tab3"], progress=False)
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## fedtan-tab3" in report and "## fedtan-tab4" in report
+
+
 def test_plot_does_not_write(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = E.run("fedtan-fig1", profile="smoke")

@@ -453,9 +453,10 @@ def reproduce(
             result, timings[eid] = _run_entry(eid, options, cache=cache, progress=progress)
             results.append(result)
     if report:
-        # The report lists every entry present in the folder, not only those just run.
+        # The report lists every entry present in the folder (of ``paper``), not only those just run:
+        # `--only` or `--headline` into `figures/` leaves the other stored results in REPORT.md.
         everything = []
-        for eid in ids(paper) if paper is not None or not only else todo:
+        for eid in ids(paper):
             stored = next((r for r in results if r.id == eid), None) or load_result(out_dir, eid)
             if stored is not None:
                 everything.append(stored)
