@@ -188,7 +188,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "entry meanwhile")
     p.add_argument("--headline", action="store_true",
                    help="only the entries behind REPORT.md's headline table, the claims a reader of each paper "
-                        "remembers (19 entries; about 14 min at the quick profile with --jobs 2 on 2 cores, "
+                        "remembers (about 14 min at the quick profile with --jobs 2 on 2 cores, "
                         "against about 24 for every entry)")
     p.add_argument("--report-only", action="store_true",
                    help="compute nothing: write REPORT.md from the results stored in --out")

@@ -284,22 +284,13 @@ def _worker_entry(eid: str, options: Mapping[str, Any], wait: bool) -> tuple[dic
     return result.to_dict(), seconds
 
 
-def _prior_seconds(out: Path, todo: Sequence[str]) -> dict[str, float]:
-    """Each entry's ``duration_s`` stored under ``out`` from an earlier run (absent: none stored)."""
-    prior: dict[str, float] = {}
-    for eid in todo:
-        try:
-            prior[eid] = float(json.loads(result_path(out, eid).read_text())["duration_s"])
-        except (OSError, KeyError, TypeError, ValueError):
-            continue
-    return prior
-
-
 def _dispatch_order(todo: Sequence[str], out: Path) -> list[str]:
     """The order in which :func:`_run_parallel` hands out entries: the longest first by the
-    durations an earlier run stored under ``out`` (so that no long entry starts last while the
-    other workers sit idle), entries without one first of all in their given order."""
-    prior = _prior_seconds(out, todo)
+    durations an earlier run stored under ``out`` (:func:`load_result`; so that no long entry
+    starts last while the other workers sit idle), entries without one first of all in their
+    given order."""
+    stored = {eid: load_result(out, eid) for eid in todo}
+    prior = {eid: r.duration_s for eid, r in stored.items() if r is not None}
     return sorted(todo, key=lambda eid: -prior.get(eid, float("inf")))
 
 
