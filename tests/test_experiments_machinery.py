@@ -277,13 +277,13 @@ def test_a_lockstep_group_is_trained_once_by_processes_sharing_the_folder(tmp_pa
     from bnfl.experiments.cache import RunBusy
     from bnfl.fl import lockstep
 
-    calls, started = [], threading.Event()
+    calls, started, release = [], threading.Event(), threading.Event()
     real = lockstep.run_lockstep
 
     def slow(sims, **kw):
         calls.append(len(sims))
         started.set()
-        time.sleep(0.5)  # the other caller arrives while the group trains
+        release.wait(30)  # the group trains (holding its lock) until the other callers have come
         return real(sims, **kw)
 
     monkeypatch.setattr(lockstep, "run_lockstep", slow)
@@ -304,6 +304,8 @@ def test_a_lockstep_group_is_trained_once_by_processes_sharing_the_folder(tmp_pa
         busy.append(err)
     second = threading.Thread(target=lambda: got.append(training.train_seeds(ctx(), spec)))
     second.start()
+    time.sleep(0.2)  # (the second caller then waits on the group's lock; if it came later, it reads the cache)
+    release.set()
     first.join(60)
     second.join(60)
     assert calls == [2] and len(busy) == 1 and len(got) == 2 and got[0] == got[1]
@@ -326,8 +328,10 @@ def test_dispatch_order_is_longest_first_by_the_stored_durations(tmp_path):
     from bnfl.experiments.runner import _dispatch_order, result_path
 
     for eid, seconds in (("a", 5.0), ("c", 50.0)):
+        stored = E.Result(id=eid, title=eid, profile="quick", seeds=[0], rows=[], paper=[], claims=[],
+                          duration_s=seconds)
         result_path(tmp_path, eid).parent.mkdir(parents=True)
-        result_path(tmp_path, eid).write_text(json.dumps({"duration_s": seconds}))
+        result_path(tmp_path, eid).write_text(stored.to_json())
     assert _dispatch_order(["a", "b", "c"], tmp_path) == ["b", "c", "a"]  # b: no duration stored, first
     assert _dispatch_order(["a", "b"], tmp_path / "fresh") == ["a", "b"]
 
