@@ -26,15 +26,15 @@ export PYTHONHASHSEED ?= 0
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet "$(TORCH)" -e ".[$(EXTRAS),$(RUN_EXTRAS)]"
 	touch $(STAMP) $(RUN_STAMP)
 
-$(RUN_STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+$(RUN_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet "$(TORCH)" -e ".[$(RUN_EXTRAS)]"
 	touch $(RUN_STAMP)
 
