@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bnfl.diagnosis.cli",
     "bnfl.fl.config",
     "bnfl.experiments.cli",
+    "bnfl.experiments.compare",
     "bnfl.fl._flwr_cli",
 )
 

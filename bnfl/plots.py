@@ -41,6 +41,7 @@ __all__ = [
     "marker_for",
     "git_commit",
     "figures_dir",
+    "forest",
     "new_figure",
     "save_figure",
     "style",
@@ -109,6 +110,40 @@ def new_figure(
     kwargs.setdefault("squeeze", True)
     kwargs.setdefault("layout", "constrained")
     return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), **kwargs)
+
+
+def forest(ax: Any, items: Sequence[Mapping[str, Any]], *, xlabel: str = "", null: float | None = 0.0) -> None:
+    """Draw a forest plot on ``ax``: one row per item, top to bottom, each its interval as a thick
+    horizontal bar with the estimate as a dot (as rliable draws intervals), its threshold as a
+    black tick and, where given, a second reference value (the paper's effect) as a hollow diamond.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    items : sequence of mapping
+        Each with ``label``, ``estimate``, ``low``, ``high`` and ``color``; optional ``threshold``
+        (a number, or ``(-tol, tol)`` for an equivalence band, drawn as two ticks) and ``paper``.
+    xlabel : str
+        The x axis' label (the items' units).
+    null : float or None, default 0.0
+        Where "no effect" is: a thin vertical line (``None``: none).
+    """
+    n = len(items)
+    for i, it in enumerate(items):
+        y = n - 1 - i
+        ax.plot([it["low"], it["high"]], [y, y], color=it["color"], lw=5, alpha=0.55, solid_capstyle="butt")
+        ax.plot([it["estimate"]], [y], "o", color=it["color"], ms=5, zorder=3)
+        thr = it.get("threshold")
+        for t in (thr if isinstance(thr, (tuple, list)) else [thr] if thr is not None else []):
+            ax.plot([t], [y], marker="|", color="black", ms=11, mew=1.6, zorder=4)
+        if it.get("paper") is not None:
+            ax.plot([it["paper"]], [y], "D", mfc="none", mec="black", ms=5.5, mew=1.0, zorder=4)
+    if null is not None:
+        ax.axvline(null, color="0.4", lw=0.8, zorder=0)
+    ax.set_yticks(range(n), [it["label"] for it in reversed(items)])
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.grid(axis="y", visible=False)
+    ax.set_xlabel(xlabel)
 
 
 def figures_dir() -> Path:

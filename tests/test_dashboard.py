@@ -107,10 +107,18 @@ def test_report_opens_with_the_headline_table_built_from_a_results_folder(tmp_pa
     assert len(rows) == len(HEADLINES)
     iv = with_interval.interval
     bench = next(r for r in rows if h_interval.topic in r)
-    assert f"[{D.display_number(iv['low'])}, {D.display_number(iv['high'])}] (95% CI)" in bench
-    assert "| PASS |" in bench and h_interval.stand_in in bench and h_interval.paper_effect in bench
+    assert f"| {iv['estimate']:+.2f} [{iv['low']:.2f}, {iv['high']:.2f}] pts (95% CI, 5 seeds) |" in bench
+    assert "| REPRODUCED |" in bench and h_interval.stand_in in bench and h_interval.paper_effect in bench
+    assert f"| {h_interval.threshold_reason} |" in bench  # the threshold says why it is what it is
+    assert "has no claim 'feature-shift-damage'" in bench  # the precondition is named, not invented
     tab1 = next(r for r in rows if h_noise.topic in r)
-    assert "| 16.67 ± 5.50 (noise) |" in tab1 and "measured 16.67 >= 8.0" in tab1 and "16.6663" not in tab1
+    assert "| 16.67 ± 5.50 pts (noise) |" in tab1 and "Measured 16.67 >= 8.0." in tab1 and "16.6663" not in tab1
+    assert "| REPRODUCED |" in tab1 and "no interval stored" in tab1
+    assert "Headline rows: 2 reproduced, 22 not run." in text
+    assert text.index("![Headline effects") < text.index("| # | paper |")  # the picture opens the report
+    assert (tmp_path / "headline-forest.png").is_file() and (tmp_path / "headline-forest.svg").is_file()
+    assert "**Machine.** The stored numbers were computed on: not recorded (4 entries)." in text
+    assert "another CPU" in text and "Key: each cell is *pass/fail/inconclusive/info*" in text
     assert "| not run |" in next(r for r in rows if h_missing.topic in r)
     assert "**The quick profile trains on stand-in data" in text and "**Q-DIG**" in text
     assert "## Claims by paper and kind" in text and "| Benchmark (no paper) | 1/0/0/0 |" in text
@@ -156,7 +164,9 @@ def test_docs_dashboard_and_paper_pages_from_a_small_results_folder(bnfl_docs, t
     row = next(line for line in index.splitlines() if line.startswith("| 6 |"))
     assert row.count(" | ") == 5, "six columns on the narrow docs page"
     assert f"**HBN**: {HEADLINES[5].topic} ({{ref}}`hbn-tab1 <repro-hbn-tab1>`)" in row
-    assert "97.78; threshold 1.00" in row and "| Q-DIG-DIR |" in row and "| PASS |" in row
+    assert f"97.78 pts; threshold {HEADLINES[5].threshold_reason}" in row and "| Q-DIG-DIR |" in row
+    assert "| REPRODUCED |" in row
+    assert "Key: each cell is *pass/fail/inconclusive/info*" in (out / "hbn.md").read_text()
     hbn = (out / "hbn.md").read_text()
     assert hbn.startswith("# HBN: Hybrid Batch Normalisation\n\n**2 entries: 1 pass, 1 fail.**")  # opens with it
     assert hbn.index("## Verdicts") < hbn.index("(repro-hbn-fig1)=") < hbn.index("(repro-hbn-tab1)=")

@@ -405,10 +405,13 @@ def test_run_writes_result_and_reuses_it(tmp_path):
     stored = json.loads(path.read_text())
     assert stored["config_hash"] == r1.config_hash and stored["verdict"] == r1.verdict
     assert stored["profile"] == "smoke" and stored["seeds"] == [0] and "duration_s" in stored
+    import platform
+
     import torch
 
     assert stored["machine"]["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()  # what rounds
     assert stored["machine"]["torch"] == torch.__version__ and stored["machine"]["cpu"]
+    assert stored["machine"]["python"] == platform.python_version()  # bnfl compare and REPORT.md show it
     mtime = path.stat().st_mtime_ns
     r2 = E.run("fedtan-tab4", profile="smoke", out=tmp_path)
     assert path.stat().st_mtime_ns == mtime and r2.rows == r1.rows

@@ -62,7 +62,8 @@ class Result:
         took when it was computed (runs shared with other entries appear in each of them).
     machine : dict
         Where the numbers were computed (:func:`machine`): CPU, the vector instruction set
-        torch's CPU kernels used, torch and numpy versions. Results are bitwise reproducible on
+        torch's CPU kernels used, Python, torch and numpy versions (results stored before the Python
+        version was recorded lack ``python``). Results are bitwise reproducible on
         the same kind of machine; another instruction set rounds differently (last digits of
         losses, now and then one test sample of accuracy).
     """
@@ -131,7 +132,8 @@ def labels_first(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def machine() -> dict[str, str]:
     """What decides the last bits of a CPU result: the CPU model, the instruction set torch's CPU
     kernels dispatch to (``torch.backends.cpu.get_cpu_capability()``, e.g. ``AVX2``, ``AVX512``;
-    ``ATEN_CPU_CAPABILITY`` overrides it), and the torch and numpy versions."""
+    ``ATEN_CPU_CAPABILITY`` overrides it), and the Python, torch and numpy versions (``bnfl compare``
+    and ``REPORT.md`` show them beside the numbers)."""
     import platform
 
     import numpy as np
@@ -144,7 +146,7 @@ def machine() -> dict[str, str]:
     except OSError:
         pass
     return {"cpu": cpu, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "torch": torch.__version__, "numpy": np.__version__}
+            "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__}
 
 
 def _jsonable(x: Any) -> Any:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from bnfl.experiments.headlines import DATA_STAND_INS, HEADLINES, STAND_INS, Headline, StandIn
+from bnfl.experiments.verdicts import NOT_TESTABLE, WORDS, Verdict, judge_claim
 
 __all__ = [
     "COUNT_KINDS",
@@ -36,6 +37,8 @@ __all__ = [
     "find_claim",
     "headline_markdown",
     "headline_rows",
+    "headline_verdict",
+    "headline_word_counts",
     "kind_counts",
     "missing_intervals",
     "natural_key",
@@ -165,38 +168,133 @@ def find_claim(results: Mapping[str, Any], headline: Headline) -> Any | None:
     return next((c for c in result.claims if c.name == headline.claim), None)
 
 
-def _ours(claim: Any) -> str:
+def _unit(headline: Headline | None) -> str:
+    units = headline.units if headline is not None else "pts"
+    return {"pts": " pts", "share": "", "solvers": " solvers"}.get(units, f" {units}")
+
+
+def _ours(claim: Any, headline: Headline | None = None) -> str:
     iv = getattr(claim, "interval", None)
+    unit = _unit(headline)
     if iv and iv.get("low") is not None:
-        return f"{display_number(claim.measured)} [{display_number(iv['low'])}, {display_number(iv['high'])}] (95% CI)"
+        n = iv.get("n")
+        return (f"{claim.measured:+.2f} [{iv['low']:.2f}, {iv['high']:.2f}]{unit} (95% CI"
+                + (f", {n} seeds)" if n else ")"))
     if claim.measured is None:
         return "–"
+    if iv and "items" in iv:  # a count over items, each judged by its own interval
+        return f"{display_number(claim.measured)} of {len(iv['items'])}{unit}"
     if claim.noise:
-        return f"{display_number(claim.measured)} ± {display_number(claim.noise)} (noise)"
-    return display_number(claim.measured)
+        return f"{display_number(claim.measured)} ± {display_number(claim.noise)}{unit} (noise)"
+    return display_number(claim.measured) + unit
 
 
-def _one_line(text: str, limit: int = 160) -> str:
-    text = " ".join(round_numbers(text, digits=3).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _one_line(text: str) -> str:
+    """``text`` on one line with long decimals rounded, whole (never cut)."""
+    return " ".join(round_numbers(text, digits=3).split())
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+#: The clauses of a stored why that only restate the interval against the threshold (the verdict
+#: word's reason says that now); the rest (what the stand-in does) is kept.
+_GENERIC_WHY = re.compile(r"^(the [-+]?\d[^ ]* \[|no step violates|the smallest effect|about \d+ seeds|more than 10,000"
+                          r"|\d+ hold by their intervals|\d+ of \d+ hold|\d+ needed$)")
+
+
+def _own_why(claim: Any) -> str:
+    """The clauses of the claim's stored why that explain the stand-in (not the interval arithmetic)."""
+    return "; ".join(c for c in _clauses(claim.why or "") if not _GENERIC_WHY.match(c.strip()))
+
+
+def headline_verdict(results: Mapping[str, Any], headline: Headline) -> Verdict | None:
+    """The verdict word of a headline (:func:`bnfl.experiments.verdicts.judge_claim`) from the stored
+    claim, with its precondition's claim of the same entry where the headline names one; ``None``
+    when no stored result has the claim."""
+    c = find_claim(results, headline)
+    if c is None or c.verdict == "info":
+        return None
+    pre = headline.precondition
+    pre_claim = None
+    if pre is not None and pre.claim is not None:
+        pre_claim = next((x for x in results[headline.entry].claims if x.name == pre.claim), None)
+    return judge_claim(c, null=headline.null, precondition=pre_claim,
+                       precondition_label=pre.label if pre is not None else "the precondition")
+
+
+def _precondition_note(results: Mapping[str, Any], h: Headline, verdict: Verdict) -> str:
+    pre = h.precondition
+    if pre is None or verdict.word == NOT_TESTABLE:
+        return ""
+    if pre.claim is None:
+        return (f"Precondition not measured with this entry's runs ({pre.what}): the verdict rests on this "
+                "claim's numbers alone" + (f"; {pre.elsewhere} measures it" if pre.elsewhere else "") + ".")
+    pc = next((x for x in results[h.entry].claims if x.name == pre.claim), None)
+    iv = getattr(pc, "interval", None) or {}
+    if pc is None:
+        return f"Precondition ({pre.what}): {h.entry} has no claim {pre.claim!r} to judge it by."
+    if iv.get("low") is None:
+        return f"Precondition ({pre.what}): claim {pre.claim!r} of {h.entry} stores no interval to judge it by."
+    text = (f"Precondition held: {pre.label} {iv['estimate']:+.2f} [{iv['low']:.2f}, {iv['high']:.2f}] pts "
+            f"({pre.claim}).")
+    c = find_claim(results, h)
+    if h.repair and c is not None and c.measured is not None and iv["estimate"] > 0:
+        text += f" The fix repairs {c.measured / iv['estimate']:.0%} of it (ratio of the means)."
+    return text
+
+
+def _paper_note(claim: Any, h: Headline) -> str:
+    """Where the paper's own effect (same quantity, the paper's data) lies outside our interval."""
+    iv = getattr(claim, "interval", None) or {}
+    if h.paper_value is None or iv.get("low") is None or iv.get("side") == "within":
+        return ""
+    if iv["low"] <= h.paper_value <= iv["high"]:
+        return ""
+    return (f"The interval excludes the paper's own effect ({h.paper_value:+.2f}{_unit(h)}, on the paper's data)"
+            ".")
 
 
 def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES) -> list[dict[str, str]]:
-    """One row per headline: paper, claim, the paper's effect, ours (interval or noise), threshold,
-    stand-in, verdict, entry, and the one-line why (the claim's why, else the numbers behind it)."""
+    """One row per headline: paper, claim, the paper's effect, ours (interval with units),
+    threshold (with its reason), stand-in, verdict (:mod:`bnfl.experiments.verdicts`' words:
+    reproduced / contradicted / smaller than claimed / undecided / not testable here), entry, and
+    the why, whole: the verdict's reason, what the stand-in does (the claim's own why), the
+    precondition and, for a repair, the fraction of the damage repaired."""
     rows = []
     for h in headlines:
         c = find_claim(results, h)
         row = {"paper": PAPER_NAMES.get(h.paper, h.paper), "claim": h.topic, "paper's effect": h.paper_effect}
         if c is None:
             row.update({"ours": "–", "threshold": "–", "stand-in (quick)": h.stand_in, "verdict": "not run",
-                        "entry": h.entry, "why": f"no stored result has claim {h.claim!r}"})
-        else:
-            row.update({"ours": _ours(c), "threshold": display_number(c.threshold), "stand-in (quick)": h.stand_in,
-                        "verdict": _MARK[c.verdict], "entry": h.entry,
-                        "why": _one_line(c.why or c.detail or c.statement)})
+                        "word": "not run", "entry": h.entry, "why": f"No stored result has claim {h.claim!r}."})
+            rows.append(row)
+            continue
+        v = headline_verdict(results, h)
+        t = "–" if c.threshold is None else f"{display_number(c.threshold)}{_unit(h)}"
+        plain = not (getattr(c, "interval", None) or {}).get("low")  # no interval: the numbers behind it
+        parts = [_sentence(v.reason) if v is not None else "", _sentence(c.detail) if plain else "",
+                 _paper_note(c, h), _sentence(_own_why(c)),
+                 _precondition_note(results, h, v) if v is not None else ""]
+        row.update({"ours": _ours(c, h), "threshold": t, "threshold_reason": h.threshold_reason,
+                    "stand-in (quick)": h.stand_in,
+                    "verdict": v.text.upper() if v is not None else _MARK[c.verdict],
+                    "word": v.word if v is not None else c.verdict, "entry": h.entry,
+                    "why": _one_line(" ".join(p for p in parts if p))})
         rows.append(row)
     return rows
+
+
+def headline_word_counts(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES) -> dict[str, int]:
+    """``{verdict word: rows}`` of the headline table, in :data:`bnfl.experiments.verdicts.WORDS` order
+    (words no row has are left out; ``"not run"`` for a headline without a stored claim)."""
+    words = [r["word"] for r in headline_rows(results, headlines)]
+    return {w: words.count(w) for w in (*WORDS, "not run") if w in words}
 
 
 def _cell(text: Any) -> str:
@@ -221,7 +319,9 @@ def headline_markdown(results: Mapping[str, Any], *, why: str = "column",
     rows = headline_rows(results, headlines)
     for i, r in enumerate(rows, 1):
         r["#"] = str(i)
-        r["verdict"] = f"**{r['verdict']}**" if r["verdict"] in ("FAIL", "INCONCLUSIVE") else r["verdict"]
+        r["verdict"] = f"**{r['verdict']}**" if r["word"] not in ("reproduced", "pass", "not run", "info") else r["verdict"]
+        if r.get("threshold_reason"):  # the reason starts with the threshold itself
+            r["threshold"] = r["threshold_reason"]
         if link is not None:
             r["entry"] = link(r["entry"])
     cols = ["#", "paper", "claim", "paper's effect", "ours", "threshold", "stand-in (quick)", "verdict", "entry"]

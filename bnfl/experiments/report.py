@@ -27,7 +27,79 @@ from bnfl.experiments.dashboard import (
 )
 from bnfl.experiments.registry import get
 
-__all__ = ["claim_counts", "claim_rows", "claims_table", "interval_text", "markdown_table", "write_report"]
+__all__ = ["HEADLINE_INTRO", "claim_counts", "claim_rows", "claims_table", "headline_words_line", "interval_text",
+           "machine_line", "markdown_table", "write_report"]
+
+#: What the headline table's verdict words mean (REPORT.md and the dashboard say it above the table).
+HEADLINE_INTRO = (
+    "The claims a reader of each paper remembers (declared in `bnfl/experiments/headlines.py`): the paper's "
+    "effect, ours (the stored estimate and 95% interval over seeds, in the claim's units), the threshold and "
+    "why it is what it is, the stand-in data set of the quick profile, the verdict and why. The verdict "
+    "words (`bnfl/experiments/verdicts.py`) read the stored interval against the paper's statement: "
+    "**reproduced**, the interval lies wholly on the paper's side of the threshold; **contradicted**, it lies "
+    "wholly on the other side of no effect (0 unless the row says otherwise), or of a non-inferiority margin, "
+    "or wholly outside an equivalence band; **smaller than claimed**, it lies short of a minimum-effect "
+    "threshold without reversing the effect; **undecided**, it contains the threshold: which way the estimate "
+    "leans (towards or against the paper) and about how many seeds would decide it at the observed per-seed "
+    "spread; **not testable here**, the BN-only precondition measured in the same entry (the damage the fix "
+    "repairs) is not there, with its interval. Where no claim of the entry measures the precondition, the "
+    "why says so and the verdict rests on the interval alone.")
+
+
+def headline_words_line(results: Mapping[str, Result]) -> str:
+    """One sentence: how many headline rows carry each verdict word."""
+    from bnfl.experiments.dashboard import headline_word_counts
+
+    counts = headline_word_counts(results)
+    return ("Headline rows: " + ", ".join(f"{n} {w}" for w, n in counts.items()) + ".") if counts else ""
+
+
+def machine_line(results: Sequence[Result]) -> str:
+    """Where the stored numbers were computed: each distinct ``Result.machine`` (CPU, instruction set,
+    Python, torch, numpy) with its entry count, entries without the record named as not recorded,
+    and that another CPU gives other digits."""
+    seen: dict[str, int] = {}
+    missing = 0
+    for r in results:
+        m = getattr(r, "machine", None) or {}
+        if not m:
+            missing += 1
+            continue
+        key = ", ".join(f"{k} {m[k]}" for k in ("cpu", "torch_cpu_capability", "python", "torch", "numpy") if k in m)
+        if "python" not in m:
+            key += ", python not recorded"
+        seen[key] = seen.get(key, 0) + 1
+    parts = [f"{key} ({n} entr{'y' if n == 1 else 'ies'})" for key, n in seen.items()]
+    if missing:
+        parts.append(f"not recorded ({missing} entr{'y' if missing == 1 else 'ies'})")
+    return ("**Machine.** The stored numbers were computed on: " + "; ".join(parts) + ". Training is bitwise "
+            "reproducible on the same kind of machine; another CPU (another instruction set or vendor) rounds "
+            "differently and gives other digits, now and then another verdict near a threshold. "
+            "`bnfl compare <yours> <these>` says per claim whether two results folders agree within their "
+            "intervals.")
+
+
+#: The key of the claim counts by kind (REPORT.md, the dashboard, the paper pages).
+COUNTS_KEY = ("Key: each cell is *pass/fail/inconclusive/info* claims (the stored verdicts of every claim, "
+              "counted in the entry that measures it); *repro.*, *struc.* and *consi.* in the entry tables are "
+              "the reproduction, structural and consistency kinds.")
+
+
+def _write_forest(results: Mapping[str, Result], out: Path) -> list[str]:
+    """Write the headline forest plot beside REPORT.md; the markdown lines that show it (none when no
+    headline claim stores an interval)."""
+    from bnfl.experiments.forest import FOREST_ID, headline_forest
+    from bnfl.plots import save_figure
+
+    try:
+        fig = headline_forest(results)
+    except ValueError:
+        return []
+    import matplotlib.pyplot as plt
+
+    save_figure(fig, FOREST_ID, out_dir=out, provenance={"what": "headline forest plot, read from result.json"})
+    plt.close(fig)
+    return [f"![Headline effects: 95% intervals coloured by verdict]({FOREST_ID}.png)", ""]
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "info": "info", "n/a": "n/a"}
 _COUNTED = ("pass", "fail", "inconclusive", "info")
@@ -193,17 +265,22 @@ def write_report(
     counts = claim_counts(results)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     results = sorted(results, key=lambda r: entry_order(r.id))
+    by_id = {r.id: r for r in results}
+    forest_line = _write_forest(by_id, path.parent)
     lines: list[str] = [
         "# Reproduction report",
         "",
         "## Headline claims",
         "",
-        "The claims a reader of each paper remembers (declared in `bnfl/experiments/headlines.py`): the "
-        "paper's effect, ours (with its 95% interval where the claim stores one, else its noise: the seed "
-        "std or one test sample), the stand-in data set of the quick profile, the verdict and one line of why.",
+        *forest_line,
+        HEADLINE_INTRO,
         "",
-        headline_markdown({r.id: r for r in results}, why="column", link=lambda eid: f"[{eid}](#{eid.lower()})"),
+        headline_words_line(by_id),
+        "",
+        headline_markdown(by_id, why="column", link=lambda eid: f"[{eid}](#{eid.lower()})"),
         stand_in_banner(results),
+        machine_line(results),
+        "",
         "## Claims by paper and kind",
         "",
         "*Reproduction*: measured by training; *structural*: constants, counts and arithmetic (in entries "
@@ -211,6 +288,8 @@ def write_report(
         "itself.",
         "",
         counts_markdown(results),
+        COUNTS_KEY,
+        "",
         _interval_line(results),
         "",
         f"Generated {now} by `bnfl reproduce` (profile{'s' if len(profiles) > 1 else ''}: "

@@ -788,7 +788,17 @@ def generate_reproductions(written: set[Path]) -> None:
         write_if_changed(out_dir / "figures" / "REPORT.md", report, written)
 
     from bnfl.experiments import dashboard
+    from bnfl.experiments.forest import FOREST_ID
+    from bnfl.experiments.report import (
+        COUNTS_KEY,
+        HEADLINE_INTRO,
+        headline_words_line,
+        machine_line,
+    )
 
+    others = [img for img in by_id.pop("other", []) if img.stem != FOREST_ID]  # the forest plot opens the page
+    if others:
+        by_id["other"] = others
     results = load_results(figures)
 
     def link(eid: str) -> str:
@@ -805,11 +815,15 @@ def generate_reproductions(written: set[Path]) -> None:
     index += [
         "## Headline claims",
         "",
-        "The claims a reader of each paper remembers: the paper's effect, ours (with its 95% interval "
-        "where the claim stores one, else its noise: the seed std or one test sample), the stand-in data "
-        "set of the quick profile and the verdict; why each verdict came out is listed under the table.",
+        *([f"![Headline effects: 95% intervals over seeds, coloured by verdict](figures/{FOREST_ID}.png)", ""]
+          if (figures / f"{FOREST_ID}.png").is_file() else []),
+        HEADLINE_INTRO + " Why each verdict came out is listed under the table.",
+        "",
+        headline_words_line(results),
         "",
         dashboard.headline_markdown(results, why="below", link=link).rstrip("\n"),
+        "",
+        machine_line(list(results.values())),
         "",
         "## Claims by paper and kind",
         "",
@@ -818,6 +832,8 @@ def generate_reproductions(written: set[Path]) -> None:
         "itself.",
         "",
         dashboard.counts_markdown(results.values()).rstrip("\n"),
+        "",
+        COUNTS_KEY,
         "",
         f"Counted reproduction claims with a verdict but no 95% interval: "
         f"{len(dashboard.missing_intervals(results.values()))}; claims that can have none and say why (a run "
@@ -872,7 +888,8 @@ def generate_reproductions(written: set[Path]) -> None:
             "",
         ]
         if mine:
-            page += ["## Verdicts", "", dashboard.entries_markdown(mine, link=link, heading=None).rstrip("\n"), ""]
+            page += ["## Verdicts", "", dashboard.entries_markdown(mine, link=link, heading=None).rstrip("\n"), "",
+                     COUNTS_KEY, ""]
         for e in done:
             title = known.get(e["id"], {}).get("title") or e["title"]
             page += [f"({entry_label(e['id'])})=", f"## `{e['id']}`: {entry_title(e['id'], title, results)}", ""]

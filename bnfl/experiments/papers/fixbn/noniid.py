@@ -63,6 +63,15 @@ _F3_SMOKE = {"settings": {"Q-DIG / Q-MLP-BN": {"rounds": 2, "train": {"local_ste
                                                                               "eval_every": 1}}}}
 
 
+def _gn_why(setting: str) -> str:
+    """Why FixBN can trail GN in ``setting``: the reason that holds there, not both (issue 36)."""
+    if "Q-GAUSS(100)" in setting:
+        return ("every method scores low on the 100-class Gaussian stand-in (about 11-13 %), so a few test "
+                "samples decide the order")
+    return ("GN trains better than FixBN on this stand-in's 2-class shards (an MLP, GN over its features, one "
+            "learning rate for every method); the accuracies are far above chance")
+
+
 def _partition(name: str, part: dict[str, Any], setting: str, config: dict[str, Any]) -> dict[str, Any]:
     if name == "Shards" and "Tiny" in setting:  # 20% of the classes (Tiny-ImageNet: 40 of 200)
         return {**part, "k": config["tiny_shards_k"]}
@@ -104,8 +113,7 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             claims.append(ev.at_least(f"{setting}-{p}-fixbn-gn", f"{setting}, {p}: FixBN >= GN", f[(p, "fixbn")], 0.0,
                                       baseline=f[(p, "fedavg+gn")],
                                       detail=f"FixBN {m[(p, 'fixbn')]:.2f} vs GN {m[(p, 'fedavg+gn')]:.2f}",
-                                      why=("GN trains better than FixBN on this proxy's 2-class shards, or all methods "
-                                           "sit near chance (the 100-class stand-in)")))
+                                      why=_gn_why(setting)))
         diffs = {p: m[(p, "fedavg+bn")] - m[(p, "fedavg+gn")] for p, _ in parts}
         best = max(diffs, key=lambda p: diffs[p])
         claims.append(ev.at_least(f"{setting}-bn-beats-gn", f"{setting}: BN > GN in at least one partition (the "
