@@ -39,7 +39,7 @@ def _label(text: str, width: int = 52) -> str:
     """An axis label, whole, wrapped at word boundaries onto lines of at most ``width`` characters."""
     import textwrap
 
-    return "\n".join(textwrap.wrap(text, width))
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False))
 
 
 def forest_items(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES
