@@ -125,6 +125,8 @@ def test_committed_headlines_speak_the_words_whole_with_reasons_and_units():
     # HBN Table 2 at phi = 0.6: BN's own drop is no damage, so HBN's claims cannot be tested there
     assert row[8]["word"] == row[9]["word"] == V.NOT_TESTABLE and "BN'S DROP +0.28 [-3.92, 4.48]" in row[8]["verdict"]
     assert row[5]["word"] == V.CONTRADICTED and row[22]["word"] == V.CONTRADICTED
+    assert "not wholly above 0" in row[8]["why"]
+    assert "FedAvg contradicted" in row[10]["why"] and "(fail)" not in row[10]["why"]  # items said once
     assert row[7]["verdict"].startswith("UNDECIDED (LEANS AGAINST; ~")
     assert row[13]["word"] == V.REPRODUCED and "Precondition held: BN's FL gap" in row[13]["why"]
     assert "repairs 88% of it" in row[23]["why"]

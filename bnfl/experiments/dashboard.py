@@ -277,7 +277,8 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
             continue
         v = headline_verdict(results, h)
         t = "–" if c.threshold is None else f"{display_number(c.threshold)}{_unit(h)}"
-        plain = not (getattr(c, "interval", None) or {}).get("low")  # no interval: the numbers behind it
+        stored = getattr(c, "interval", None) or {}
+        plain = not stored.get("low") and "items" not in stored  # no interval: the numbers behind it
         parts = [_sentence(v.reason) if v is not None else "", _sentence(c.detail) if plain else "",
                  _paper_note(c, h), _sentence(_own_why(c)),
                  _precondition_note(results, h, v) if v is not None else ""]

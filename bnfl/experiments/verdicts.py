@@ -272,8 +272,9 @@ def judge_claim(claim: Any, *, null: float = 0.0, precondition: Any = None,
             assert iv is not None
             shown = _iv_text(iv.estimate, iv.low, iv.high)
             return Verdict(NOT_TESTABLE, f"{NOT_TESTABLE} ({precondition_label} {shown}: no damage to repair)",
-                           reason=f"{precondition_label} is {shown}, not wholly beyond 0: the stand-in "
-                                  "lacks the damage the fix repairs, so the comparison says nothing about the paper.")
+                           reason=f"{precondition_label} is {shown}, not wholly {pre.get('side', 'above')} 0: "
+                                  "the stand-in lacks the damage the fix repairs, so the comparison says nothing "
+                                  "about the paper.")
     record = getattr(claim, "interval", None) or {}
     if record and ("low" in record or "items" in record):
         return judge_claim_record(record, null=null)
