@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 from torch import nn
@@ -104,22 +104,22 @@ class BNSafe(Strategy):
         statistics aggregated with :attr:`policy` over the replies that carry no error."""
         replies = list(replies)
         ok = [m for m in replies if not m.has_error()]
+        states = [{k: torch.from_numpy(np.array(a.numpy())) for k, a in m.content[self.array_key].items()}
+                  for m in ok]  # read before the wrapped strategy sees the replies
         stripped = []
         for m in replies:
             if m.has_error():
                 stripped.append(m)
                 continue
-            m2 = copy.copy(m)
-            m2.content = copy.copy(m.content)
+            m2 = copy.copy(m)  # a new message with new content: the replies are left as they came
+            m2.content = RecordDict({k: v for k, v in m.content.items()})
             m2.content[self.array_key] = self._split(m.content[self.array_key])[0]
             stripped.append(m2)
         arrays, metrics = self.strategy.aggregate_train(server_round, stripped)
         if arrays is None or self.policy == "local" or not self.stat_keys or not ok:
             return arrays, metrics
-        states, weights, counts = [], [], []
+        weights, counts = [], []
         for m in ok:
-            record = m.content[self.array_key]
-            states.append({k: torch.from_numpy(np.array(a.numpy())) for k, a in record.items()})
             metric = _metrics(m)
             if self.weight_key not in metric:
                 raise ValueError(f"a reply has no {self.weight_key!r} in its MetricRecord; every client must "
