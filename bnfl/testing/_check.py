@@ -32,7 +32,7 @@ POLICY_WORDS = {
     "exact": "exact merge: the statistics of the union of the clients' data",
     "average": "FedAvg-style weighted average",
     "equal-average": "average with equal client weights",
-    "first": "the first client's, unchanged (kept local / first client's)",
+    "first": "one client's statistics, unchanged: the first uploaded client's",
     "max": "the largest client value",
     "sum": "the sum over clients",
     "dropped": "reset to the layer's initial values (the clients' statistics dropped)",
@@ -131,10 +131,11 @@ class _Observation:
     roles: dict[str, list[set[str]]] = field(default_factory=dict)  # role -> per layer, the policies that fit
     problems: dict[str, str] = field(default_factory=dict)  # kind -> message
     bias: float | None = None
-    shown: list[tuple[str, Tensor, dict[str, Tensor]]] = field(default_factory=list)  # key, got, candidates
+    shown: list[tuple[str, Tensor | None, dict[str, Tensor]]] = field(default_factory=list)  # key, got, candidates
 
     def details(self) -> list[str]:
-        return [f"{key}: got {_show(got)}; " + ", ".join(f"{p} {_show(c[p])}" for p in ("exact", "average", "first"))
+        return [f"{key}: left out" if got is None else
+                f"{key}: got {_show(got)}; " + ", ".join(f"{p} {_show(c[p])}" for p in ("exact", "average", "first"))
                 for key, got, c in self.shown]
 
 
@@ -174,15 +175,17 @@ def _show(t: Tensor) -> str:
     return np.array2string(t.reshape(-1)[:4].numpy(), precision=4, separator=", ")
 
 
-def _call(fn: Callable, clients: bst.Clients) -> object:
-    states = [{k: v.clone() for k, v in s.items()} for s in clients.states]
-    extra = {}
+def _call(fn: Callable, clients: bst.Clients, *leading: object, states: list | None = None) -> object:
+    """``fn(*leading, states, weights)`` with ``counts=``/``model=`` if ``fn`` takes them (copies:
+    nothing of the check is shared with ``fn``)."""
+    states = [{k: v.clone() for k, v in s.items()} for s in (clients.states if states is None else states)]
+    extra: dict[str, object] = {}
     takes = _keywords(fn)
     if "counts" in takes:
         extra["counts"] = [dict(c) for c in clients.counts]
     if "model" in takes:
         extra["model"] = clients.model
-    return fn(states, list(clients.weights), **extra)
+    return fn(*leading, states, list(clients.weights), **extra)
 
 
 def _keywords(fn: Callable) -> set[str]:
@@ -256,6 +259,8 @@ def _classify(obs: _Observation, out: Mapping, clients: bst.Clients, entries: di
                 continue
             if key not in out:
                 sets[role] = {"local"}
+                if role == "running_mean":
+                    obs.shown.append((key, None, {}))
             else:
                 column = [_f64(s[key]) for s in clients.states]
                 got = _f64(out[key])
@@ -273,9 +278,14 @@ def _classify(obs: _Observation, out: Mapping, clients: bst.Clients, entries: di
     obs.roles = per_role
     fits = [s for s in obs.stats.values()]
     if len(fits) > 1 and all(fits) and not set.intersection(*fits):
-        named = "; ".join(f"{layer}: {_best(s)}" for layer, s in obs.stats.items())
+        named = "; ".join(f"{layer}: {_label(s)}" for layer, s in obs.stats.items())
         obs.problems["name_selection"] = (f"BN layers of one model are aggregated differently ({named}); "
                                           "select BN entries by layer type (isinstance(m, _BatchNorm)), not by name")
+
+
+def _label(policies: set[str]) -> str:
+    """The policies that fit, most specific first (several when clients coincide, e.g. one client)."""
+    return " = ".join(p for p in POLICY_ORDER if p in policies) or "unrecognised"
 
 
 def _best(policies: set[str]) -> str:
@@ -418,11 +428,13 @@ def check_aggregation(fn: Callable, *, model: nn.Module | None = None, policy: s
             small = _shrink(strategy, lambda sc: any(policy not in s for s in observe(sc).stats.values()),
                             examples, first)
             obs = observe(small)
-            layers = ", ".join(f"{layer}: {_best(s)}" for layer, s in obs.stats.items())
+            layers = ", ".join(f"{layer}: {_label(s)}" for layer, s in obs.stats.items())
             message = (f"expected BN statistics aggregated with policy {policy!r}, found {found!r} "
                        f"({layers})\ncounterexample:\n{_describe(small, obs)}")
         else:
-            message = f"policy {policy!r} holds, but {len(problems)} problem(s):\n" + "\n".join(map(str, problems))
+            message = f"policy {policy!r} holds"
+        if problems:
+            message += f"\n{len(problems)} problem(s):\n" + "\n".join(map(str, problems))
         report.seconds = time.perf_counter() - t0
         raise BNSafetyError(message, report)
     report.seconds = time.perf_counter() - t0
@@ -506,7 +518,7 @@ def _simulate(make_step: Callable, scenario: bst.Scenario, rounds: int) -> tuple
                     state[prefix + "num_batches_tracked"] = seen
             states.append(state)
         try:
-            new = step(global_state, states, list(clients.weights))
+            new = _call(step, clients, {k: v.clone() for k, v in global_state.items()}, states=states)
         except Exception as err:  # a user's step: any failure is a finding
             return r, "error", f"round {r}: raised {type(err).__name__}: {err}"
         for spec in scenario.layers:
@@ -537,7 +549,8 @@ def check_server_step(make_step: Callable[[], Callable], *, model: nn.Module | N
     ----------
     make_step : callable
         ``make_step()`` returns a fresh server step ``step(global_state, states, weights) ->
-        state_dict`` (the optimiser's moments start empty for each example).
+        state_dict`` (the optimiser's moments start empty for each example); like
+        :func:`check_aggregation`'s ``fn`` it is also given ``counts=`` and ``model=`` if it takes them.
     model : nn.Module, optional
         Your architecture (its BN layers by type); default: drawn layers.
     rounds : int, default 20
