@@ -4,12 +4,9 @@ Enable in your ``conftest.py``::
 
     pytest_plugins = ["bnfl.testing.pytest_plugin"]
 
-Fixtures
---------
-``check_bn_aggregation``
-    :func:`bnfl.testing.check_aggregation` with the examples of ``--bnfl-examples``.
-``check_bn_server_step``
-    :func:`bnfl.testing.check_server_step` with the examples of ``--bnfl-examples``.
+Two fixtures: ``check_bn_aggregation`` is :func:`bnfl.testing.check_aggregation` and
+``check_bn_server_step`` is :func:`bnfl.testing.check_server_step`, both with the examples of
+``--bnfl-examples``.
 
 ``pytest --bnfl-examples N`` sets the hypothesis examples of every check (default: each
 function's own, 60 and 12); checks are derandomised, so a run repeats exactly.
