@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 from torch import Tensor, nn
 
-from bnfl import compat
+from bnfl import compat, stats
 from bnfl.testing import strategies as bst
 
 #: What each problem kind means (the ``kind`` of a :class:`Problem`).
@@ -167,6 +167,14 @@ def _candidates(role: str, column: list[Tensor], weights: list[int], exact_var: 
     return out
 
 
+def _union_var(means: list[Tensor], unbiased: list[Tensor], counts: list[int]) -> Tensor:
+    """The ground truth, from the clients' states alone: the union's unbiased variance
+    (:func:`bnfl.stats.merge` of the clients' biased moments, FedTAN eqs. 39-40), as a BN layer run
+    on the union would store it. Written apart from :mod:`bnfl.compat` so that it checks it."""
+    parts = [stats.Moments(count=n, mean=m, var=v * (n - 1) / n) for m, v, n in zip(means, unbiased, counts, strict=True)]
+    return stats.merge(parts).unbiased_var()
+
+
 def _close(a: Tensor, b: Tensor) -> bool:
     return a.shape == b.shape and bool(torch.isfinite(a).all()) and bool(torch.allclose(a, b, rtol=RTOL, atol=ATOL))
 
@@ -251,7 +259,7 @@ def _classify(obs: _Observation, out: Mapping, clients: bst.Clients, entries: di
             n = [c[layer] for c in clients.counts]
             means = [_f64(s[prefix + "running_mean"]) for s in clients.states]
             uvars = [_f64(s[prefix + "running_var"]) for s in clients.states]
-            exact_var = compat._exact(means, uvars, n)[1]
+            exact_var = _union_var(means, uvars, n)
         sets = {}
         for role in ROLES:
             key = prefix + role
