@@ -238,3 +238,25 @@ def test_the_strategies_serve_a_users_own_property(case):
         if role == "running_var":
             assert bool((out[key] > 0).all())
         assert out[key].dtype == case.states[0][key].dtype
+
+
+def reset_statistics(states, weights):
+    """Parameters averaged into a fresh model's state: running statistics at their initial values."""
+    out = _average(states, weights)
+    for k, v in out.items():
+        if k.endswith("running_mean") or k.endswith("num_batches_tracked"):
+            out[k] = torch.zeros_like(v)
+        elif k.endswith("running_var"):
+            out[k] = torch.ones_like(v)
+    return out
+
+
+def equal_weights(states, weights):
+    """FedBN's reference code: every client weighs the same, whatever its size."""
+    return _average(states, [1] * len(states))
+
+
+@pytest.mark.parametrize("fn, policy", [(reset_statistics, "dropped"), (equal_weights, "equal-average")])
+def test_dropped_and_equal_weight_policies_are_recognised(fn, policy):
+    r = check_aggregation(fn, examples=30)
+    assert r.policy == policy and kinds(r) == set()
