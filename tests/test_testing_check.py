@@ -260,3 +260,11 @@ def equal_weights(states, weights):
 def test_dropped_and_equal_weight_policies_are_recognised(fn, policy):
     r = check_aggregation(fn, examples=30)
     assert r.policy == policy and kinds(r) == set()
+
+
+def test_each_key_of_a_users_model_gets_its_policy():
+    model = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    model.add_module("bn_head", nn.BatchNorm1d(3))
+    r = check_aggregation(P["key_substring"], model=model, examples=20)
+    assert r.entries["1.running_var"] == "average" and r.entries["bn_head.running_var"] == "local"
+    assert r.policy == "mixed" and "name_selection" in kinds(r)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -124,6 +125,16 @@ def runs():
         _shutdown_ray()
         ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     return dict(RESULTS)
+
+
+def test_no_process_is_left_behind(runs):
+    """Ray's processes (raylet, GCS, the node actors) started by the run end with it."""
+    psutil = pytest.importorskip("psutil")
+    deadline = time.monotonic() + 30
+    while (left := [p for p in psutil.Process().children(recursive=True) if p.is_running()
+                    and p.status() != psutil.STATUS_ZOMBIE]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, [p.name() for p in left]
 
 
 def _var(row: dict) -> torch.Tensor:

@@ -83,6 +83,9 @@ class AggregationReport:
     roles : dict of str to str
         The policy of each BN entry on its own: ``running_mean``, ``running_var``,
         ``num_batches_tracked``, ``weight``, ``bias`` (``"max"`` and ``"sum"`` occur for the counter).
+    entries : dict of str to str
+        The policy of each BN ``state_dict`` key seen (with ``model=``, your model's keys; else the
+        drawn layers', e.g. ``"features.3.running_var"``), over the examples it occurred in.
     variance_bias : float or None
         Under ``"average"``: the largest share of the union's variance the averaged variance
         missed (the between-client term :math:`\\sum_i p_i(\\mu_i-\\mu)^2`), over the examples.
@@ -95,6 +98,7 @@ class AggregationReport:
     policy: str
     problems: list[Problem]
     roles: dict[str, str]
+    entries: dict[str, str] = field(default_factory=dict)
     variance_bias: float | None = None
     examples: int = 0
     seconds: float = 0.0
@@ -129,6 +133,7 @@ class BNSafetyError(AssertionError):
 class _Observation:
     stats: dict[str, set[str]] = field(default_factory=dict)  # layer -> policies (mean and var)
     roles: dict[str, list[set[str]]] = field(default_factory=dict)  # role -> per layer, the policies that fit
+    keys: dict[str, set[str]] = field(default_factory=dict)  # state_dict key -> the policies that fit
     problems: dict[str, str] = field(default_factory=dict)  # kind -> message
     bias: float | None = None
     shown: list[tuple[str, Tensor | None, dict[str, Tensor]]] = field(default_factory=list)  # key, got, candidates
@@ -281,6 +286,7 @@ def _classify(obs: _Observation, out: Mapping, clients: bst.Clients, entries: di
                     short = float(((exact_var - got) / exact_var).max())
                     obs.bias = max(obs.bias or 0.0, short)
             per_role.setdefault(role, []).append(sets[role])
+            obs.keys[key] = sets[role]
         if "running_mean" in sets:
             obs.stats[layer] = sets["running_mean"] & sets["running_var"]
     obs.roles = per_role
@@ -418,6 +424,11 @@ def check_aggregation(fn: Callable, *, model: nn.Module | None = None, policy: s
     found = _overall(stats_sets, any("name_selection" in o.problems for _, o in seen))
     roles = {r: found if role_sets[r] and all(found in s for s in role_sets[r]) else _overall(role_sets[r], False)
              for r in ROLES if r in role_sets}
+    key_sets: dict[str, list[set[str]]] = {}
+    for _, o in seen:
+        for key, s in o.keys.items():
+            key_sets.setdefault(key, []).append(s)
+    entries = {k: _overall(v, False) for k, v in key_sets.items()}
     biases = [o.bias for _, o in seen if o.bias is not None]
     problems = []
     for kind in PROBLEM_KINDS:
@@ -427,7 +438,7 @@ def check_aggregation(fn: Callable, *, model: nn.Module | None = None, policy: s
         small = _shrink(strategy, lambda sc, kind=kind: kind in observe(sc).problems, examples, first)
         obs = observe(small)
         problems.append(Problem(kind, obs.problems.get(kind, PROBLEM_KINDS[kind]), _describe(small, obs)))
-    report = AggregationReport(policy=found, problems=problems, roles=roles,
+    report = AggregationReport(policy=found, problems=problems, roles=roles, entries=entries,
                                variance_bias=max(biases) if found in ("average", "equal-average") and biases else None,
                                examples=len(seen), seconds=0.0)
     if policy is not None and (found != policy or problems):
