@@ -259,7 +259,7 @@ def _buffers(modules: Mapping[str, nn.Module]) -> set[str]:
 
 
 def client_batch(client: ClientSpec, spec: LayerSpec, gen: torch.Generator, dtype: torch.dtype) -> Tensor:
-    """A client's input to a BN layer: ``offset + 0.5 * channel + scale * noise``, shape (N, C, *spatial)."""
+    """A client's input to a BN layer: ``offset + 0.5 * channel + scale * noise``, shape ``(N, C, *spatial)``."""
     x = torch.randn((client.examples, spec.channels, *spec.spatial), generator=gen, dtype=dtype)
     channel = 0.5 * torch.arange(spec.channels, dtype=dtype).reshape(1, -1, *([1] * len(spec.spatial)))
     return client.offset + channel + client.scale * x
