@@ -305,8 +305,18 @@ def test_landing_page_has_three_paths_a_run_first_line_and_a_headline_figure(sit
     links = " ".join(_hrefs(page))
     for target in ("theory.html", "_generated/notebooks/theory/", "_generated/reproductions/index.html",
                    "recipes.html", "flower.html", "distributed.html", "which-fix.html", "diagnose.html",
-                   "own-fix.html"):
+                   "own-fix.html", "bn-safe.html"):
         assert target in links, f"the landing page does not link {target}"
+
+
+def test_bn_safe_page_ran_every_check_and_shows_each_report(site: Path) -> None:
+    """docs/bn-safe.md is executed by the build: each pattern's report is on the page."""
+    text = visible_text((site / "bn-safe.html").read_text(encoding="utf-8"))
+    for shown in ("policy: average", "variance bias: up to", "policy: local", "policy: first",
+                  "counter_float: returns", "policy: mixed", "name_selection: BN layers of one model",
+                  "policy: exact", "expected BN statistics aggregated with policy 'exact', found 'average'",
+                  "variance broke at round", "variance positive and finite over 20 rounds"):
+        assert shown in text, f"bn-safe.html does not show {shown!r}"
 
 
 def test_theory_page_has_figures_and_links_each_fix_to_its_notebook(site: Path) -> None:
