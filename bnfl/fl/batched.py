@@ -68,6 +68,7 @@ from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
 from bnfl.fl.batched_together import ClientWork, in_round_order, run_together, same_samples
+from bnfl.fl.device_options import DeviceOptions, GraphedStep
 from bnfl.functional import ema
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
 from bnfl.nn.batched import BatchedNet, batching_obstacle
@@ -117,6 +118,11 @@ def select_batched(sim: Simulation) -> tuple[BatchedClients | None, str]:
         raise ValueError(f"batched='on' but this run cannot be batched: {why}. Use batched='auto' (falls back to "
                          "the sequential engine) or 'off'")
     return None, why
+
+
+def graphs_possible(device: torch.device) -> bool:
+    """Whether ``DeviceOptions.cuda_graphs`` can capture on ``device`` (a CUDA device)."""
+    return device.type == "cuda"
 
 
 @torch.no_grad()
@@ -189,6 +195,13 @@ class BatchedClients:
         self.hooks = {h: h in used for h in _CLIENT_HOOKS}
         #: one BatchedNet per number of clients trained together (built once, loaded every round)
         self._nets: dict[int, BatchedNet] = {}
+        #: CUDA graphs, channels-last, TF32, bf16 (:mod:`bnfl.fl.device_options`; all off by default)
+        self.options = DeviceOptions()
+        #: per BatchedNet: its captured steps, and its momentum buffers and rate columns kept across rounds
+        self._graphs: dict[int, dict[tuple, GraphedStep]] = {}
+        self._static: dict[int, dict] = {}
+        #: why a capture failed (the steps then run eagerly), or None
+        self.graph_error: str | None = None
 
     def defer_first_step(self, step: CoupledFirstStep, weights: Sequence[float],
                          frozen: bool) -> DeferredCoupledStep | None:
@@ -225,7 +238,7 @@ class BatchedClients:
         # round's broadcast, one copy per participant, and trains the first len(clients) of them)
         return [_Row(sim, int(c), received[j], j, s) for j, (c, s) in enumerate(zip(clients, steps, strict=True))]
 
-    def _group(self, r: int, rows: list[_Row], *, lr: float, frozen: bool,
+    def _group(self, r: int, rows: list[_Row], *, lr: float | Sequence[float], frozen: bool,
                first: CoupledStep | DeferredCoupledStep | None,
                ) -> tuple[dict[_Row, dict[str, Tensor]], dict[_Row, float], dict[Simulation, Exception]]:
         """The clients ``rows`` (of one or several simulations with the same architecture,
@@ -233,8 +246,10 @@ class BatchedClients:
         computation. ``rows`` come in order of non-increasing steps (stable), so at step ``t`` the
         first ``a_t`` clients (``steps >= t``) run and the others keep their state
         (:meth:`BatchedNet.first_clients`; local epochs over uneven data give uneven counts).
-        Returns each row's upload and mean loss, and the error of each simulation one of whose
-        clients diverged (nothing of that simulation's clients is kept then)."""
+        ``lr``: the rate of every row, or one per row (runs of a learning-rate grid stacked
+        together, :class:`StackedSGD`). Returns each row's upload and mean loss, and the error of
+        each simulation one of whose clients diverged (nothing of that simulation's clients is
+        kept then)."""
         sim = self.sim
         k = len(rows)
         steps = [row.steps for row in rows]
@@ -244,12 +259,15 @@ class BatchedClients:
             st.update({key: v for key, v in row.received.items() if key in st})
             states.append(st)
         contexts = [row.sim.client_context(row.client, row.received) for row in rows]
+        opts = self.options
+        graphs = opts.cuda_graphs and graphs_possible(sim.device) and self.graph_error is None
         net = self._nets.get(k)
         if net is None:
             net = self._nets[k] = BatchedNet(sim.model, states)
         else:
-            net.load(states)
+            net.load(states, in_place=graphs)
         net.frozen = frozen
+        net.channels_last = opts.channels_last
         need_views = any(self.hooks.values())
         views = [net.client_view(j) for j in range(k)] if need_views else []
         for v in views:
@@ -258,21 +276,50 @@ class BatchedClients:
         if self.hooks["client_start"]:
             for j in range(k):
                 scope.call(j, "client_start", contexts[j], r, views[j])
-        names = list(net.params)
         opt = self._optimizer(net, [row.sim.algorithm.initial_momentum(ctx) for row, ctx in zip(rows, contexts, strict=True)], lr)
         client_opts = [ClientOptimizer(opt, v, j) for j, v in enumerate(views)]
         sizes = [ctx.batch_size for ctx in contexts]
         n = max(sizes)
         net.set_mask(sizes, n)
-        step_losses = []  # (K,) per step; checked and read once, after the steps (no sync per step)
         deferred = first if isinstance(first, DeferredCoupledStep) else None
         if deferred is not None:
             first = None  # the CoupledStep of step 1, once it has run
         if (first is not None or deferred is not None) and any(row.sim is not sim for row in rows):
             raise ValueError("a coupled first step couples one simulation's clients; train them apart")
         index = [row.index for row in rows]
+        # a step may replay a graph when no hook acts on it (an algorithm's after_step_first_only:
+        # its after_step acts on step 1 only, FedTAN's)
+        quiet = not self.hooks["after_step"] or all(getattr(row.sim.algorithm, "after_step_first_only", False)
+                                                    for row in rows)
+        steady_ok = graphs and net.mask is None and not self.hooks["adjust_grads"] and quiet
+        with opts.precision(sim.device):
+            step_losses, first = self._steps(r, net, opt, rows, contexts, views, client_opts, scope, k, n, sizes,
+                                             steps, index, deferred, first, frozen, steady_ok)
+        per_step = torch.stack(step_losses)  # (steps, K)
+        failed = self._check(per_step, rows, r)
+        totals = per_step.tolist()  # summed in Python in step order, as client_round does
+        means = {row: sum(t[j] for t in totals[:row.steps]) / row.steps for j, row in enumerate(rows)}
+        return self._finish(net, opt, rows, contexts, views, scope, lr, failed, copy=graphs), means, failed
+
+    def _steps(self, r: int, net: BatchedNet, opt: StackedSGD, rows: list[_Row], contexts: list, views: list,
+               client_opts: list, scope: _HookScope, k: int, n: int, sizes: list[int], steps: list[int],
+               index: list[int], deferred: DeferredCoupledStep | None, first: CoupledStep | None, frozen: bool,
+               steady_ok: bool) -> tuple[list[Tensor], CoupledStep | None]:
+        """The local steps of :meth:`_group`; returns each step's ``(K,)`` losses (clients that
+        finished: 0) and the round's coupled step (if any). ``steady_ok``: steps after the first
+        with every client training may replay a captured CUDA graph (:meth:`_replay`)."""
+        sim = self.sim
+        names = list(net.params)
+        step_losses = []  # (K,) per step; checked and read once, after the steps (no sync per step)
         for t in range(1, steps[0] + 1):
             a = sum(1 for s in steps if s >= t)  # clients still training: the first a
+            if steady_ok and t > 1 and a == k:
+                x, y = self._next_batches(rows, n)  # (K*n, ...)
+                loss = self._replay(net, opt, x, y, k, n, sizes, frozen)
+                if loss is not None:
+                    step_losses.append(loss)
+                    continue
+                steady_ok = False  # the capture failed: eager from here (graph_error says why)
             opt.zero_grad()
             if t == 1 and deferred is not None:
                 loss, first = self._coupled_step(net, rows, k, n, sizes, deferred, index)
@@ -285,7 +332,9 @@ class BatchedClients:
             else:
                 x, y = self._next_batches(rows[:a], n)  # (a*n, ...)
                 with net.first_clients(a):
-                    loss = self._losses(net(x), y, a, n, net.mask, sizes[:a])  # (a,)
+                    with self.options.autocast(sim.device):
+                        out = net(x)
+                    loss = self._losses(out, y, a, n, net.mask, sizes[:a])  # (a,)
                 loss.sum().backward()
             if self.hooks["adjust_grads"]:
                 for j in range(a):
@@ -298,11 +347,52 @@ class BatchedClients:
                     scope.call(j, "after_step", contexts[j], t, views[j], client_opts[j], first)
             loss = loss.detach()
             step_losses.append(loss if a == k else torch.cat([loss, loss.new_zeros(k - a)]))  # finished: 0
-        per_step = torch.stack(step_losses)  # (steps, K)
-        failed = self._check(per_step, rows, r)
-        totals = per_step.tolist()  # summed in Python in step order, as client_round does
-        means = {row: sum(t[j] for t in totals[:row.steps]) / row.steps for j, row in enumerate(rows)}
-        return self._finish(net, opt, rows, contexts, views, scope, lr, failed), means, failed
+        return step_losses, first
+
+    def _replay(self, net: BatchedNet, opt: StackedSGD, x: Tensor, y: Tensor, k: int, n: int, sizes: list[int],
+                frozen: bool) -> Tensor | None:
+        """One steady local step as a replayed CUDA graph (captured on first use for this net, batch
+        shape, learning rate(s) and frozen phase; :mod:`bnfl.fl.device_options`): the same
+        forward, loss, backward and update as the eager step. The momentum buffers and per-row rate
+        columns are moved into tensors the net keeps across rounds (the graph reads those). Returns
+        the ``(K,)`` losses, or None when the capture failed (``graph_error``; eager from then on)."""
+        static = self._static.setdefault(id(net), {"momentum": {}, "columns": {}})
+        with torch.no_grad():
+            for p in opt.params:
+                buf = opt.state.get(p, {}).get("momentum_buffer")
+                if buf is None:
+                    continue
+                kept = static["momentum"].get(id(p))
+                if kept is None or kept[0] is not p:
+                    kept = static["momentum"][id(p)] = (p, buf.clone())
+                elif kept[1] is not buf:
+                    kept[1].copy_(buf)
+                opt.state[p]["momentum_buffer"] = kept[1]
+        rates = tuple(opt.row_lr) if opt.row_lr is not None else (opt.param_groups[0]["lr"],)
+        opt._columns = static["columns"].setdefault(rates, {})
+        key = (tuple(x.shape), x.dtype, tuple(y.shape), rates, frozen)
+        graphs = self._graphs.setdefault(id(net), {})
+        step = graphs.get(key)
+        if step is None:
+            device = self.sim.device
+
+            def body(xs: Tensor, ys: Tensor) -> Tensor:
+                opt.zero_grad()  # (the backward writes fresh gradients)
+                with self.options.autocast(device):
+                    out = net(xs)
+                loss = self._losses(out, ys, k, n, None, sizes)
+                loss.sum().backward()
+                opt.step(None)
+                return loss.detach()
+
+            try:
+                step = graphs[key] = GraphedStep(body, x, y)
+            except Exception as err:  # noqa: BLE001 - reported; the steps run eagerly
+                self.graph_error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                opt.zero_grad()
+                return None
+            step.keep = [p.grad for p in opt.params]  # the graph's gradients stay allocated
+        return step(x, y)
 
     # -- pieces ---------------------------------------------------------------------------------
     def _coupled_step(self, net: BatchedNet, rows: list[_Row], k: int, n: int, sizes: list[int],
@@ -369,7 +459,8 @@ class BatchedClients:
             return x, y
         return augment_rows(x, augmenters, drawn, n), y  # the sequential engine's crops and flips
 
-    def _optimizer(self, net: BatchedNet, bufs: Sequence[dict[str, Tensor] | None], lr: float) -> StackedSGD:
+    def _optimizer(self, net: BatchedNet, bufs: Sequence[dict[str, Tensor] | None],
+                   lr: float | Sequence[float]) -> StackedSGD:
         """One SGD over the stacked parameters; momentum buffers stacked from each client's initial
         ones (``bufs``: :meth:`Algorithm.initial_momentum <bnfl.fl.Algorithm.initial_momentum>`),
         zero rows for clients without."""
@@ -418,8 +509,8 @@ class BatchedClients:
         return failed
 
     def _finish(self, net: BatchedNet, opt: StackedSGD, rows: Sequence[_Row], contexts: list, views: list,
-                scope: _HookScope, lr: float, failed: Mapping[Simulation, Exception],
-                ) -> dict[_Row, dict[str, Tensor]]:
+                scope: _HookScope, lr: float | Sequence[float], failed: Mapping[Simulation, Exception],
+                *, copy: bool = False) -> dict[_Row, dict[str, Tensor]]:
         """Keep each client's local state and momentum, return its upload (client_round's end);
         the clients of a simulation in ``failed`` keep nothing."""
         # every client's row of every tensor: (K, *shape) -> K views (*shape). The stacked tensors
@@ -441,9 +532,10 @@ class BatchedClients:
                 continue
             if sim.local_keys:
                 sim.client_local[c] = {key: tensors[key][j].clone() for key in sim.local_keys}
-            up = {key: tensors[key][j] for key in sim.upload_keys} if alg.communicates else {}
+            up = ({key: tensors[key][j].clone() if copy else tensors[key][j] for key in sim.upload_keys}
+                  if alg.communicates else {})  # copy: the stacked tensors are kept for the next round
             if self.hooks["extra_upload"]:
-                up.update(scope.call(j, "extra_upload", contexts[j], views[j], row.steps, lr))
+                up.update(scope.call(j, "extra_upload", contexts[j], views[j], row.steps, opt.lr_of(j)))
             up.update(alg.final_momentum(contexts[j], lambda j=j: momentum(j)))  # kept or uploaded: the algorithm's
             if contexts[j].state or c in sim.client_algorithm:  # the client's algorithm state, back to its store
                 sim.client_algorithm[c] = contexts[j].state

@@ -236,6 +236,8 @@ class BatchedNet:
         self.coupled_stats: dict[str, tuple] = {}
         self.mask: Tensor | None = None
         self._counts: Tensor | None = None
+        #: the stacked convolutions' inputs in channels-last layout (:mod:`bnfl.fl.device_options`)
+        self.channels_last = False
         self._views: list[nn.Module] = []
         self._slots: list[list[tuple[dict, str, str, bool]]] = []
         self._view_params: dict[int, list[tuple[str, nn.Parameter]]] = {}  # per view: (stacked name, parameter)
@@ -254,11 +256,20 @@ class BatchedNet:
             elif type(m) in _FBN:
                 m.forward = self._fbn(pre, m)  # type: ignore[method-assign]
 
-    def load(self, states: Sequence[Mapping[str, Tensor]]) -> None:
+    def load(self, states: Sequence[Mapping[str, Tensor]], *, in_place: bool = False) -> None:
         """Stack ``K`` clients' state dicts into fresh :attr:`params` (leaves) and :attr:`buffers`,
-        so one net serves round after round (views from :meth:`client_view` must be re-taken)."""
+        so one net serves round after round (views from :meth:`client_view` must be re-taken).
+        ``in_place``: copy them into the tensors the net already holds instead (the same tensors
+        round after round, as a captured CUDA graph needs, :mod:`bnfl.fl.device_options`)."""
         if len(states) != self.k:
             raise ValueError(f"this BatchedNet holds {self.k} clients, got {len(states)} states")
+        if in_place and self.params:
+            with torch.no_grad():
+                for n, p in self.params.items():
+                    p.copy_(torch.stack([s[n] for s in states]))
+                for n, b in self.buffers.items():
+                    b.copy_(torch.stack([s[n] for s in states]))
+            return
         with torch.no_grad():
             self.params = {n: torch.stack([s[n] for s in states]).requires_grad_(g)  # (K, *shape)
                            for n, g in self._grads.items()}
@@ -368,6 +379,8 @@ class BatchedNet:
             b = self.params.get(pre + "bias")  # (K, C_out) or None
             n = x.shape[0] // self.k
             xg = x.reshape(self.k, n, *x.shape[1:]).transpose(0, 1).reshape(n, -1, *x.shape[2:])  # (n, K*C_in, *sp)
+            if self.channels_last and xg.dim() == 4:
+                xg = xg.contiguous(memory_format=torch.channels_last)
             y = conv(xg, w.reshape(-1, *w.shape[2:]), None if b is None else b.reshape(-1),
                      m.stride, m.padding, m.dilation, m.groups * self.k)  # (n, K*C_out, *sp')
             return y.reshape(n, self.k, -1, *y.shape[2:]).transpose(0, 1).reshape(self.k * n, -1, *y.shape[2:])
