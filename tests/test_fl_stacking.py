@@ -73,6 +73,21 @@ def test_a_learning_rate_grid_trains_as_one_stack_with_one_rate_per_row(method, 
     assert stacks_seen == [9, 9, 9]  # 3 runs x 3 participants in one computation per round
 
 
+def test_fedtans_coupled_first_step_stacks_its_seeds_each_pooling_its_own_clients(stacks_seen):
+    """FedTAN's step 1 (eqs. 39-41, 6) of several seeds in one computation: each seed's BN
+    moments are all-reduced over its own clients only, through its own channel (counters equal)."""
+    specs = [_spec("fedtan", s, lr=lr) for s, lr in ((0, 0.05), (1, 0.1), (2, 0.05))]
+    alone = _alone(specs)
+    stacks_seen.clear()
+    together = [fl.build(s) for s in specs]
+    run_lockstep(together, stack_coupled=True)
+    _check(together, alone)
+    assert stacks_seen == [9, 9, 9]
+    stacks_seen.clear()
+    run_lockstep([fl.build(s) for s in specs])  # the default (the quick profile's seed groups): apart
+    assert stacks_seen == [3] * 9
+
+
 def test_methods_that_share_a_model_shape_stack_until_their_phases_differ(stacks_seen):
     """FedAvg+BN and FixBN (switch at round 2): one stack while both train BN, apart once FixBN
     freezes its statistics (another frozen phase)."""
@@ -174,7 +189,7 @@ def test_the_graphed_steady_step_machinery_equals_the_eager_steps(method, monkey
     together = [fl.build(s) for s in specs]
     for sim in together:
         sim._batched.options = DeviceOptions(cuda_graphs=True)
-    run_lockstep(together)
+    run_lockstep(together, stack_coupled=True)
     _check(together, alone)
     assert _EagerGraph.made >= 1 and together[0]._batched.graph_error is None
 

@@ -125,7 +125,7 @@ def _train_chunk(ctx: Context, keys: list[dict[str, Any]], rows: int, depth: dic
     built = [(k, *training._build(k["spec"], device=ctx.device, data_root=ctx.data_root, progress=False,
                                   batched=ctx.batched, options=options)) for k in keys]
     together = [sim for _, sim, _ in built if sim._batched is not None]
-    outcomes = dict(zip(map(id, together), run_lockstep(together, max_rows=rows), strict=True)) \
+    outcomes = dict(zip(map(id, together), run_lockstep(together, max_rows=rows, stack_coupled=True), strict=True)) \
         if len(together) > 1 else {}
     for _, sim, _ in built:
         if id(sim) not in outcomes:

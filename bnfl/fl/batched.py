@@ -126,18 +126,23 @@ def graphs_possible(device: torch.device) -> bool:
 
 
 @torch.no_grad()
-def _ema_global_stats(net: BatchedNet, step: CoupledStep, union_count: Mapping[str, int] | None) -> None:
+def _ema_global_stats(net: BatchedNet, step: CoupledStep, union_count: Mapping[str, int] | None,
+                      rows: slice | None = None) -> None:
     r"""FedTAN eq. 6 for every client at once: each client's running statistics
     :math:`\bar S_k \leftarrow (1-\rho)\bar S_k + \rho(\bar\mu, \tfrac{m}{m-1}\bar\sigma^2)` with the
     global statistics of the coupled step, rows ``(K, C)`` against ``(C,)``:
-    :func:`bnfl.fl.engine.ema_global_stats` applied to each client's model (same operations)."""
+    :func:`bnfl.fl.engine.ema_global_stats` applied to each client's model (same operations).
+    ``rows``: only these clients' rows (one simulation's, of several stacked)."""
     for name, m in net.net.named_modules():
         if name not in step.layer_stats or not isinstance(m, _BatchNorm) or not m.track_running_stats:
             continue
         mean, var = step.layer_stats[name]
         count = union_count[name] if union_count is not None else sum(mom.count for mom in step.local_stats[name])
         rm, rv = net.buffers[f"{name}.running_mean"], net.buffers[f"{name}.running_var"]  # (K, C)
-        net.buffers[f"{name}.num_batches_tracked"].add_(1)
+        nbt = net.buffers[f"{name}.num_batches_tracked"]
+        if rows is not None:
+            rm, rv, nbt = rm[rows], rv[rows], nbt[rows]
+        nbt.add_(1)
         unbiased = Moments(count=count, mean=mean, var=var).unbiased_var()  # raises for count < 2
         rm.copy_(ema(rm, mean.to(rm.dtype), m.momentum))  # batching_obstacle: momentum is a number
         rv.copy_(ema(rv, unbiased.to(rv.dtype), m.momentum))
@@ -239,7 +244,7 @@ class BatchedClients:
         return [_Row(sim, int(c), received[j], j, s) for j, (c, s) in enumerate(zip(clients, steps, strict=True))]
 
     def _group(self, r: int, rows: list[_Row], *, lr: float | Sequence[float], frozen: bool,
-               first: CoupledStep | DeferredCoupledStep | None,
+               first: CoupledStep | DeferredCoupledStep | Mapping[Any, DeferredCoupledStep] | None,
                ) -> tuple[dict[_Row, dict[str, Tensor]], dict[_Row, float], dict[Simulation, Exception]]:
         """The clients ``rows`` (of one or several simulations with the same architecture,
         algorithm and optimiser settings) train ``row.steps`` local steps each, as one
@@ -281,11 +286,15 @@ class BatchedClients:
         sizes = [ctx.batch_size for ctx in contexts]
         n = max(sizes)
         net.set_mask(sizes, n)
-        deferred = first if isinstance(first, DeferredCoupledStep) else None
-        if deferred is not None:
-            first = None  # the CoupledStep of step 1, once it has run
-        if (first is not None or deferred is not None) and any(row.sim is not sim for row in rows):
+        deferred: dict[Any, DeferredCoupledStep] | None = None
+        if isinstance(first, DeferredCoupledStep):
+            deferred, first = {sim: first}, None
+        elif isinstance(first, Mapping):  # several simulations' deferred steps (run_together)
+            deferred, first = dict(first), None
+        if first is not None and any(row.sim is not sim for row in rows):
             raise ValueError("a coupled first step couples one simulation's clients; train them apart")
+        if deferred is not None and any(row.sim not in deferred for row in rows):
+            raise ValueError("every stacked simulation needs its deferred coupled step")
         index = [row.index for row in rows]
         # a step may replay a graph when no hook acts on it (an algorithm's after_step_first_only:
         # its after_step acts on step 1 only, FedTAN's)
@@ -293,7 +302,7 @@ class BatchedClients:
                                                     for row in rows)
         steady_ok = graphs and net.mask is None and not self.hooks["adjust_grads"] and quiet
         with opts.precision(sim.device):
-            step_losses, first = self._steps(r, net, opt, rows, contexts, views, client_opts, scope, k, n, sizes,
+            step_losses = self._steps(r, net, opt, rows, contexts, views, client_opts, scope, k, n, sizes,
                                              steps, index, deferred, first, frozen, steady_ok)
         per_step = torch.stack(step_losses)  # (steps, K)
         failed = self._check(per_step, rows, r)
@@ -303,13 +312,14 @@ class BatchedClients:
 
     def _steps(self, r: int, net: BatchedNet, opt: StackedSGD, rows: list[_Row], contexts: list, views: list,
                client_opts: list, scope: _HookScope, k: int, n: int, sizes: list[int], steps: list[int],
-               index: list[int], deferred: DeferredCoupledStep | None, first: CoupledStep | None, frozen: bool,
-               steady_ok: bool) -> tuple[list[Tensor], CoupledStep | None]:
+               index: list[int], deferred: Mapping[Any, DeferredCoupledStep] | None, first: CoupledStep | None,
+               frozen: bool, steady_ok: bool) -> list[Tensor]:
         """The local steps of :meth:`_group`; returns each step's ``(K,)`` losses (clients that
-        finished: 0) and the round's coupled step (if any). ``steady_ok``: steps after the first
-        with every client training may replay a captured CUDA graph (:meth:`_replay`)."""
+        finished: 0). ``steady_ok``: steps after the first with every client training may replay
+        a captured CUDA graph (:meth:`_replay`)."""
         sim = self.sim
         names = list(net.params)
+        coupled = {} if first is None else {sim: first}  # each simulation's coupled step of this round
         step_losses = []  # (K,) per step; checked and read once, after the steps (no sync per step)
         for t in range(1, steps[0] + 1):
             a = sum(1 for s in steps if s >= t)  # clients still training: the first a
@@ -322,7 +332,7 @@ class BatchedClients:
                 steady_ok = False  # the capture failed: eager from here (graph_error says why)
             opt.zero_grad()
             if t == 1 and deferred is not None:
-                loss, first = self._coupled_step(net, rows, k, n, sizes, deferred, index)
+                loss, coupled = self._coupled_step(net, rows, k, n, sizes, deferred, index)
             elif t == 1 and first is not None:
                 loss = torch.stack([first.losses[i].detach() for i in index])  # (K,)
                 for name in names:
@@ -344,10 +354,10 @@ class BatchedClients:
             opt.step(None if a == k else a)
             if self.hooks["after_step"]:
                 for j in range(a):
-                    scope.call(j, "after_step", contexts[j], t, views[j], client_opts[j], first)
+                    scope.call(j, "after_step", contexts[j], t, views[j], client_opts[j], coupled.get(rows[j].sim))
             loss = loss.detach()
             step_losses.append(loss if a == k else torch.cat([loss, loss.new_zeros(k - a)]))  # finished: 0
-        return step_losses, first
+        return step_losses
 
     def _replay(self, net: BatchedNet, opt: StackedSGD, x: Tensor, y: Tensor, k: int, n: int, sizes: list[int],
                 frozen: bool) -> Tensor | None:
@@ -396,26 +406,45 @@ class BatchedClients:
 
     # -- pieces ---------------------------------------------------------------------------------
     def _coupled_step(self, net: BatchedNet, rows: list[_Row], k: int, n: int, sizes: list[int],
-                      deferred: DeferredCoupledStep, index: list[int]) -> tuple[Tensor, CoupledStep]:
+                      deferred: Mapping[Any, DeferredCoupledStep], index: list[int],
+                      ) -> tuple[Tensor, dict[Any, CoupledStep]]:
         r"""FedTAN's first local step (Algorithms 1-3) on the stacked clients: the forward with
         coupled BN (eqs. 39-40 through the channel's all-reduce), the backward of
         :math:`T=\sum_i p_i F_i` (eq. 41's stat-gradient all-reduce is the autograd of the
         all-reduce; counted when the backward passes it), per-client gradients
         :math:`g_i = p_i^{-1}\partial T/\partial w_i` in ``.grad``, and FedTAN eq. 6 on the
         running statistics. What :func:`bnfl.fl.coupled.coupled_first_step` and the sequential
-        step 1 compute, with the same channel accounting; returns the losses (K,) and the step."""
-        sim = self.sim
-        ch = sim.channel
+        step 1 compute, with the same channel accounting; returns the losses (K,) and each
+        simulation's step. Several simulations stacked (``deferred``: each one's step, their rows
+        contiguous): each all-reduce pools one simulation's rows through its own channel, and
+        :math:`\sum_s T_s` is differentiated at once (simulations share no parameter)."""
         x, y = self._next_batches(rows, n)  # (K*n, ...)
-        p = torch.tensor([deferred.weights[i] for i in index], dtype=x.dtype, device=x.device)  # (K,)
+        sims = list(dict.fromkeys(row.sim for row in rows))
+        spans = []  # each simulation's rows: a slice (rows of one simulation are contiguous)
+        at = 0
+        for s in sims:
+            m = sum(1 for row in rows if row.sim is s)
+            if any(row.sim is not s for row in rows[at:at + m]):
+                raise ValueError("the rows of a simulation in a stacked coupled step must be contiguous")
+            spans.append(slice(at, at + m))
+            at += m
+        p = torch.tensor([deferred[row.sim].weights[i] for row, i in zip(rows, index, strict=True)],
+                         dtype=x.dtype, device=x.device)  # (K,)
+        owner = None if len(sims) == 1 else torch.tensor([g for g, sl in enumerate(spans)
+                                                          for _ in range(sl.stop - sl.start)], device=x.device)
 
         def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
-            out = ch.allreduce(parts, p, tag=f"{layer}.{kind}")
-            if kind == "mean" and out.requires_grad:  # eq. 41: [dT/dmu | dT/dsigma^2] all-reduced in the backward
-                size = 2 * parts.shape[1] * parts.element_size()
-                out.register_hook(lambda g: ch.count("allreduce", f"{layer}.stat-grads", up=size * k, down=size,
-                                                     clients=k, closes_round=True))
-            return out
+            outs = []
+            for s, sl in zip(sims, spans, strict=True):
+                ch, ks = s.channel, sl.stop - sl.start
+                out = ch.allreduce(parts if owner is None else parts[sl], p if owner is None else p[sl],
+                                   tag=f"{layer}.{kind}")
+                if kind == "mean" and out.requires_grad:  # eq. 41: [dT/dmu | dT/dsigma^2] all-reduced in the backward
+                    size = 2 * parts.shape[1] * parts.element_size()
+                    out.register_hook(lambda g, ch=ch, ks=ks, size=size: ch.count(
+                        "allreduce", f"{layer}.stat-grads", up=size * ks, down=size, clients=ks, closes_round=True))
+                outs.append(out)
+            return outs[0] if owner is None else torch.stack(outs)[owner]  # (C,), or (K, C) per row
 
         net.couple, net.coupled_stats = reduce, {}
         try:
@@ -431,12 +460,18 @@ class BatchedClients:
                     q.grad.div_(p.reshape(-1, *([1] * (q.grad.dim() - 1))))  # p_i g_i -> g_i
                     grads[name] = q.grad.unbind(0)
         stats = net.coupled_stats
-        step = CoupledStep(grads=[{name: g[j] for name, g in grads.items()} for j in range(k)], losses=loss.detach(),
-                           layer_stats={layer: (gm.detach(), gv.detach()) for layer, (_, _, _, gm, gv) in stats.items()},
-                           local_stats={layer: [Moments(count=cnt[j], mean=mk[j], var=vk[j]) for j in range(k)]
-                                        for layer, (mk, vk, cnt, _, _) in stats.items()})
-        _ema_global_stats(net, step, sim._union_count)
-        return loss, step
+        steps = {}
+        for s, sl in zip(sims, spans, strict=True):
+            js = range(sl.start, sl.stop)
+            first = sl.start  # a row of this simulation: its global statistics
+            steps[s] = step = CoupledStep(
+                grads=[{name: g[j] for name, g in grads.items()} for j in js], losses=loss.detach()[sl],
+                layer_stats={layer: (gm.detach(), gv.detach()) if owner is None else
+                             (gm.detach()[first], gv.detach()[first]) for layer, (_, _, _, gm, gv) in stats.items()},
+                local_stats={layer: [Moments(count=cnt[j], mean=mk[j], var=vk[j]) for j in js]
+                             for layer, (mk, vk, cnt, _, _) in stats.items()})
+            _ema_global_stats(net, step, s._union_count, rows=None if owner is None else sl)
+        return loss, steps
 
     def _next_batches(self, rows: Sequence[_Row], n: int) -> tuple[Tensor, Tensor]:
         """Each client's next mini-batch (its own stream), concatenated: ``(len(rows)*n, ...)``;
