@@ -53,7 +53,7 @@ to ``"auto"`` and ``"off"`` is the bitwise reference (:mod:`bnfl.fl.engine_choic
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -433,18 +433,27 @@ class BatchedClients:
         owner = None if len(sims) == 1 else torch.tensor([g for g, sl in enumerate(spans)
                                                           for _ in range(sl.stop - sl.start)], device=x.device)
 
+        def stat_grads(layer: str, size: int) -> Callable[[Tensor], None]:
+            def count(_g: Tensor) -> None:  # eq. 41: [dT/dmu | dT/dsigma^2] all-reduced in the backward
+                for s, sl in zip(sims, spans, strict=True):
+                    ks = sl.stop - sl.start
+                    s.channel.count("allreduce", f"{layer}.stat-grads", up=size * ks, down=size, clients=ks,
+                                    closes_round=True)
+            return count
+
         def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
-            outs = []
-            for s, sl in zip(sims, spans, strict=True):
-                ch, ks = s.channel, sl.stop - sl.start
-                out = ch.allreduce(parts if owner is None else parts[sl], p if owner is None else p[sl],
-                                   tag=f"{layer}.{kind}")
-                if kind == "mean" and out.requires_grad:  # eq. 41: [dT/dmu | dT/dsigma^2] all-reduced in the backward
-                    size = 2 * parts.shape[1] * parts.element_size()
-                    out.register_hook(lambda g, ch=ch, ks=ks, size=size: ch.count(
-                        "allreduce", f"{layer}.stat-grads", up=size * ks, down=size, clients=ks, closes_round=True))
-                outs.append(out)
-            return outs[0] if owner is None else torch.stack(outs)[owner]  # (C,), or (K, C) per row
+            if owner is None:  # one simulation: its channel's all-reduce
+                out = sims[0].channel.allreduce(parts, p, tag=f"{layer}.{kind}")
+            else:  # each simulation's rows pooled apart, one op; each channel counts its all-reduce
+                out = parts.new_zeros(len(sims), parts.shape[1]).index_add(0, owner, parts * p[:, None])  # (S, C)
+                size = parts.shape[1] * parts.element_size()
+                for s, sl in zip(sims, spans, strict=True):
+                    ks = sl.stop - sl.start
+                    s.channel.count("allreduce", f"{layer}.{kind}", up=size * ks, down=size, clients=ks,
+                                    closes_round=True)
+            if kind == "mean" and out.requires_grad:
+                out.register_hook(stat_grads(layer, 2 * parts.shape[1] * parts.element_size()))
+            return out if owner is None else out[owner]  # (C,), or (K, C): each row its simulation's
 
         net.couple, net.coupled_stats = reduce, {}
         try:
