@@ -216,3 +216,33 @@ def training_entries() -> Sequence[str]:
     from bnfl.experiments import registry
 
     return registry.ids()
+
+
+def stack_key(w: RunWork, norm: str) -> tuple:
+    """Runs with equal keys build the same architecture on the same input, mini-batch and
+    participants: ``bnfl run --profile paper --device cuda`` stacks them into one computation
+    (:mod:`bnfl.experiments.stacking`, which also stacks runs with other participant counts)."""
+    return (w.model, repr(w.model_options), w.shape, w.classes, norm, w.batch, w.union)
+
+
+def stack_groups(works: Sequence[RunWork], norms: Sequence[str]) -> dict[tuple, list[int]]:
+    """The runs (indices into ``works``) of each :func:`stack_key`, in order of first appearance."""
+    out: dict[tuple, list[int]] = {}
+    for i, (w, norm) in enumerate(zip(works, norms, strict=True)):
+        out.setdefault(stack_key(w, norm), []).append(i)
+    return out
+
+
+def interpolate(points: Mapping[int, float], depth: int) -> float:
+    """``points`` (measured value per stack depth) at ``depth``: linear in log(depth) between the
+    measured depths, the nearest measured value outside them."""
+    xs = sorted(points)
+    if depth <= xs[0]:
+        return points[xs[0]]
+    if depth >= xs[-1]:
+        return points[xs[-1]]
+    for a, b in zip(xs, xs[1:], strict=False):
+        if a <= depth <= b:
+            f = (math.log(depth) - math.log(a)) / (math.log(b) - math.log(a))
+            return points[a] + f * (points[b] - points[a])
+    raise AssertionError("unreachable")

@@ -164,8 +164,10 @@ class _EagerGraph:
 
     made = 0
 
-    def __init__(self, body, x, y):
+    def __init__(self, body, x, y, *, warm=None):
         self.body, self.x, self.y, self.keep = body, x.clone(), y.clone(), []
+        if warm is not None:
+            warm(self.x, self.y)  # must leave no trace (the runs below still equal their own)
         type(self).made += 1
 
     def __call__(self, x, y):
@@ -236,3 +238,24 @@ def test_an_entrys_runs_are_planned_stacked_and_found_by_its_compute(stacks_seen
     assert ctx.cache.misses == misses  # every run came from the stacked computation
     for key, vals in plain.items():
         assert got[key] == pytest.approx(vals, abs=1e-3), key
+
+
+def test_the_paper_profile_on_cuda_stacks_the_entry_with_cuda_graphs_and_the_quick_profile_does_not():
+    from bnfl.experiments.core import Context
+    from bnfl.experiments.runner import _identity
+    from bnfl.experiments.stacking import default_stack
+    from bnfl.experiments.training import _key, canonical, device_options
+
+    assert default_stack("paper", "cuda", "auto") == "entry" and default_stack("paper", "cuda:1", "on") == "entry"
+    assert default_stack("quick", "cuda", "auto") == default_stack("paper", "cpu", "auto") == "seeds"
+    assert default_stack("paper", "cuda", "off") == "seeds"
+    paper = Context(profile="paper", device="cuda", batched="auto", stack="entry")
+    assert device_options(paper).cuda_graphs and not device_options(paper).bf16
+    quick = Context(profile="quick", batched="auto")
+    assert not device_options(quick).any
+    spec = canonical(_spec("fedavg+bn", 0))
+    # the quick profile's run keys and result identities are what they were (no new field)
+    assert set(_key(quick, spec, [0, 1, 2])) == {"spec", "device", "batched", "seed_group"}
+    assert set(_key(paper, spec, [0, 1, 2])) == {"spec", "device", "batched", "stack", "device_options"}
+    assert set(_identity("x", "quick", {}, [0], "cpu", None, "auto")) == {"id", "profile", "config", "seeds",
+                                                                          "device", "code", "batched"}

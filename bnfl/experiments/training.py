@@ -239,6 +239,9 @@ def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None,
         key["stack"] = "entry"
     elif group is not None:  # and from one seed's own batched run (the padding depends on the group)
         key["seed_group"] = [int(s) for s in group]
+    opts = device_options(ctx)
+    if opts.any:  # CUDA graphs (equal to rounding), TF32, bf16, channels-last: cached apart
+        key["device_options"] = opts.describe()
     if observers:  # (keys of runs without observers stay as they were)
         key["observers"] = observer_keys(observers)
     return key

@@ -395,8 +395,19 @@ class BatchedClients:
                 opt.step(None)
                 return loss.detach()
 
+            def warm(xs: Tensor, ys: Tensor) -> None:  # a forward and backward that leave no trace
+                kept = {name: b.clone() for name, b in net.buffers.items()}
+                opt.zero_grad()
+                with self.options.autocast(device):
+                    out = net(xs)
+                self._losses(out, ys, k, n, None, sizes).sum().backward()
+                opt.zero_grad()
+                with torch.no_grad():
+                    for name, b in net.buffers.items():
+                        b.copy_(kept[name])
+
             try:
-                step = graphs[key] = GraphedStep(body, x, y)
+                step = graphs[key] = GraphedStep(body, x, y, warm=warm)
             except Exception as err:  # noqa: BLE001 - reported; the steps run eagerly
                 self.graph_error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
                 opt.zero_grad()

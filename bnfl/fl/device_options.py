@@ -96,12 +96,20 @@ class GraphedStep:
     captured as a CUDA graph on its static inputs ``x`` and ``y``; :meth:`__call__` copies a new
     mini-batch in and replays it."""
 
-    def __init__(self, body: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor) -> None:
+    def __init__(self, body: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor, *,
+                 warm: Callable[[Tensor, Tensor], None] | None = None) -> None:
         self.x, self.y = x.clone(), y.clone()
         #: tensors the graph writes that must stay allocated (the gradients; set by the caller)
         self.keep: list = []
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        stream = torch.cuda.Stream(device=x.device)
+        stream.wait_stream(torch.cuda.current_stream(x.device))
+        if warm is not None:  # lazy initialisations (library handles, workspaces) on the capture stream, outside it
+            with torch.cuda.stream(stream):
+                warm(self.x, self.y)
+            torch.cuda.current_stream(x.device).wait_stream(stream)
+            torch.cuda.synchronize(x.device)
+        with torch.cuda.graph(self.graph, stream=stream):
             self.loss = body(self.x, self.y)
         self.replays = 0
 
