@@ -53,6 +53,7 @@ to ``"auto"`` and ``"off"`` is the bitwise reference (:mod:`bnfl.fl.engine_choic
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -345,6 +346,7 @@ class BatchedClients:
                     with self.options.autocast(sim.device):
                         out = net(x)
                     loss = self._losses(out, y, a, n, net.mask, sizes[:a])  # (a,)
+                    del out  # (nothing may keep this step's autograd graph alive: a graph capture follows)
                 loss.sum().backward()
             if self.hooks["adjust_grads"]:
                 for j in range(a):
@@ -406,6 +408,10 @@ class BatchedClients:
                     for name, b in net.buffers.items():
                         b.copy_(kept[name])
 
+            if opt.row_lr is not None:  # the rate columns exist before the capture (a host copy cannot be captured)
+                for q in opt.params:
+                    opt._column(q, q.shape[0])
+            gc.collect()  # no earlier step's autograd graph alive (its gradient accumulators are on another stream)
             try:
                 step = graphs[key] = GraphedStep(body, x, y, warm=warm)
             except Exception as err:  # noqa: BLE001 - reported; the steps run eagerly
@@ -491,6 +497,7 @@ class BatchedClients:
                 local_stats={layer: [Moments(count=cnt[j], mean=mk[j], var=vk[j]) for j in js]
                              for layer, (mk, vk, cnt, _, _) in stats.items()})
             _ema_global_stats(net, step, s._union_count, rows=None if owner is None else sl)
+        net.coupled_stats = {}  # (its global moments hold the autograd graph)
         return loss, steps
 
     def _next_batches(self, rows: Sequence[_Row], n: int) -> tuple[Tensor, Tensor]:
