@@ -267,7 +267,7 @@ def test_quick_entry_stacked_on_the_device_stays_within_seed_noise(dev, tmp_path
     committed = json.loads((ROOT / "figures" / ENTRY / "result.json").read_text())
     got = run(ENTRY, profile="quick", device=str(dev), out=tmp_path, stack="entry", device_options=opts).to_dict()
     lines, bad, checked = _compare(committed, got, f"{ENTRY} --profile quick, {variant}, on {dev}")
-    _write(f"quick-entry-{variant}.md", [f"# {ENTRY} --profile quick on {dev}: {variant}", "", *lines])
+    _write(f"quick-entry-{variant.replace('+', '-')}.md", [f"# {ENTRY} --profile quick on {dev}: {variant}", "", *lines])
     assert checked >= 3, lines
     assert not bad, "\n".join(bad)
 
