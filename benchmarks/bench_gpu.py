@@ -151,7 +151,7 @@ def stacked_round_seconds(method: str, depth: int, *, graphs: bool, device: torc
         cfg = fl.TrainConfig(rounds=warmup + timed, local_steps=steps, batch_size=batch, lr=0.05 * 2 ** (s % 3),
                              eval_every=10**6, progress=False, device=str(device), batched="on", seed=s)
         sim = fl.Simulation(model, data, m.algorithm(), cfg)
-        sim._batched.options = DeviceOptions(cuda_graphs=graphs)
+        sim._batched.options = DeviceOptions(cuda_graphs=graphs, graph_max_images=10**9)  # captured at every depth
         sims.append(sim)
     marks: dict[int, float] = {}
 

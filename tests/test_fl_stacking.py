@@ -203,6 +203,26 @@ def test_device_options_are_off_by_default_and_refuse_non_booleans():
     assert fl.build(_spec("fedavg+bn", 0))._batched.options == DeviceOptions()
     with pytest.raises(TypeError, match="DeviceOptions.tf32 must be True or False"):
         DeviceOptions(tf32="yes")
+    with pytest.raises(ValueError, match="graph_max_images must be a positive int"):
+        DeviceOptions(graph_max_images=0)
+
+
+def test_steps_larger_than_graph_max_images_run_eagerly(monkeypatch):
+    import bnfl.fl.batched as batched
+    from bnfl.fl.device_options import DeviceOptions
+
+    spec = _spec("fedavg+bn", 0)
+    spec["partition"] = {"kind": "iid", "num_clients": 5, "seed": 0}
+    monkeypatch.setattr(batched, "graphs_possible", lambda device: True)
+    monkeypatch.setattr(batched, "GraphedStep", _EagerGraph)
+    made = []
+    for limit in (3 * 48, 3 * 48 - 1):  # 3 participants x 48 images per step
+        _EagerGraph.made = 0
+        sim = fl.build(spec)
+        sim._batched.options = DeviceOptions(cuda_graphs=True, graph_max_images=limit)
+        sim.run()
+        made.append(_EagerGraph.made)
+    assert made[0] >= 1 and made[1] == 0
 
 
 # ------------------------------------------------------------------------ an entry's runs stacked

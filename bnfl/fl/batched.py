@@ -301,7 +301,8 @@ class BatchedClients:
         # its after_step acts on step 1 only, FedTAN's)
         quiet = not self.hooks["after_step"] or all(getattr(row.sim.algorithm, "after_step_first_only", False)
                                                     for row in rows)
-        steady_ok = graphs and net.mask is None and not self.hooks["adjust_grads"] and quiet
+        steady_ok = (graphs and net.mask is None and not self.hooks["adjust_grads"] and quiet
+                     and k * n <= opts.graph_max_images)  # a graph pays where the step is launch-bound
         with opts.precision(sim.device):
             step_losses = self._steps(r, net, opt, rows, contexts, views, client_opts, scope, k, n, sizes,
                                              steps, index, deferred, first, frozen, steady_ok)
