@@ -61,7 +61,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paper_plan import interpolate, paper_plan, run_work, stack_groups, training_entries  # noqa: E402
+from paper_plan import paper_plan, price_group, run_work, stack_groups, training_entries  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -389,12 +389,10 @@ def budget(device: torch.device, table: dict, stacked: dict, entries: list[str],
                 missing.add(f"{w0.model}: {rs}")
                 continue
             depths.append(depth)
-            for i in idx:
-                w = works[i]
-                m = "fedtan" if w.fedtan else "fedavg+bn"
-                ev = w.eval_images / (3 * r1)
-                hours += (w.images / (r1 * eff[m]) + ev) / 3600
-                stacked_hours += (w.images / (rs * interpolate(ratio[m], depth)) + ev) / 3600
+            one, st = price_group([works[i] for i in idx], plain=r1, plain_stacked=rs, depth=depth, efficiency=eff,
+                                  stacked_efficiency=ratio)
+            hours += one
+            stacked_hours += st
         rows.append({"id": plan.id, "runs": len(plan.specs), "complete": plan.complete, "seeds": plan.seeds,
                      "hours": hours, "stacked_hours": stacked_hours, "depths": sorted(set(depths)),
                      "note": "; ".join([plan.note, *sorted(missing)]).strip("; ")})

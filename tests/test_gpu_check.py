@@ -82,3 +82,17 @@ def test_every_data_set_has_a_size_row_or_is_named_without_one():
     from bnfl.data import DATASETS
 
     assert not set(DATASETS) - set(DATA) - NO_SIZE_ROW, "add a size row to paper_plan.DATA or name it in NO_SIZE_ROW"
+
+
+def test_a_stack_group_is_priced_from_its_plain_rates_and_efficiencies(capsys):
+    from paper_plan import RunWork, main, price_group
+
+    w = RunWork(model="m", model_options=(), shape=(3,), classes=2, batch=4, union=8, images=3600.0 * 100,
+                eval_images=3 * 3600.0 * 10, fedtan=False)
+    one, stacked = price_group([w, w], plain=100.0, plain_stacked=400.0, depth=2, efficiency={"fedavg+bn": 0.5},
+                               stacked_efficiency={"fedavg+bn": {1: 0.5, 4: 0.25}})
+    # one after another: 2 x (100 h / 0.5 + 0.1 h); stacked: 2 x (100 h / (4 x 0.375) + 0.1 h)
+    assert one == pytest.approx(2 * (2.0 + 0.1)) and stacked == pytest.approx(2 * (1 / 1.5 + 0.1))
+    assert main(["--entries", "fixbn-tab2,fedtan-tab3"]) == 0
+    out = capsys.readouterr().out
+    assert "| fixbn-tab2 | 9 |" in out and "fedtan-tab3" not in out
