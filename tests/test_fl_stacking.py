@@ -279,3 +279,22 @@ def test_the_paper_profile_on_cuda_stacks_the_entry_with_cuda_graphs_and_the_qui
     assert set(_key(paper, spec, [0, 1, 2])) == {"spec", "device", "batched", "stack", "device_options"}
     assert set(_identity("x", "quick", {}, [0], "cpu", None, "auto")) == {"id", "profile", "config", "seeds",
                                                                           "device", "code", "batched"}
+
+
+def test_a_rate_that_changes_every_round_keeps_at_most_four_graphs(monkeypatch):
+    """Each rate is a captured constant: a new graph per rate, the oldest freed beyond four."""
+    import bnfl.fl.batched as batched
+    from bnfl.fl.device_options import DeviceOptions
+
+    spec = _spec("fedavg+bn", 0)
+    spec["rounds"] = 7
+    spec["partition"] = {"kind": "iid", "num_clients": 5, "seed": 0}
+    spec["train"]["milestones"] = [1, 2, 3, 4, 5, 6]  # lr *= gamma after every round
+    monkeypatch.setattr(batched, "graphs_possible", lambda device: True)
+    monkeypatch.setattr(batched, "GraphedStep", _EagerGraph)
+    _EagerGraph.made = 0
+    sim = fl.build(spec)
+    sim._batched.options = DeviceOptions(cuda_graphs=True)
+    sim.run()
+    assert _EagerGraph.made == 7
+    assert [len(g) for g in sim._batched._graphs.values()] == [4]

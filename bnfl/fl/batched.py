@@ -85,6 +85,8 @@ __all__ = ["BATCHED_MODES", "BatchedClients", "ClientWork", "DeferredCoupledStep
 BATCHED_MODES = ("off", "auto", "on")
 
 _CLIENT_HOOKS = ("client_start", "adjust_grads", "after_step", "extra_upload")
+#: captured CUDA graphs kept per stacked net (shapes, rates, frozen phase); older ones are freed
+_GRAPHS_KEPT = 4
 _MISSING = object()
 
 
@@ -412,6 +414,8 @@ class BatchedClients:
             if opt.row_lr is not None:  # the rate columns exist before the capture (a host copy cannot be captured)
                 for q in opt.params:
                     opt._column(q, q.shape[0])
+            while len(graphs) >= _GRAPHS_KEPT:  # e.g. a rate that changes every round: the oldest graphs go
+                graphs.pop(next(iter(graphs)))
             gc.collect()  # no earlier step's autograd graph alive (its gradient accumulators are on another stream)
             try:
                 step = graphs[key] = GraphedStep(body, x, y, warm=warm)
