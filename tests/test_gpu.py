@@ -1,6 +1,8 @@
 """bnfl on a CUDA device (``pytest -m gpu``; ``scripts/gpu_check.sh`` runs these): the batched and
 sequential engines agree there, FedTAN's round is still the centralized step, a one-rank NCCL job
-equals the simulator, and a quick entry trained on the GPU reproduces its committed CPU numbers.
+equals the simulator, a quick entry trained on the GPU reproduces its committed CPU numbers (also
+stacked as the paper profile stacks, and with channels-last/TF32/bf16), and stacked runs with
+their steady steps replayed as CUDA graphs equal the eager unstacked runs (issue 38).
 
 Skipped without CUDA. ``BNFL_GPU_TEST_DEVICE=cpu`` runs them on the CPU instead (gloo for the
 distributed case), which checks the tests themselves on a machine without a GPU. Every test
