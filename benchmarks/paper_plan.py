@@ -1,5 +1,10 @@
-"""The training runs of every paper-profile entry, enumerated without training or data, and the
-images each run processes (what :mod:`bench_gpu` turns into a wall-time estimate).
+"""The training runs of every paper-profile entry, enumerated without training or data, the
+images each run processes, and how the runs stack on a GPU (what :mod:`bench_gpu` turns into a
+wall-time estimate, one run after another and stacked: :func:`stack_groups`, :func:`price_group`).
+
+Usage::
+
+    python benchmarks/paper_plan.py [--entries fixbn-tab2,fedtan-fig5]   # runs and stack groups per entry
 
 How the runs are found: an entry's ``compute(ctx, config)`` is called at the ``paper`` profile
 with the paper's seed count and a recording run cache (:class:`RecordingCache`). Every training
@@ -216,3 +221,90 @@ def training_entries() -> Sequence[str]:
     from bnfl.experiments import registry
 
     return registry.ids()
+
+
+def stack_key(w: RunWork, norm: str) -> tuple:
+    """Runs with equal keys build the same architecture on the same input, mini-batch and
+    participants: ``bnfl run --profile paper --device cuda`` stacks them into one computation
+    (:mod:`bnfl.experiments.stacking`, which also stacks runs with other participant counts)."""
+    return (w.model, repr(w.model_options), w.shape, w.classes, norm, w.batch, w.union)
+
+
+def stack_groups(works: Sequence[RunWork], norms: Sequence[str]) -> dict[tuple, list[int]]:
+    """The runs (indices into ``works``) of each :func:`stack_key`, in order of first appearance."""
+    out: dict[tuple, list[int]] = {}
+    for i, (w, norm) in enumerate(zip(works, norms, strict=True)):
+        out.setdefault(stack_key(w, norm), []).append(i)
+    return out
+
+
+def interpolate(points: Mapping[int, float], depth: int) -> float:
+    """``points`` (measured value per stack depth) at ``depth``: linear in log(depth) between the
+    measured depths, the nearest measured value outside them."""
+    xs = sorted(points)
+    if depth <= xs[0]:
+        return points[xs[0]]
+    if depth >= xs[-1]:
+        return points[xs[-1]]
+    for a, b in zip(xs, xs[1:], strict=False):
+        if a <= depth <= b:
+            f = (math.log(depth) - math.log(a)) / (math.log(b) - math.log(a))
+            return points[a] + f * (points[b] - points[a])
+    raise AssertionError("unreachable")
+
+
+def price_group(works: Sequence[RunWork], *, plain: float, plain_stacked: float, depth: int,
+                efficiency: Mapping[str, float], stacked_efficiency: Mapping[str, Mapping[int, float]],
+                ) -> tuple[float, float]:
+    """Hours of one stack group's runs (all of one :func:`stack_key`) one after another and
+    stacked: a run's training images over the plain loop's images/s for its model (``plain`` at
+    its union batch; ``plain_stacked`` at ``depth`` x that batch) times the FL round's efficiency
+    against that plain loop (``efficiency``: the batched round, per ``"fedtan"``/``"fedavg+bn"``;
+    ``stacked_efficiency``: per method and measured depth, :func:`interpolate` d), plus its
+    evaluations at a third of a training image each (not stacked)."""
+    one = stacked = 0.0
+    for w in works:
+        m = "fedtan" if w.fedtan else "fedavg+bn"
+        ev = w.eval_images / (3 * plain)
+        one += (w.images / (plain * efficiency[m]) + ev) / 3600
+        stacked += (w.images / (plain_stacked * interpolate(stacked_efficiency[m], depth)) + ev) / 3600
+    return one, stacked
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print every training entry's paper-profile runs and how they stack (no GPU, no data)."""
+    import argparse
+
+    from bnfl.methods import get
+
+    ap = argparse.ArgumentParser(description="paper-profile runs per entry and their stack groups")
+    ap.add_argument("--entries", default="", help="comma-separated entry ids (default: every entry)")
+    args = ap.parse_args(argv)
+    ids = [e for e in args.entries.split(",") if e] or list(training_entries())
+    total = groups_total = 0
+    print("| entry | runs | stack groups | largest group | note |\n|---|---|---|---|---|")
+    for eid in ids:
+        plan = paper_plan(eid)
+        if plan.note.startswith("no training"):
+            continue
+        works, norms = [], []
+        for spec in plan.specs:
+            try:
+                works.append(run_work(spec))
+            except KeyError:
+                continue
+            norms.append(get(spec["method"]).norm)
+        groups = stack_groups(works, norms)
+        total += len(plan.specs)
+        groups_total += len(groups)
+        ge = "" if plan.complete else ">="
+        print(f"| {eid} | {ge}{len(plan.specs)} | {len(groups)} | {max((len(v) for v in groups.values()), default=0)} "
+              f"| {plan.note} |")
+    print(f"| all | >={total} | {groups_total} | | |")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

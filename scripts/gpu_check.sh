@@ -6,15 +6,19 @@
 # from the repository root, no network, no virtual environment: it needs python3 with torch, numpy
 # and pytest; what else a part needs (tqdm, matplotlib, scipy, scikit-learn for the quick entry and
 # the entry plans) is checked first, and a part that lacks it is skipped with a line naming it.
-# About 3-5 minutes on one H100 (each part has a time limit; all of them together stay under 8).
+# About 5-7 minutes on one H100/H200 (each part has a time limit; all of them together stay under 8).
 #
 #   1. environment: python, torch, CUDA, the GPU, NCCL, the optional packages   -> environment.txt
 #   2. pytest -m gpu tests/test_gpu.py: batched == sequential on CUDA (float32 to rounding,
 #      float64 1e-12), FedTAN round == centralized step (float64), a 1-rank NCCL run == the
 #      simulator, `bnfl run fixbn-tab2 --profile quick --device cuda` against its committed CPU
-#      numbers (within 2.5 seed sds)                                          -> gpu-tests.log, quick-entry.md
+#      numbers (within 2.5 seed sds), also stacked as the paper profile stacks (CUDA graphs) and with
+#      channels-last/TF32/bf16; stacked runs and graph replay equal the eager unstacked runs
+#                                                                             -> gpu-tests.log, quick-entry*.md
 #   3. benchmarks/bench_gpu.py: ResNet-20 FedTAN / FedAvg+BN rounds vs a plain PyTorch loop
-#      (images/s), and the estimated wall time of every paper-profile entry  -> bench_gpu.md, bench_gpu.json
+#      (images/s), stacked at S = 1, 5, 25 with and without CUDA graphs (and the GPU's share of its
+#      peak), the options, and the estimated wall time of every paper-profile entry, one run after
+#      another and stacked                                                   -> bench_gpu.md, bench_gpu.json
 #
 # Everything is written to $OUT (default ./gpu-check-out); summary.md lists each part's outcome.
 # Without a CUDA device the tests skip and the benchmark runs its tiny CPU form (a code-path check).
@@ -88,7 +92,7 @@ cat "$OUT/environment.txt"
 say "- environment: $(grep -m1 '^torch ' "$OUT/environment.txt"); $(grep -m1 '^cuda available' "$OUT/environment.txt")"
 grep -E 'MISSING' "$OUT/environment.txt" | sed 's/^/  - /' | tee -a "$SUMMARY"
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    BENCH=(--device cuda)
+    BENCH=(--device cuda --rounds 3)
 else
     say "- no CUDA device: the gpu tests skip (named in gpu-tests.log) and the benchmark runs --tiny on the CPU"
     BENCH=(--device cpu --tiny --entries fixbn-tab2)
@@ -97,12 +101,12 @@ fi
 # -- 2. the gpu tests -------------------------------------------------------------------------------
 # --noconftest: tests/conftest.py sets up hypothesis, which these tests do not use (and a GPU
 # image may lack); test_gpu.py sets one CPU thread itself.
-part gpu-tests 270 "$PY" -m pytest tests/test_gpu.py -m gpu -q -rs -p no:cacheprovider --noconftest \
+part gpu-tests 160 "$PY" -m pytest tests/test_gpu.py -m gpu -q -rs -p no:cacheprovider --noconftest \
     --junitxml="$OUT/gpu-tests.xml"
 grep -E '^SKIPPED' "$OUT/gpu-tests.log" | sed 's/^/  - /' | tee -a "$SUMMARY"
 
 # -- 3. the throughput benchmark and the paper-profile budget ---------------------------------------
-part bench-gpu 180 "$PY" benchmarks/bench_gpu.py "${BENCH[@]}" --out "$OUT"
+part bench-gpu 220 "$PY" benchmarks/bench_gpu.py "${BENCH[@]}" --out "$OUT"
 
 say ""
 say "total: $((SECONDS - START)) s; results in $OUT (summary.md, environment.txt, gpu-tests.log, quick-entry.md, bench_gpu.md)"

@@ -1,6 +1,8 @@
 """bnfl on a CUDA device (``pytest -m gpu``; ``scripts/gpu_check.sh`` runs these): the batched and
 sequential engines agree there, FedTAN's round is still the centralized step, a one-rank NCCL job
-equals the simulator, and a quick entry trained on the GPU reproduces its committed CPU numbers.
+equals the simulator, a quick entry trained on the GPU reproduces its committed CPU numbers (also
+stacked as the paper profile stacks, and with channels-last/TF32/bf16), and stacked runs with
+their steady steps replayed as CUDA graphs equal the eager unstacked runs (issue 38).
 
 Skipped without CUDA. ``BNFL_GPU_TEST_DEVICE=cpu`` runs them on the CPU instead (gloo for the
 distributed case), which checks the tests themselves on a machine without a GPU. Every test
@@ -202,18 +204,10 @@ ENTRY = "fixbn-tab2"
 SEED_SDS = 2.5
 
 
-def test_quick_entry_on_the_device_matches_its_committed_cpu_numbers(dev, tmp_path):
-    """``bnfl run fixbn-tab2 --profile quick --device cuda``: every mean ± sd cell of the table
-    within SEED_SDS committed seed sds of the committed CPU number (figures/fixbn-tab2)."""
-    _require("tqdm", "matplotlib", "scipy", "sklearn")
-    from bnfl.cli import main
-
-    committed = json.loads((ROOT / "figures" / ENTRY / "result.json").read_text())
-    assert main(["run", ENTRY, "--profile", "quick", "--device", str(dev), "--out", str(tmp_path)]) == 0
-    got = json.loads((tmp_path / ENTRY / "result.json").read_text())
-    assert got["device"] == str(dev)
-    lines = [f"# {ENTRY} --profile quick: {dev} against the committed CPU result", "",
-             f"tolerance: |mean difference| <= {SEED_SDS} x the committed seed sd", "",
+def _compare(committed: dict, got: dict, title: str) -> tuple[list[str], list[str], int]:
+    """The quick entry's mean ± sd cells against the committed ones: markdown lines, the cells
+    outside SEED_SDS seed sds, and how many cells were compared."""
+    lines = [f"## {title}", "", f"tolerance: |mean difference| <= {SEED_SDS} x the committed seed sd", "",
              "| row | column | committed (CPU) | this device | difference | tolerance | ok |", "|---|---|---|---|---|---|---|"]
     bad, checked = [], 0
     for want_row, got_row in zip(committed["rows"], got["rows"], strict=True):
@@ -229,9 +223,97 @@ def test_quick_entry_on_the_device_matches_its_committed_cpu_numbers(dev, tmp_pa
             lines.append(f"| {label} | {col} | {cell} | {got_row[col]} | {diff:+.2f} | {tol:.2f} | {'yes' if ok else 'NO'} |")
             if not ok:
                 bad.append(lines[-1])
+    return lines, bad, checked
+
+
+def _write(name: str, lines: list[str]) -> None:
     out = os.environ.get("BNFL_GPU_CHECK_OUT")
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "quick-entry.md").write_text("\n".join(lines) + "\n")
+        (Path(out) / name).write_text("\n".join(lines) + "\n")
+
+
+def test_quick_entry_on_the_device_matches_its_committed_cpu_numbers(dev, tmp_path):
+    """``bnfl run fixbn-tab2 --profile quick --device cuda``: every mean ± sd cell of the table
+    within SEED_SDS committed seed sds of the committed CPU number (figures/fixbn-tab2)."""
+    _require("tqdm", "matplotlib", "scipy", "sklearn")
+    from bnfl.cli import main
+
+    committed = json.loads((ROOT / "figures" / ENTRY / "result.json").read_text())
+    assert main(["run", ENTRY, "--profile", "quick", "--device", str(dev), "--out", str(tmp_path)]) == 0
+    got = json.loads((tmp_path / ENTRY / "result.json").read_text())
+    assert got["device"] == str(dev)
+    lines, bad, checked = _compare(committed, got, f"{ENTRY} --profile quick: {dev} against the committed CPU result")
+    _write("quick-entry.md", [f"# {ENTRY} --profile quick on {dev}", "", *lines])
     assert checked >= 3, lines
     assert not bad, "\n".join(bad)
+
+
+#: the options of the stacked path (issue 38): the entry stacked as the paper profile stacks on a
+#: GPU (CUDA graphs on), then with channels-last, TF32 and bf16 on too
+VARIANTS = {"stacked": None, "stacked+channels_last+tf32+bf16": {"channels_last": True, "tf32": True, "bf16": True}}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_quick_entry_stacked_on_the_device_stays_within_seed_noise(dev, tmp_path, variant):
+    """The quick entry run through the paper profile's path (every run of the entry planned and
+    stacked, ``stack="entry"``; the steady steps replayed as CUDA graphs) and with the arithmetic
+    options: each cell within SEED_SDS committed seed sds of the committed CPU number. The
+    differences are what the options do to a committed quick number (quick-entry-<variant>.md)."""
+    _require("tqdm", "matplotlib", "scipy", "sklearn")
+    from bnfl.experiments.runner import run
+    from bnfl.fl.device_options import DeviceOptions
+
+    extra = VARIANTS[variant]
+    opts = None if extra is None else DeviceOptions(cuda_graphs=dev.type == "cuda", **extra)
+    committed = json.loads((ROOT / "figures" / ENTRY / "result.json").read_text())
+    got = run(ENTRY, profile="quick", device=str(dev), out=tmp_path, stack="entry", device_options=opts).to_dict()
+    lines, bad, checked = _compare(committed, got, f"{ENTRY} --profile quick, {variant}, on {dev}")
+    _write(f"quick-entry-{variant.replace('+', '-')}.md", [f"# {ENTRY} --profile quick on {dev}: {variant}", "", *lines])
+    assert checked >= 3, lines
+    assert not bad, "\n".join(bad)
+
+
+RUNS = ((0, 0.05), (1, 0.1), (2, 0.05))  # (seed, learning rate): a grid's rows
+
+
+def _stacked(dev, method: str, graphs: bool, dtype: str, runs=RUNS):
+    from bnfl import fl, models
+    from bnfl.fl.device_options import DeviceOptions
+    from bnfl.fl.lockstep import run_lockstep
+    from bnfl.methods import get
+
+    m = get(method)
+    data = _data(n_per=(40, 40, 40, 40))  # equal batches: no padding mask, so the steady steps may replay
+    sims = []
+    for s, lr in runs:
+        cfg = fl.TrainConfig(rounds=3, local_steps=4, batch_size=8, lr=lr, momentum=0.9, dtype=dtype, device=str(dev),
+                             batched="on", progress=False, seed=s)
+        torch.manual_seed(s)
+        net = models.build("q_scnn", norm=m.norm, num_classes=4, in_channels=1, input_size=8)
+        sim = fl.Simulation(net, data, m.algorithm(), cfg)
+        sim._batched.options = DeviceOptions(cuda_graphs=graphs)
+        sims.append(sim)
+    run_lockstep(sims, stack_coupled=True)
+    return sims
+
+
+@pytest.mark.parametrize("method", ["fedavg+bn", "fedtan"])
+def test_stacked_runs_and_graph_replay_equal_the_eager_unstacked_runs_on_the_device(dev, method):
+    """A learning-rate grid of three runs stacked (FedTAN's coupled steps too), eager and with the
+    steady steps replayed as a CUDA graph: each run equals its own eager run, float64 to 1e-12,
+    float32 to rounding; on CUDA the graph was captured and replayed."""
+    exact = [_stacked(dev, method, False, "float64", runs=(run,))[0] for run in RUNS]
+    for dtype in ("float64", "float32"):
+        alone = [_stacked(dev, method, False, dtype, runs=(run,))[0] for run in RUNS]
+        own = max(_state_diff(a, e) for a, e in zip(alone, exact, strict=True))  # float32's own error
+        tol = 1e-12 if dtype == "float64" else F32_ATOL + own
+        for graphs in (False, True):
+            sims = _stacked(dev, method, graphs, dtype)
+            for s in sims:
+                assert s._batched.graph_error is None, s._batched.graph_error
+            for got, want in zip(sims, alone, strict=True):
+                assert _state_diff(got, want) <= tol, (method, dtype, graphs, _state_diff(got, want))
+            if graphs and dev.type == "cuda":
+                made = [g for net in sims[0]._batched._graphs.values() for g in net.values()]
+                assert made and all(g.replays > 0 for g in made)

@@ -4,6 +4,7 @@ tiny form, and the paper-profile plans it budgets from enumerate an entry's runs
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,26 @@ def test_bench_gpu_tiny_runs_on_the_cpu(tmp_path):
     entries = {e["id"]: e for e in got["budget"]["entries"]}
     assert list(entries) == ["fixbn-tab2"]  # fedtan-tab3 trains nothing (an exact table)
     assert entries["fixbn-tab2"]["runs"] == 9 and entries["fixbn-tab2"]["complete"] and entries["fixbn-tab2"]["hours"] > 0
+    # stacked: FedAvg+BN and FedTAN at every depth (eager on the CPU), priced with stacking
+    stacked = got["stacked"]
+    assert {(r["method"], r["depth"], r["graphs"]) for r in stacked["rows"]} == {
+        (m, d, False) for m in ("fedavg+bn", "fedtan") for d in (1, 2)}
+    assert all(r["images_per_s"] > 0 and r["graph_error"] is None for r in stacked["rows"])
+    assert set(stacked["plain_at_depth"]) == {"1", "2"} and stacked["flops_per_image"] > 0
+    assert [r["option"] for r in got["options"]] == ["none", "channels_last", "tf32", "bf16", "graphs+all"]
+    assert got["options"][0]["max_loss_diff"] == 0 and got["options"][2]["max_loss_diff"] == 0  # TF32: CUDA only
+    e = entries["fixbn-tab2"]
+    assert 0 < e["stacked_hours"] and e["depths"] and "| hours, stacked |" in md
+    assert "(c) S runs stacked" in md and "(d) The options" in md
+
+
+def test_stacked_pricing_interpolates_in_log_depth():
+    from paper_plan import interpolate
+
+    pts = {1: 0.5, 5: 1.0, 25: 2.0}
+    assert interpolate(pts, 1) == 0.5 and interpolate(pts, 25) == 2.0 and interpolate(pts, 100) == 2.0
+    assert interpolate(pts, 5) == pytest.approx(1.0)
+    assert interpolate(pts, 3) == pytest.approx(0.5 + 0.5 * (math.log(3) / math.log(5)))
 
 
 def test_paper_plan_counts_an_entrys_runs_without_training():
@@ -61,3 +82,17 @@ def test_every_data_set_has_a_size_row_or_is_named_without_one():
     from bnfl.data import DATASETS
 
     assert not set(DATASETS) - set(DATA) - NO_SIZE_ROW, "add a size row to paper_plan.DATA or name it in NO_SIZE_ROW"
+
+
+def test_a_stack_group_is_priced_from_its_plain_rates_and_efficiencies(capsys):
+    from paper_plan import RunWork, main, price_group
+
+    w = RunWork(model="m", model_options=(), shape=(3,), classes=2, batch=4, union=8, images=3600.0 * 100,
+                eval_images=3 * 3600.0 * 10, fedtan=False)
+    one, stacked = price_group([w, w], plain=100.0, plain_stacked=400.0, depth=2, efficiency={"fedavg+bn": 0.5},
+                               stacked_efficiency={"fedavg+bn": {1: 0.5, 4: 0.25}})
+    # one after another: 2 x (100 h / 0.5 + 0.1 h); stacked: 2 x (100 h / (4 x 0.375) + 0.1 h)
+    assert one == pytest.approx(2 * (2.0 + 0.1)) and stacked == pytest.approx(2 * (1 / 1.5 + 0.1))
+    assert main(["--entries", "fixbn-tab2,fedtan-tab3"]) == 0
+    out = capsys.readouterr().out
+    assert "| fixbn-tab2 | 9 |" in out and "fedtan-tab3" not in out

@@ -218,6 +218,15 @@ class Context:
         ``"auto"`` trains a round's clients as one computation where the run allows it, and
         the seeds of :func:`~bnfl.experiments.training.train_seeds` together (equal to the
         sequential engine up to rounding, not bitwise).
+    stack : {"seeds", "entry"}
+        What trains as one batched computation: the seeds of one configuration (``"seeds"``,
+        the default), or every run of the entry that shares a model shape: seeds, learning-rate
+        grids, methods (``"entry"``, :mod:`bnfl.experiments.stacking`; what
+        :func:`~bnfl.experiments.runner.run` chooses for the paper profile on a CUDA device).
+    device_options : bnfl.fl.device_options.DeviceOptions or None
+        How the batched engine runs its steps on a GPU (CUDA graphs, channels-last, TF32, bf16).
+        ``None``: CUDA graphs with ``stack="entry"`` on a CUDA device, nothing otherwise
+        (:func:`bnfl.experiments.training.device_options`).
     """
 
     profile: str
@@ -227,5 +236,7 @@ class Context:
     cache: Any = None
     progress: bool = False
     batched: str = "off"
+    stack: str = "seeds"
+    device_options: Any = None
     #: ``{run hash: seconds}`` of every training run this entry used (fresh or from the cache).
     runs_used: dict[str, float] = field(default_factory=dict)

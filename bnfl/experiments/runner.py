@@ -85,7 +85,8 @@ def load_result(out: str | os.PathLike[str], experiment_id: str) -> Result | Non
 
 
 def _identity(experiment_id: str, profile: str, config: Mapping[str, Any], seeds: list[int],
-              device: str, data_root: str | None, batched: str = "off") -> dict[str, Any]:
+              device: str, data_root: str | None, batched: str = "off", stack: str = "seeds",
+              device_options: Any = None) -> dict[str, Any]:
     # Everything that changes the numbers; the hash of this decides whether a stored
     # result can be reused.
     ident: dict[str, Any] = {
@@ -96,6 +97,10 @@ def _identity(experiment_id: str, profile: str, config: Mapping[str, Any], seeds
         ident["data_root"] = data_root
     if batched != "off":
         ident["batched"] = batched
+    if stack != "seeds":  # (identities of unstacked results stay as they were)
+        ident["stack"] = stack
+    if device_options is not None and device_options.any:
+        ident["device_options"] = device_options.describe()
     return ident
 
 
@@ -128,6 +133,8 @@ def run(
     cache: RunCache | None = None,
     progress: bool = False,
     batched: str = "auto",
+    stack: str | None = None,
+    device_options: Any = None,
 ) -> Result:
     """Run one registered entry and return its :class:`Result`.
 
@@ -160,6 +167,14 @@ def run(
         The engine of the training runs (:attr:`bnfl.fl.TrainConfig.batched`): ``"auto"`` trains
         each round's clients (and an entry's seeds) as one computation where possible, equal
         to ``"off"`` up to rounding (another hash, cached apart).
+    stack : {"seeds", "entry"}, optional
+        What trains as one computation (:attr:`Context.stack <bnfl.experiments.core.Context>`);
+        default ``"entry"`` for the paper profile on a CUDA device with the batched engine (the
+        entry's runs stacked, :mod:`bnfl.experiments.stacking`), ``"seeds"`` otherwise.
+    device_options : bnfl.fl.device_options.DeviceOptions, optional
+        CUDA graphs, channels-last, TF32, bf16 for the batched runs (:attr:`Context.device_options
+        <bnfl.experiments.core.Context>`; default: CUDA graphs with ``stack="entry"`` on a CUDA
+        device, nothing otherwise); options that are on join the result's hash.
     """
     from bnfl.fl.batched import BATCHED_MODES
 
@@ -167,11 +182,17 @@ def run(
         raise ValueError(f"batched must be one of {', '.join(BATCHED_MODES)}; got {batched!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    from bnfl.experiments.stacking import STACK_MODES, default_stack, stack_entry
+
+    stack = default_stack(profile, device, batched) if stack is None else stack
+    if stack not in STACK_MODES:
+        raise ValueError(f"stack must be one of {', '.join(STACK_MODES)}; got {stack!r}")
     entry = get(experiment_id)
     config = deep_merge(entry.config(profile), overrides)
     seed_list = _seed_list(int(entry.default_seeds.get(profile, 1)), seeds)
     root = _resolve_data_root(data_root)
-    key = config_hash(_identity(experiment_id, profile, config, seed_list, device, root, batched))
+    key = config_hash(_identity(experiment_id, profile, config, seed_list, device, root, batched, stack,
+                                device_options))
     if out is not None and not force:
         stored = load_result(out, experiment_id)
         if (stored is not None and stored.config_hash == key
@@ -180,11 +201,14 @@ def run(
     if cache is None:
         cache = RunCache(Path(out) / "_runs" if out is not None else None)
     ctx = Context(profile=profile, device=device, seeds=seed_list, data_root=root, cache=cache,
-                  progress=progress, batched=batched)
+                  progress=progress, batched=batched, stack=stack, device_options=device_options)
     # Entries that draw random numbers outside torch (matplotlib layouts, python's random)
     # get the same stream every time.
     random.seed(seed_list[0])
     start = time.perf_counter()
+    if stack == "entry":  # train the planned runs stacked; compute then finds them in the cache
+        stack_entry(ctx, lambda c: entry.compute(c, config))
+        random.seed(seed_list[0])
     parts = entry.compute(ctx, config)
     duration = time.perf_counter() - start
     result = Result(

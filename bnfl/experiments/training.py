@@ -30,7 +30,7 @@ import numpy as np
 from bnfl.experiments.core import Context, config_hash
 from bnfl.experiments.observers import Observer, observer_keys
 
-__all__ = ["canonical", "final", "load_data", "mean_std", "train", "train_seeds"]
+__all__ = ["canonical", "device_options", "final", "load_data", "mean_std", "train", "train_seeds"]
 
 #: Training defaults of the experiments (``spec["train"]``), filled in before hashing.
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -122,25 +122,39 @@ def _round(xs: Sequence[Any], nd: int = 5) -> list[Any]:
     return [None if x is None else round(float(x), nd) for x in xs]
 
 
+def device_options(ctx: Context) -> Any:
+    """The :class:`~bnfl.fl.device_options.DeviceOptions` of ``ctx``'s batched runs: its own, or
+    CUDA graphs when the entry's runs are stacked (``ctx.stack == "entry"``) on a CUDA device, or
+    none (the default everywhere else: the quick profile's runs are as they were)."""
+    from bnfl.fl.device_options import DeviceOptions
+
+    if ctx.device_options is not None:
+        return ctx.device_options
+    return DeviceOptions(cuda_graphs=ctx.stack == "entry" and str(ctx.device).startswith("cuda"))
+
+
 def _build(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool,
-           batched: str = "off", observers: Sequence[Observer] = ()) -> tuple[Any, Any]:
-    """The :class:`bnfl.fl.Simulation` of ``spec`` and its data split (``observers`` attached)."""
+           batched: str = "off", observers: Sequence[Observer] = (), options: Any = None) -> tuple[Any, Any]:
+    """The :class:`bnfl.fl.Simulation` of ``spec`` and its data split (``observers`` attached;
+    ``options``: the batched engine's :class:`~bnfl.fl.device_options.DeviceOptions`, default none)."""
     from bnfl import fl
 
     split = load_data(spec["data"], data_root=data_root)
     cfg = fl.RunConfig.from_dict({**spec, "device": device,
                                   "train": {**spec["train"], "progress": progress, "batched": batched}})
     sim = fl.build(cfg, data_root=data_root, split=split)
+    if options is not None and sim._batched is not None:
+        sim._batched.options = options
     for obs in observers:
         obs.attach(sim)
     return sim, split
 
 
 def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: bool,
-         batched: str = "off", observers: Sequence[Observer] = ()) -> dict[str, Any]:
+         batched: str = "off", observers: Sequence[Observer] = (), options: Any = None) -> dict[str, Any]:
     start = time.perf_counter()
     sim, split = _build(spec, device=device, data_root=data_root, progress=progress, batched=batched,
-                        observers=observers)
+                        observers=observers, options=options)
     return _summary(spec, sim, split, _outcome(sim), batched=batched, seconds=time.perf_counter() - start,
                     observers=observers)
 
@@ -221,8 +235,13 @@ def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None,
         key["data_root"] = ctx.data_root
     if ctx.batched != "off":  # rounding differs from the sequential engine: another cached run
         key["batched"] = ctx.batched
-    if group is not None:  # and from one seed's own batched run (the padding depends on the group)
+    if ctx.stack == "entry":  # stacked with the entry's other runs (bnfl.experiments.stacking)
+        key["stack"] = "entry"
+    elif group is not None:  # and from one seed's own batched run (the padding depends on the group)
         key["seed_group"] = [int(s) for s in group]
+    opts = device_options(ctx)
+    if opts.any:  # CUDA graphs (equal to rounding), TF32, bf16, channels-last: cached apart
+        key["device_options"] = opts.describe()
     if observers:  # (keys of runs without observers stay as they were)
         key["observers"] = observer_keys(observers)
     return key
@@ -243,7 +262,7 @@ def train(ctx: Context, spec: Mapping[str, Any], *, ready: Mapping[str, dict[str
         if done is not None:
             return done
         return _run(spec, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress, batched=ctx.batched,
-                    observers=observers)
+                    observers=observers, options=device_options(ctx))
 
     out = compute() if ctx.cache is None else ctx.cache.get_or_compute(key, compute)
     ctx.runs_used[config_hash(key)] = float(out.get("seconds", 0.0))
@@ -290,7 +309,7 @@ def _lockstep_compute(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequ
 
     start = time.perf_counter()
     built = [(s, *_build(s, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress,
-                         batched=ctx.batched, observers=observers)) for s in specs]
+                         batched=ctx.batched, observers=observers, options=device_options(ctx))) for s in specs]
     together = [sim for _, sim, _ in built if sim._batched is not None]
     outcomes = dict(zip(map(id, together), run_lockstep(together), strict=True)) if len(together) > 1 else {}
     for _, sim, _ in built:

@@ -53,7 +53,8 @@ to ``"auto"`` and ``"off"`` is the bitwise reference (:mod:`bnfl.fl.engine_choic
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import gc
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,7 @@ from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
 from bnfl.fl.batched_together import ClientWork, in_round_order, run_together, same_samples
+from bnfl.fl.device_options import DeviceOptions, GraphedStep
 from bnfl.functional import ema
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
 from bnfl.nn.batched import BatchedNet, batching_obstacle
@@ -83,6 +85,8 @@ __all__ = ["BATCHED_MODES", "BatchedClients", "ClientWork", "DeferredCoupledStep
 BATCHED_MODES = ("off", "auto", "on")
 
 _CLIENT_HOOKS = ("client_start", "adjust_grads", "after_step", "extra_upload")
+#: captured CUDA graphs kept per stacked net (shapes, rates, frozen phase); older ones are freed
+_GRAPHS_KEPT = 4
 _MISSING = object()
 
 
@@ -119,19 +123,29 @@ def select_batched(sim: Simulation) -> tuple[BatchedClients | None, str]:
     return None, why
 
 
+def graphs_possible(device: torch.device) -> bool:
+    """Whether ``DeviceOptions.cuda_graphs`` can capture on ``device`` (a CUDA device)."""
+    return device.type == "cuda"
+
+
 @torch.no_grad()
-def _ema_global_stats(net: BatchedNet, step: CoupledStep, union_count: Mapping[str, int] | None) -> None:
+def _ema_global_stats(net: BatchedNet, step: CoupledStep, union_count: Mapping[str, int] | None,
+                      rows: slice | None = None) -> None:
     r"""FedTAN eq. 6 for every client at once: each client's running statistics
     :math:`\bar S_k \leftarrow (1-\rho)\bar S_k + \rho(\bar\mu, \tfrac{m}{m-1}\bar\sigma^2)` with the
     global statistics of the coupled step, rows ``(K, C)`` against ``(C,)``:
-    :func:`bnfl.fl.engine.ema_global_stats` applied to each client's model (same operations)."""
+    :func:`bnfl.fl.engine.ema_global_stats` applied to each client's model (same operations).
+    ``rows``: only these clients' rows (one simulation's, of several stacked)."""
     for name, m in net.net.named_modules():
         if name not in step.layer_stats or not isinstance(m, _BatchNorm) or not m.track_running_stats:
             continue
         mean, var = step.layer_stats[name]
         count = union_count[name] if union_count is not None else sum(mom.count for mom in step.local_stats[name])
         rm, rv = net.buffers[f"{name}.running_mean"], net.buffers[f"{name}.running_var"]  # (K, C)
-        net.buffers[f"{name}.num_batches_tracked"].add_(1)
+        nbt = net.buffers[f"{name}.num_batches_tracked"]
+        if rows is not None:
+            rm, rv, nbt = rm[rows], rv[rows], nbt[rows]
+        nbt.add_(1)
         unbiased = Moments(count=count, mean=mean, var=var).unbiased_var()  # raises for count < 2
         rm.copy_(ema(rm, mean.to(rm.dtype), m.momentum))  # batching_obstacle: momentum is a number
         rv.copy_(ema(rv, unbiased.to(rv.dtype), m.momentum))
@@ -189,6 +203,13 @@ class BatchedClients:
         self.hooks = {h: h in used for h in _CLIENT_HOOKS}
         #: one BatchedNet per number of clients trained together (built once, loaded every round)
         self._nets: dict[int, BatchedNet] = {}
+        #: CUDA graphs, channels-last, TF32, bf16 (:mod:`bnfl.fl.device_options`; all off by default)
+        self.options = DeviceOptions()
+        #: per BatchedNet: its captured steps, and its momentum buffers and rate columns kept across rounds
+        self._graphs: dict[int, dict[tuple, GraphedStep]] = {}
+        self._static: dict[int, dict] = {}
+        #: why a capture failed (the steps then run eagerly), or None
+        self.graph_error: str | None = None
 
     def defer_first_step(self, step: CoupledFirstStep, weights: Sequence[float],
                          frozen: bool) -> DeferredCoupledStep | None:
@@ -225,16 +246,18 @@ class BatchedClients:
         # round's broadcast, one copy per participant, and trains the first len(clients) of them)
         return [_Row(sim, int(c), received[j], j, s) for j, (c, s) in enumerate(zip(clients, steps, strict=True))]
 
-    def _group(self, r: int, rows: list[_Row], *, lr: float, frozen: bool,
-               first: CoupledStep | DeferredCoupledStep | None,
+    def _group(self, r: int, rows: list[_Row], *, lr: float | Sequence[float], frozen: bool,
+               first: CoupledStep | DeferredCoupledStep | Mapping[Any, DeferredCoupledStep] | None,
                ) -> tuple[dict[_Row, dict[str, Tensor]], dict[_Row, float], dict[Simulation, Exception]]:
         """The clients ``rows`` (of one or several simulations with the same architecture,
         algorithm and optimiser settings) train ``row.steps`` local steps each, as one
         computation. ``rows`` come in order of non-increasing steps (stable), so at step ``t`` the
         first ``a_t`` clients (``steps >= t``) run and the others keep their state
         (:meth:`BatchedNet.first_clients`; local epochs over uneven data give uneven counts).
-        Returns each row's upload and mean loss, and the error of each simulation one of whose
-        clients diverged (nothing of that simulation's clients is kept then)."""
+        ``lr``: the rate of every row, or one per row (runs of a learning-rate grid stacked
+        together, :class:`StackedSGD`). Returns each row's upload and mean loss, and the error of
+        each simulation one of whose clients diverged (nothing of that simulation's clients is
+        kept then)."""
         sim = self.sim
         k = len(rows)
         steps = [row.steps for row in rows]
@@ -244,12 +267,15 @@ class BatchedClients:
             st.update({key: v for key, v in row.received.items() if key in st})
             states.append(st)
         contexts = [row.sim.client_context(row.client, row.received) for row in rows]
+        opts = self.options
+        graphs = opts.cuda_graphs and graphs_possible(sim.device) and self.graph_error is None
         net = self._nets.get(k)
         if net is None:
             net = self._nets[k] = BatchedNet(sim.model, states)
         else:
-            net.load(states)
+            net.load(states, in_place=graphs)
         net.frozen = frozen
+        net.channels_last = opts.channels_last
         need_views = any(self.hooks.values())
         views = [net.client_view(j) for j in range(k)] if need_views else []
         for v in views:
@@ -258,24 +284,59 @@ class BatchedClients:
         if self.hooks["client_start"]:
             for j in range(k):
                 scope.call(j, "client_start", contexts[j], r, views[j])
-        names = list(net.params)
         opt = self._optimizer(net, [row.sim.algorithm.initial_momentum(ctx) for row, ctx in zip(rows, contexts, strict=True)], lr)
         client_opts = [ClientOptimizer(opt, v, j) for j, v in enumerate(views)]
         sizes = [ctx.batch_size for ctx in contexts]
         n = max(sizes)
         net.set_mask(sizes, n)
-        step_losses = []  # (K,) per step; checked and read once, after the steps (no sync per step)
-        deferred = first if isinstance(first, DeferredCoupledStep) else None
-        if deferred is not None:
-            first = None  # the CoupledStep of step 1, once it has run
-        if (first is not None or deferred is not None) and any(row.sim is not sim for row in rows):
+        deferred: dict[Any, DeferredCoupledStep] | None = None
+        if isinstance(first, DeferredCoupledStep):
+            deferred, first = {sim: first}, None
+        elif isinstance(first, Mapping):  # several simulations' deferred steps (run_together)
+            deferred, first = dict(first), None
+        if first is not None and any(row.sim is not sim for row in rows):
             raise ValueError("a coupled first step couples one simulation's clients; train them apart")
+        if deferred is not None and any(row.sim not in deferred for row in rows):
+            raise ValueError("every stacked simulation needs its deferred coupled step")
         index = [row.index for row in rows]
+        # a step may replay a graph when no hook acts on it (an algorithm's after_step_first_only:
+        # its after_step acts on step 1 only, FedTAN's)
+        quiet = not self.hooks["after_step"] or all(getattr(row.sim.algorithm, "after_step_first_only", False)
+                                                    for row in rows)
+        steady_ok = (graphs and net.mask is None and not self.hooks["adjust_grads"] and quiet
+                     and k * n <= opts.graph_max_images)  # a graph pays where the step is launch-bound
+        with opts.precision(sim.device):
+            step_losses = self._steps(r, net, opt, rows, contexts, views, client_opts, scope, k, n, sizes,
+                                             steps, index, deferred, first, frozen, steady_ok)
+        per_step = torch.stack(step_losses)  # (steps, K)
+        failed = self._check(per_step, rows, r)
+        totals = per_step.tolist()  # summed in Python in step order, as client_round does
+        means = {row: sum(t[j] for t in totals[:row.steps]) / row.steps for j, row in enumerate(rows)}
+        return self._finish(net, opt, rows, contexts, views, scope, lr, failed, copy=graphs), means, failed
+
+    def _steps(self, r: int, net: BatchedNet, opt: StackedSGD, rows: list[_Row], contexts: list, views: list,
+               client_opts: list, scope: _HookScope, k: int, n: int, sizes: list[int], steps: list[int],
+               index: list[int], deferred: Mapping[Any, DeferredCoupledStep] | None, first: CoupledStep | None,
+               frozen: bool, steady_ok: bool) -> list[Tensor]:
+        """The local steps of :meth:`_group`; returns each step's ``(K,)`` losses (clients that
+        finished: 0). ``steady_ok``: steps after the first with every client training may replay
+        a captured CUDA graph (:meth:`_replay`)."""
+        sim = self.sim
+        names = list(net.params)
+        coupled = {} if first is None else {sim: first}  # each simulation's coupled step of this round
+        step_losses = []  # (K,) per step; checked and read once, after the steps (no sync per step)
         for t in range(1, steps[0] + 1):
             a = sum(1 for s in steps if s >= t)  # clients still training: the first a
+            if steady_ok and t > 1 and a == k:
+                x, y = self._next_batches(rows, n)  # (K*n, ...)
+                loss = self._replay(net, opt, x, y, k, n, sizes, frozen)
+                if loss is not None:
+                    step_losses.append(loss)
+                    continue
+                steady_ok = False  # the capture failed: eager from here (graph_error says why)
             opt.zero_grad()
             if t == 1 and deferred is not None:
-                loss, first = self._coupled_step(net, rows, k, n, sizes, deferred, index)
+                loss, coupled = self._coupled_step(net, rows, k, n, sizes, deferred, index)
             elif t == 1 and first is not None:
                 loss = torch.stack([first.losses[i].detach() for i in index])  # (K,)
                 for name in names:
@@ -285,7 +346,10 @@ class BatchedClients:
             else:
                 x, y = self._next_batches(rows[:a], n)  # (a*n, ...)
                 with net.first_clients(a):
-                    loss = self._losses(net(x), y, a, n, net.mask, sizes[:a])  # (a,)
+                    with self.options.autocast(sim.device):
+                        out = net(x)
+                    loss = self._losses(out, y, a, n, net.mask, sizes[:a])  # (a,)
+                    del out  # (nothing may keep this step's autograd graph alive: a graph capture follows)
                 loss.sum().backward()
             if self.hooks["adjust_grads"]:
                 for j in range(a):
@@ -295,37 +359,123 @@ class BatchedClients:
             opt.step(None if a == k else a)
             if self.hooks["after_step"]:
                 for j in range(a):
-                    scope.call(j, "after_step", contexts[j], t, views[j], client_opts[j], first)
+                    scope.call(j, "after_step", contexts[j], t, views[j], client_opts[j], coupled.get(rows[j].sim))
             loss = loss.detach()
             step_losses.append(loss if a == k else torch.cat([loss, loss.new_zeros(k - a)]))  # finished: 0
-        per_step = torch.stack(step_losses)  # (steps, K)
-        failed = self._check(per_step, rows, r)
-        totals = per_step.tolist()  # summed in Python in step order, as client_round does
-        means = {row: sum(t[j] for t in totals[:row.steps]) / row.steps for j, row in enumerate(rows)}
-        return self._finish(net, opt, rows, contexts, views, scope, lr, failed), means, failed
+        return step_losses
+
+    def _replay(self, net: BatchedNet, opt: StackedSGD, x: Tensor, y: Tensor, k: int, n: int, sizes: list[int],
+                frozen: bool) -> Tensor | None:
+        """One steady local step as a replayed CUDA graph (captured on first use for this net, batch
+        shape, learning rate(s) and frozen phase; :mod:`bnfl.fl.device_options`): the same
+        forward, loss, backward and update as the eager step. The momentum buffers and per-row rate
+        columns are moved into tensors the net keeps across rounds (the graph reads those). Returns
+        the ``(K,)`` losses, or None when the capture failed (``graph_error``; eager from then on)."""
+        static = self._static.setdefault(id(net), {"momentum": {}, "columns": {}})
+        with torch.no_grad():
+            for p in opt.params:
+                buf = opt.state.get(p, {}).get("momentum_buffer")
+                if buf is None:
+                    continue
+                kept = static["momentum"].get(id(p))
+                if kept is None or kept[0] is not p:
+                    kept = static["momentum"][id(p)] = (p, buf.clone())
+                elif kept[1] is not buf:
+                    kept[1].copy_(buf)
+                opt.state[p]["momentum_buffer"] = kept[1]
+        rates = tuple(opt.row_lr) if opt.row_lr is not None else (opt.param_groups[0]["lr"],)
+        opt._columns = static["columns"].setdefault(rates, {})
+        key = (tuple(x.shape), x.dtype, tuple(y.shape), rates, frozen)
+        graphs = self._graphs.setdefault(id(net), {})
+        step = graphs.get(key)
+        if step is None:
+            device = self.sim.device
+
+            def body(xs: Tensor, ys: Tensor) -> Tensor:
+                opt.zero_grad()  # (the backward writes fresh gradients)
+                with self.options.autocast(device):
+                    out = net(xs)
+                loss = self._losses(out, ys, k, n, None, sizes)
+                loss.sum().backward()
+                opt.step(None)
+                return loss.detach()
+
+            def warm(xs: Tensor, ys: Tensor) -> None:  # a forward and backward that leave no trace
+                kept = {name: b.clone() for name, b in net.buffers.items()}
+                opt.zero_grad()
+                with self.options.autocast(device):
+                    out = net(xs)
+                self._losses(out, ys, k, n, None, sizes).sum().backward()
+                opt.zero_grad()
+                with torch.no_grad():
+                    for name, b in net.buffers.items():
+                        b.copy_(kept[name])
+
+            if opt.row_lr is not None:  # the rate columns exist before the capture (a host copy cannot be captured)
+                for q in opt.params:
+                    opt._column(q, q.shape[0])
+            while len(graphs) >= _GRAPHS_KEPT:  # e.g. a rate that changes every round: the oldest graphs go
+                graphs.pop(next(iter(graphs)))
+            gc.collect()  # no earlier step's autograd graph alive (its gradient accumulators are on another stream)
+            try:
+                step = graphs[key] = GraphedStep(body, x, y, warm=warm)
+            except Exception as err:  # noqa: BLE001 - reported; the steps run eagerly
+                self.graph_error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                opt.zero_grad()
+                return None
+            step.keep = [p.grad for p in opt.params]  # the graph's gradients stay allocated
+        return step(x, y)
 
     # -- pieces ---------------------------------------------------------------------------------
     def _coupled_step(self, net: BatchedNet, rows: list[_Row], k: int, n: int, sizes: list[int],
-                      deferred: DeferredCoupledStep, index: list[int]) -> tuple[Tensor, CoupledStep]:
+                      deferred: Mapping[Any, DeferredCoupledStep], index: list[int],
+                      ) -> tuple[Tensor, dict[Any, CoupledStep]]:
         r"""FedTAN's first local step (Algorithms 1-3) on the stacked clients: the forward with
         coupled BN (eqs. 39-40 through the channel's all-reduce), the backward of
         :math:`T=\sum_i p_i F_i` (eq. 41's stat-gradient all-reduce is the autograd of the
         all-reduce; counted when the backward passes it), per-client gradients
         :math:`g_i = p_i^{-1}\partial T/\partial w_i` in ``.grad``, and FedTAN eq. 6 on the
         running statistics. What :func:`bnfl.fl.coupled.coupled_first_step` and the sequential
-        step 1 compute, with the same channel accounting; returns the losses (K,) and the step."""
-        sim = self.sim
-        ch = sim.channel
+        step 1 compute, with the same channel accounting; returns the losses (K,) and each
+        simulation's step. Several simulations stacked (``deferred``: each one's step, their rows
+        contiguous): each all-reduce pools one simulation's rows through its own channel, and
+        :math:`\sum_s T_s` is differentiated at once (simulations share no parameter)."""
         x, y = self._next_batches(rows, n)  # (K*n, ...)
-        p = torch.tensor([deferred.weights[i] for i in index], dtype=x.dtype, device=x.device)  # (K,)
+        sims = list(dict.fromkeys(row.sim for row in rows))
+        spans = []  # each simulation's rows: a slice (rows of one simulation are contiguous)
+        at = 0
+        for s in sims:
+            m = sum(1 for row in rows if row.sim is s)
+            if any(row.sim is not s for row in rows[at:at + m]):
+                raise ValueError("the rows of a simulation in a stacked coupled step must be contiguous")
+            spans.append(slice(at, at + m))
+            at += m
+        p = torch.tensor([deferred[row.sim].weights[i] for row, i in zip(rows, index, strict=True)],
+                         dtype=x.dtype, device=x.device)  # (K,)
+        owner = None if len(sims) == 1 else torch.tensor([g for g, sl in enumerate(spans)
+                                                          for _ in range(sl.stop - sl.start)], device=x.device)
+
+        def stat_grads(layer: str, size: int) -> Callable[[Tensor], None]:
+            def count(_g: Tensor) -> None:  # eq. 41: [dT/dmu | dT/dsigma^2] all-reduced in the backward
+                for s, sl in zip(sims, spans, strict=True):
+                    ks = sl.stop - sl.start
+                    s.channel.count("allreduce", f"{layer}.stat-grads", up=size * ks, down=size, clients=ks,
+                                    closes_round=True)
+            return count
 
         def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
-            out = ch.allreduce(parts, p, tag=f"{layer}.{kind}")
-            if kind == "mean" and out.requires_grad:  # eq. 41: [dT/dmu | dT/dsigma^2] all-reduced in the backward
-                size = 2 * parts.shape[1] * parts.element_size()
-                out.register_hook(lambda g: ch.count("allreduce", f"{layer}.stat-grads", up=size * k, down=size,
-                                                     clients=k, closes_round=True))
-            return out
+            if owner is None:  # one simulation: its channel's all-reduce
+                out = sims[0].channel.allreduce(parts, p, tag=f"{layer}.{kind}")
+            else:  # each simulation's rows pooled apart, one op; each channel counts its all-reduce
+                out = parts.new_zeros(len(sims), parts.shape[1]).index_add(0, owner, parts * p[:, None])  # (S, C)
+                size = parts.shape[1] * parts.element_size()
+                for s, sl in zip(sims, spans, strict=True):
+                    ks = sl.stop - sl.start
+                    s.channel.count("allreduce", f"{layer}.{kind}", up=size * ks, down=size, clients=ks,
+                                    closes_round=True)
+            if kind == "mean" and out.requires_grad:
+                out.register_hook(stat_grads(layer, 2 * parts.shape[1] * parts.element_size()))
+            return out if owner is None else out[owner]  # (C,), or (K, C): each row its simulation's
 
         net.couple, net.coupled_stats = reduce, {}
         try:
@@ -341,12 +491,19 @@ class BatchedClients:
                     q.grad.div_(p.reshape(-1, *([1] * (q.grad.dim() - 1))))  # p_i g_i -> g_i
                     grads[name] = q.grad.unbind(0)
         stats = net.coupled_stats
-        step = CoupledStep(grads=[{name: g[j] for name, g in grads.items()} for j in range(k)], losses=loss.detach(),
-                           layer_stats={layer: (gm.detach(), gv.detach()) for layer, (_, _, _, gm, gv) in stats.items()},
-                           local_stats={layer: [Moments(count=cnt[j], mean=mk[j], var=vk[j]) for j in range(k)]
-                                        for layer, (mk, vk, cnt, _, _) in stats.items()})
-        _ema_global_stats(net, step, sim._union_count)
-        return loss, step
+        steps = {}
+        for s, sl in zip(sims, spans, strict=True):
+            js = range(sl.start, sl.stop)
+            first = sl.start  # a row of this simulation: its global statistics
+            steps[s] = step = CoupledStep(
+                grads=[{name: g[j] for name, g in grads.items()} for j in js], losses=loss.detach()[sl],
+                layer_stats={layer: (gm.detach(), gv.detach()) if owner is None else
+                             (gm.detach()[first], gv.detach()[first]) for layer, (_, _, _, gm, gv) in stats.items()},
+                local_stats={layer: [Moments(count=cnt[j], mean=mk[j], var=vk[j]) for j in js]
+                             for layer, (mk, vk, cnt, _, _) in stats.items()})
+            _ema_global_stats(net, step, s._union_count, rows=None if owner is None else sl)
+        net.coupled_stats = {}  # (its global moments hold the autograd graph)
+        return loss, steps
 
     def _next_batches(self, rows: Sequence[_Row], n: int) -> tuple[Tensor, Tensor]:
         """Each client's next mini-batch (its own stream), concatenated: ``(len(rows)*n, ...)``;
@@ -369,7 +526,8 @@ class BatchedClients:
             return x, y
         return augment_rows(x, augmenters, drawn, n), y  # the sequential engine's crops and flips
 
-    def _optimizer(self, net: BatchedNet, bufs: Sequence[dict[str, Tensor] | None], lr: float) -> StackedSGD:
+    def _optimizer(self, net: BatchedNet, bufs: Sequence[dict[str, Tensor] | None],
+                   lr: float | Sequence[float]) -> StackedSGD:
         """One SGD over the stacked parameters; momentum buffers stacked from each client's initial
         ones (``bufs``: :meth:`Algorithm.initial_momentum <bnfl.fl.Algorithm.initial_momentum>`),
         zero rows for clients without."""
@@ -418,8 +576,8 @@ class BatchedClients:
         return failed
 
     def _finish(self, net: BatchedNet, opt: StackedSGD, rows: Sequence[_Row], contexts: list, views: list,
-                scope: _HookScope, lr: float, failed: Mapping[Simulation, Exception],
-                ) -> dict[_Row, dict[str, Tensor]]:
+                scope: _HookScope, lr: float | Sequence[float], failed: Mapping[Simulation, Exception],
+                *, copy: bool = False) -> dict[_Row, dict[str, Tensor]]:
         """Keep each client's local state and momentum, return its upload (client_round's end);
         the clients of a simulation in ``failed`` keep nothing."""
         # every client's row of every tensor: (K, *shape) -> K views (*shape). The stacked tensors
@@ -441,9 +599,10 @@ class BatchedClients:
                 continue
             if sim.local_keys:
                 sim.client_local[c] = {key: tensors[key][j].clone() for key in sim.local_keys}
-            up = {key: tensors[key][j] for key in sim.upload_keys} if alg.communicates else {}
+            up = ({key: tensors[key][j].clone() if copy else tensors[key][j] for key in sim.upload_keys}
+                  if alg.communicates else {})  # copy: the stacked tensors are kept for the next round
             if self.hooks["extra_upload"]:
-                up.update(scope.call(j, "extra_upload", contexts[j], views[j], row.steps, lr))
+                up.update(scope.call(j, "extra_upload", contexts[j], views[j], row.steps, opt.lr_of(j)))
             up.update(alg.final_momentum(contexts[j], lambda j=j: momentum(j)))  # kept or uploaded: the algorithm's
             if contexts[j].state or c in sim.client_algorithm:  # the client's algorithm state, back to its store
                 sim.client_algorithm[c] = contexts[j].state

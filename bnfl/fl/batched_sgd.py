@@ -5,6 +5,8 @@ client's momentum)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
@@ -33,12 +35,13 @@ class ClientOptimizer:
     and round, built on first use."""
 
     def __init__(self, opt: StackedSGD, view: torch.nn.Module, j: int) -> None:
-        self._opt, self._view = opt, view
+        self._opt, self._view, self._j = opt, view, j
         self.state = _RowState(opt, j)
 
     @property
     def param_groups(self) -> list[dict]:
-        return [{**g, "params": list(self._view.parameters())} for g in self._opt.param_groups]
+        return [{**g, "params": list(self._view.parameters()), "lr": self._opt.lr_of(self._j)}
+                for g in self._opt.param_groups]
 
 
 class StackedSGD:
@@ -51,13 +54,39 @@ class StackedSGD:
     the same elementwise operations, in the same order, as ``SGD``'s single-tensor step, so each
     client's rows are updated as its own optimizer would. Parameters without a gradient are
     skipped (as ``SGD`` does). ``param_groups`` and ``state`` look like an optimizer's for the
-    algorithms' hooks."""
+    algorithms' hooks.
 
-    def __init__(self, params: list[Tensor], *, lr: float, momentum: float, weight_decay: float) -> None:
+    ``lr`` may be one rate per row (runs of a learning-rate grid stacked together,
+    :func:`bnfl.fl.batched_together.run_together`): the last update is then
+    :math:`w_k \leftarrow w_k + b_k\,(-\eta_k)`, one ``_foreach_addcmul_`` against a ``(K, 1, ...)``
+    column of rates (equal to the one-rate update up to rounding: float64 1e-12 in
+    ``tests/test_fl_stacking.py``). Rows that all share one rate take the one-rate path, so a
+    stack of one rate is bitwise what it was."""
+
+    def __init__(self, params: list[Tensor], *, lr: float | Sequence[float], momentum: float,
+                 weight_decay: float) -> None:
         self.params = params
-        self.param_groups = [{"params": params, "lr": lr, "momentum": momentum, "weight_decay": weight_decay,
+        rates = [float(v) for v in lr] if isinstance(lr, Sequence) else [float(lr)]
+        #: one rate per row when the rows' rates differ, else None (the one-rate update)
+        self.row_lr: list[float] | None = rates if len(set(rates)) > 1 else None
+        self.param_groups = [{"params": params, "lr": rates[0], "momentum": momentum, "weight_decay": weight_decay,
                               "dampening": 0.0, "nesterov": False}]
         self.state: dict[Tensor, dict[str, Tensor]] = {}
+        self._columns: dict[tuple, Tensor] = {}
+
+    def lr_of(self, j: int) -> float:
+        """Row ``j``'s learning rate."""
+        return self.param_groups[0]["lr"] if self.row_lr is None else self.row_lr[j]
+
+    def _column(self, t: Tensor, rows: int) -> Tensor:
+        """``-lr`` per row as a ``(rows, 1, ..., 1)`` column broadcast against ``t`` (cached)."""
+        key = (t.dim(), t.dtype, t.device, rows)
+        col = self._columns.get(key)
+        if col is None:
+            assert self.row_lr is not None
+            col = self._columns[key] = torch.tensor([-v for v in self.row_lr[:rows]], dtype=t.dtype,
+                                                    device=t.device).reshape(rows, *([1] * (t.dim() - 1)))
+        return col
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -101,4 +130,7 @@ class StackedSGD:
                         buf.copy_(dp)
                     bufs.append(buf)
             d = bufs
-        torch._foreach_add_(ps, d, alpha=-lr)
+        if self.row_lr is None:
+            torch._foreach_add_(ps, d, alpha=-lr)
+        else:  # w_k + d_k * (-lr_k), each row its own rate
+            torch._foreach_addcmul_(ps, d, [self._column(p, p.shape[0]) for p in ps])

@@ -16,9 +16,11 @@ whose client diverges stops with its :class:`~bnfl.fl.DivergenceError` (and hist
 go on.
 
 Every simulation must use the batched engine (``TrainConfig.batched`` ``"auto"`` or ``"on"``
-and nothing in :func:`~bnfl.fl.batched.batched_obstacle`); rounds whose requests cannot share a
-computation (FedTAN's coupled first step, different learning rates) train one simulation at a
-time. The results equal each simulation's own batched run up to rounding (see
+and nothing in :func:`~bnfl.fl.batched.batched_obstacle`). Requests that cannot share a
+computation (other architectures, client hooks or frozen phases; FedTAN's coupled first step
+unless ``stack_coupled``) train in separate stacks, one simulation alone where it shares with none; learning rates may
+differ (one per row). ``max_rows`` caps a stack's rows, so that memory decides the depth
+(:mod:`bnfl.fl.stack_depth`). The results equal each simulation's own batched run up to rounding (see
 ``tests/test_fl_lockstep.py``).
 """
 
@@ -117,7 +119,8 @@ class _Baton:
             self.cond.notify_all()
 
 
-def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False) -> list[History | BaseException]:
+def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
+                 max_rows: int | None = None, stack_coupled: bool = False) -> list[History | BaseException]:
     """Run ``sims`` (each as :meth:`Simulation.run <bnfl.fl.Simulation.run>` would) with their
     clients' local training batched across them; returns each one's
     :class:`~bnfl.fl.History`, or the exception it stopped with (a
@@ -130,6 +133,13 @@ def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False) -> list[Hi
         obstacle); typically the seeds of one configuration.
     resume : bool, default False
         Passed to each ``run`` (each resumes from its own ``checkpoint_dir``).
+    max_rows : int, optional
+        The most clients one batched computation stacks (default: no limit); more are split
+        into several stacks (:func:`bnfl.fl.batched_together.stacks`, e.g. from
+        :func:`bnfl.fl.stack_depth.max_rows`).
+    stack_coupled : bool, default False
+        Stack FedTAN's coupled first steps of several simulations too, each pooling its own
+        clients (:func:`bnfl.fl.batched_together.run_together`); off, each trains its rounds alone.
     """
     sims = list(sims)
     if len({id(s) for s in sims}) != len(sims):
@@ -170,7 +180,7 @@ def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False) -> list[Hi
                 break
             works = [slot.work for slot in waiting]
             assert all(w is not None for w in works)
-            for slot, reply in zip(waiting, run_together(works), strict=True):  # type: ignore[arg-type]
+            for slot, reply in zip(waiting, run_together(works, max_rows=max_rows, stack_coupled=stack_coupled), strict=True):  # type: ignore[arg-type]
                 slot.work, slot.reply = None, reply
     except BaseException as err:  # the loop itself failed: stop every simulation, then re-raise
         for slot in slots:

@@ -143,6 +143,11 @@ def masked_batch_norm(x: Tensor, mask: Tensor, counts: Tensor, gamma: Tensor, be
     return y.reshape(x.shape)
 
 
+def _rows(stat: Tensor) -> Tensor:
+    """A global statistic, ``(C,)`` for every row or ``(K, C)`` one per row, against ``(K, n, C, r)``."""
+    return stat[None, None, :, None] if stat.dim() == 1 else stat[:, None, :, None]
+
+
 def coupled_batch_norm(x: Tensor, k: int, counts: Tensor | None, gamma: Tensor, beta: Tensor, eps: float,
                        reduce) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     r"""FedTAN's coupled BN forward (Algorithm 2, eqs. 39-40) of ``K`` clients' stacked rows.
@@ -153,7 +158,9 @@ def coupled_batch_norm(x: Tensor, k: int, counts: Tensor | None, gamma: Tensor, 
 
     with client ``k``'s own mean :math:`\mu_k` over its :math:`m_k` real elements per channel.
     ``reduce(kind, parts)`` is the weighted all-reduce :math:`\sum_k p_k\,\text{parts}_k`
-    (``kind`` ``"mean"`` or ``"var"``, ``parts`` of shape (K, C)); when it is differentiable (the
+    (``kind`` ``"mean"`` or ``"var"``, ``parts`` of shape (K, C)), of shape (C,), or (K, C) when
+    the rows are several simulations' clients (each row gets its own group's sum, pooled apart);
+    when it is differentiable (the
     channel's is), back-propagating :math:`\sum_k p_k F_k` through this function is FedTAN's
     Algorithm 3 (eq. 41: the stat-gradients summed over clients), as in
     :func:`bnfl.fedtan.coupled_step`.
@@ -170,7 +177,7 @@ def coupled_batch_norm(x: Tensor, k: int, counts: Tensor | None, gamma: Tensor, 
     y : Tensor of shape (K*n, C, ...)
     mean_k, var_k : Tensor of shape (K, C)
         Each client's own batch moments (biased variance around its own mean; detached).
-    global_mean, global_var : Tensor of shape (C,)
+    global_mean, global_var : Tensor of shape (C,), or (K, C) as ``reduce`` returns them
     """
     n, c = x.shape[0] // k, x.shape[1]
     xr = x.reshape(k, n, c, -1)  # (K*n, C, *) -> (K, n, C, r)
@@ -182,11 +189,11 @@ def coupled_batch_norm(x: Tensor, k: int, counts: Tensor | None, gamma: Tensor, 
         w = (torch.arange(n, device=x.device)[None, :] < counts[:, None]).to(x.dtype)[:, :, None, None]  # (K, n, 1, 1)
         m = (counts.to(x.dtype) * r)[:, None]  # (K, 1)
     mean_k = (xr if w is None else xr * w).sum(dim=(1, 3)) / m  # (K, C)
-    gmean = reduce("mean", mean_k)  # (C,) eq. 39
-    d = xr - gmean[None, None, :, None]  # (K, n, C, r)
+    gmean = reduce("mean", mean_k)  # (C,) eq. 39; (K, C) when each row has its group's
+    d = xr - _rows(gmean)  # (K, n, C, r)
     dsq = d.square() if w is None else d.square() * w
     gvar = reduce("var", dsq.sum(dim=(1, 3)) / m)  # (C,) eq. 40: around the global mean
-    y = d * torch.rsqrt(gvar + eps)[None, None, :, None]
+    y = d * _rows(torch.rsqrt(gvar + eps))
     y = y * gamma[:, None, :, None] + beta[:, None, :, None]
     with torch.no_grad():
         own = xr - mean_k.detach()[:, None, :, None]
@@ -236,6 +243,8 @@ class BatchedNet:
         self.coupled_stats: dict[str, tuple] = {}
         self.mask: Tensor | None = None
         self._counts: Tensor | None = None
+        #: the stacked convolutions' inputs in channels-last layout (:mod:`bnfl.fl.device_options`)
+        self.channels_last = False
         self._views: list[nn.Module] = []
         self._slots: list[list[tuple[dict, str, str, bool]]] = []
         self._view_params: dict[int, list[tuple[str, nn.Parameter]]] = {}  # per view: (stacked name, parameter)
@@ -254,11 +263,20 @@ class BatchedNet:
             elif type(m) in _FBN:
                 m.forward = self._fbn(pre, m)  # type: ignore[method-assign]
 
-    def load(self, states: Sequence[Mapping[str, Tensor]]) -> None:
+    def load(self, states: Sequence[Mapping[str, Tensor]], *, in_place: bool = False) -> None:
         """Stack ``K`` clients' state dicts into fresh :attr:`params` (leaves) and :attr:`buffers`,
-        so one net serves round after round (views from :meth:`client_view` must be re-taken)."""
+        so one net serves round after round (views from :meth:`client_view` must be re-taken).
+        ``in_place``: copy them into the tensors the net already holds instead (the same tensors
+        round after round, as a captured CUDA graph needs, :mod:`bnfl.fl.device_options`)."""
         if len(states) != self.k:
             raise ValueError(f"this BatchedNet holds {self.k} clients, got {len(states)} states")
+        if in_place and self.params:
+            with torch.no_grad():
+                for n, p in self.params.items():
+                    p.copy_(torch.stack([s[n] for s in states]))
+                for n, b in self.buffers.items():
+                    b.copy_(torch.stack([s[n] for s in states]))
+            return
         with torch.no_grad():
             self.params = {n: torch.stack([s[n] for s in states]).requires_grad_(g)  # (K, *shape)
                            for n, g in self._grads.items()}
@@ -368,6 +386,8 @@ class BatchedNet:
             b = self.params.get(pre + "bias")  # (K, C_out) or None
             n = x.shape[0] // self.k
             xg = x.reshape(self.k, n, *x.shape[1:]).transpose(0, 1).reshape(n, -1, *x.shape[2:])  # (n, K*C_in, *sp)
+            if self.channels_last and xg.dim() == 4:
+                xg = xg.contiguous(memory_format=torch.channels_last)
             y = conv(xg, w.reshape(-1, *w.shape[2:]), None if b is None else b.reshape(-1),
                      m.stride, m.padding, m.dilation, m.groups * self.k)  # (n, K*C_out, *sp')
             return y.reshape(n, self.k, -1, *y.shape[2:]).transpose(0, 1).reshape(self.k * n, -1, *y.shape[2:])

@@ -62,6 +62,9 @@ class FedTAN(Algorithm):
     name = "fedtan"
     first_step_momentum: str = "keep"
     running_var_count: str = "union"
+    #: ``after_step`` acts on step 1 only (the batched engine may replay steps 2.. as a CUDA graph
+    #: without calling it, :mod:`bnfl.fl.device_options`)
+    after_step_first_only = True
 
     def __init__(self, *, first_step_momentum: str = "keep", running_var_count: str = "union") -> None:
         if first_step_momentum not in ("keep", "discard"):
