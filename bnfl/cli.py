@@ -21,6 +21,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bnfl.fl.config",
     "bnfl.experiments.cli",
     "bnfl.fl._flwr_cli",
+    "bnfl.runs_cli",
+    "bnfl.fl.evaluate_run",
 )
 
 
