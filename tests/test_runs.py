@@ -150,3 +150,14 @@ def test_evaluate_bad_input_is_one_line(fedbn, tmp_path, capsys):
     assert "own, global or client:K" in capsys.readouterr().err
     assert cli.main(["evaluate", str(tmp_path), "--data", "digits"]) == 2
     assert "holds no run" in capsys.readouterr().err
+
+
+def test_docs_page_error_line_is_what_bnfl_plot_prints(capsys, monkeypatch):
+    """docs/runs.md shows the one-line error of `bnfl plot examples`, run from the repository root."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    page = (root / "docs" / "runs.md").read_text(encoding="utf-8")
+    assert cli.main(["plot", "examples"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"$ bnfl plot examples\n{err}\n" in page
+    assert "bnfl.load_run(" in page and "runs.find_runs(" in page and "--client-stats own global" in page
