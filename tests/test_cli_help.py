@@ -84,3 +84,14 @@ def test_user_errors_name_no_private_functions():
 
     why = batched_obstacle(OwnClients(sim.model, sim.data, sim.algorithm, sim.config))
     assert why and not re.search(r"\b_\w+", why) and "OwnClients" not in why
+
+
+def test_train_summary_prints_numbers_at_a_readable_precision(capsys, tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('method = "fedavg+bn"\nrounds = 2\n[train]\nprogress = false\n')
+    assert cli.main(["train", "--config", str(config), "--out", str(tmp_path / "run")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    import re
+
+    assert re.fullmatch(r"fedavg\+bn: 2 rounds, test accuracy \d+\.\d\d%, 2 communication rounds, "
+                        r"\d+\.\d (KiB|MiB) communicated; wrote .*history\.json", first), first
