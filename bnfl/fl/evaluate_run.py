@@ -105,6 +105,7 @@ def evaluate_run(folder: str | Path, *, data: str, data_options: dict[str, Any] 
     """
     from bnfl import models
     from bnfl.data import load
+    from bnfl.data.stored import decode
     from bnfl.fl import _rundir
     from bnfl.fl._evaluate import accuracy
     from bnfl.method_table import get_method
@@ -151,12 +152,19 @@ def evaluate_run(folder: str | Path, *, data: str, data_options: dict[str, Any] 
         raise ValueError(f"{data} does not fit the run's model {run['model']['name']!r} ({first}): "
                          f"pass a data set of the run's input shape and classes") from None
     model = model.to(torch.float32)
+    meta = getattr(split, "meta", None) or {}
+    norm = ((torch.as_tensor(meta["mean"]).reshape(-1), torch.as_tensor(meta["std"]).reshape(-1))
+            if meta.get("stored") == "uint8" else None)
+
+    def prepare(x: torch.Tensor) -> torch.Tensor:  # stored uint8 pixels standardised, as training saw them
+        return decode(x, norm, "cpu", torch.float32) if x.dtype == torch.uint8 else x.float()
+
     if client_stats == "own":
         n = min(stat_samples, int(split.x_train.shape[0]))
         if n < 2:
             raise ValueError(f"{data} has {split.x_train.shape[0]} training samples; 'own' statistics need at least 2")
-        recompute_bn_statistics(model, split.x_train[:n].float())
-    acc, loss = accuracy(model, split.x_test.float(), split.y_test)
+        recompute_bn_statistics(model, prepare(split.x_train[:n]))
+    acc, loss = accuracy(model, split.x_test, split.y_test, prepare=prepare)
     return {"accuracy": acc, "loss": loss, "samples": int(split.x_test.shape[0]), "client_stats": client_stats,
             "method": run["method"], "per_client_bn": per_client, "data": data, "data_options": options,
             "round": int(state["round"])}
