@@ -143,6 +143,20 @@ def test_own_statistics_are_the_new_datas(fedbn):
     assert not model.training
 
 
+def test_evaluate_a_method_that_shares_bn(seeds, capsys):
+    """FedAvg+BN keeps no BN layers per client: global is the server's model, own recomputes its
+    statistics on the new data, client:K is refused."""
+    from bnfl.fl.evaluate_run import evaluate_run
+
+    run = seeds / "bn" / "seed0"
+    glob = evaluate_run(run, data="digits", client_stats="global")
+    assert not glob["per_client_bn"]
+    assert glob["accuracy"] == pytest.approx(load_run(run).rows[-1]["test_acc"])  # the run's own test score
+    assert evaluate_run(run, data="digits", client_stats="own")["accuracy"] != glob["accuracy"]
+    assert cli.main(["evaluate", str(run), "--data", "digits", "--client-stats", "client:0"]) == 2
+    assert "fedavg+bn shares its BN layers: use own or global" in capsys.readouterr().err
+
+
 def test_evaluate_bad_input_is_one_line(fedbn, tmp_path, capsys):
     assert cli.main(["evaluate", str(fedbn), "--data", "digit_domains", "--client-stats", "client:9"]) == 2
     assert "no BN layers of client 9" in capsys.readouterr().err

@@ -121,8 +121,9 @@ def evaluate_run(folder: str | Path, *, data: str, data_options: dict[str, Any] 
     if state is None:
         raise ValueError(f"{folder} holds no {_rundir.CHECKPOINT}: train with --out to keep the model")
     method = get_method(run["method"])
-    per_client = bool(method.personalized) or bool(state.get("client_local"))
-    clients = sorted(int(k) for k in state.get("client_local", {}))
+    # BN layers kept per client (FedBN: statistics and affine; SiloBN: statistics), by state group
+    per_client = bool(set(method.local_state) & {"bn_stats", "bn_affine"})
+    clients = sorted(int(k) for k in state.get("client_local", {})) if per_client else []
     if client_stats not in CLIENT_STATS:
         k = client_stats.removeprefix("client:")
         if not client_stats.startswith("client:") or not k.isdigit():
@@ -140,7 +141,8 @@ def evaluate_run(folder: str | Path, *, data: str, data_options: dict[str, Any] 
     weights = state["global_state"]
     if clients:
         sizes = hist.meta.get("client_sizes") or [1] * (max(clients) + 1)
-        local = [{k: v for k, v in state["client_local"][c].items()} for c in clients]
+        bn = _bn_keys(model)
+        local = [{k: v for k, v in state["client_local"][c].items() if k in bn} for c in clients]
         if client_stats.startswith("client:"):
             weights = {**weights, **local[clients.index(int(client_stats[7:]))]}
         else:
