@@ -25,6 +25,7 @@ from pathlib import Path
 
 import bnfl
 from bnfl import fl, runs
+from bnfl.experiments import notebook  # notebook.image(fig): a figure as an inline PNG
 
 root = Path(tempfile.mkdtemp(prefix="bnfl-my-run-"))
 base = {"rounds": 12, "model": {"name": "q_mlp_bn"}, "data": {"name": "digits", "form": "flat"},
@@ -42,7 +43,7 @@ for method in ("fedtan", "fedavg+bn"):
 h = bnfl.load_run(root / "fedtan" / "seed0")
 print({k: h.meta["run"][k] for k in ("method", "model", "data", "partition", "seed", "engine")})
 print({k: h.meta["machine"][k] for k in ("bnfl", "git_commit", "python", "torch")})
-fig = h.plot()
+notebook.image(h.plot())
 
 # %% [markdown]
 # Several runs: the seeds of one configuration (runs that differ only in `seed`) are drawn as
@@ -53,7 +54,7 @@ fig = h.plot()
 # %%
 all_runs = runs.find_runs([root / "fedtan", root / "fedavg+bn"])
 print(runs.format_comparison(runs.compare(all_runs)))
-fig = runs.plot_runs(all_runs)
+notebook.image(runs.plot_runs(all_runs))
 
 # %% [markdown]
 # A new client. A FedBN model keeps one set of BN layers per client, so a client that joins
