@@ -76,7 +76,7 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         if loss_fn is _cross_entropy:
             for name in ("y_train", "y_test"):
                 y = getattr(data, name)
-                if y.is_floating_point():
+                if y.is_floating_point() and y.dim() == 1:  # (N, C) float targets are class probabilities
                     raise ValueError(f"{name} holds {str(y.dtype).removeprefix('torch.')} labels; the default loss "
                                      f"(cross-entropy) needs integer class labels: pass {name}.long(), or give "
                                      f"loss_fn= a loss for float targets")
