@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 from bnfl import fedtan, grads, method_table, stats  # noqa: E402  (the core math; torch only)
 
-__all__ = ["__version__", "diagnose", "fedtan", "grads", "stats"]
+__all__ = ["__version__", "diagnose", "fedtan", "grads", "load_run", "stats"]
 
 
 class _Methods:
@@ -41,4 +41,8 @@ def __getattr__(name: str):  # bnfl.diagnose(model, data, ...) without importing
         from bnfl.diagnosis import diagnose
 
         return diagnose
+    if name == "load_run":  # bnfl.load_run(folder): a run's History, with .plot() (bnfl.runs)
+        from bnfl.runs import load_run
+
+        return load_run
     raise AttributeError(f"module 'bnfl' has no attribute {name!r}")

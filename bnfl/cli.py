@@ -22,6 +22,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bnfl.experiments.cli",
     "bnfl.experiments.compare",
     "bnfl.fl._flwr_cli",
+    "bnfl.runs_cli",
+    "bnfl.fl.evaluate_run",
 )
 
 

@@ -1,8 +1,7 @@
 """``bnfl demo``: BN statistics and gradients of non-i.i.d. clients, in ten seconds.
 
-The project's main job until the reproductions exist. On scikit-learn's bundled digits
-(Q-DIG: 64 standardised pixels) split k classes per client over N clients, it takes FedTAN's
-first local step from one shared model and prints
+On scikit-learn's bundled digits (Q-DIG: 64 standardised pixels) split k classes per client
+over N clients, it takes FedTAN's first local step from one shared model and prints
 
 1. for each BN coupling (``fedtan`` = FedTAN, ``stats`` = FedAvg+Algorithm 2, ``none`` =
    FedAvg+BN) the relative error of the aggregated gradient
@@ -197,7 +196,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "demo",
         help="BN statistics and gradients of non-i.i.d. clients on the bundled digits (seconds)",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the partition, batches and model (default 0)")
     p.add_argument("--clients", type=int, default=5, help="number of clients (default 5)")

@@ -138,9 +138,100 @@ def test_between_share_is_the_relative_bias_of_averaged_variances():
     assert got["between"] == pytest.approx(float(((union - avg) / union).mean()), rel=1e-12)
     within, between = stats.decompose([stats.moments(h[owner == i]) for i in range(3)])
     assert got["avg_var"] == pytest.approx(float(within.mean()), rel=1e-12)
-    sample_means = h.mean(-1)  # (N, C, L) -> (N, C)
-    noise = sum(sample_means[owner == i].var(0, correction=0) / 3 for i in range(3)) / 5
-    assert got["batch_noise"] == pytest.approx(float((noise / union).mean()), rel=1e-12)
+    assert got["batch_noise"] == measure.batch_noise(h, owner, batch_size=5)
+
+
+def test_batch_noise_is_the_error_of_the_batch_statistics_bn_uses():
+    """The measure against its definition, by exhaustive enumeration of every batch of B = 2 (each
+    client's (mean, std) over the batch's B x L positions vs the client's population), float64."""
+    import itertools
+
+    torch.manual_seed(2)
+    h = torch.randn(14, 3, 5, dtype=torch.float64) * torch.tensor([1.0, 2.0, 0.5])[:, None]
+    owner = torch.tensor([0] * 6 + [1] * 8)
+    want = 0.0
+    for i, n in ((0, 6), (1, 8)):
+        hi = h[owner == i]
+        mu, sd = hi.mean((0, 2)), hi.var((0, 2), correction=0).sqrt()
+        errs = []
+        for a, b in itertools.combinations(range(n), 2):
+            batch = hi[[a, b]].transpose(0, 1).reshape(3, -1)  # (B, C, L) -> (C, B*L): what BN pools
+            errs.append((((batch.mean(1) - mu) ** 2 + (batch.var(1, correction=0).sqrt() - sd) ** 2) / sd**2).mean())
+        want += n / 14 * float(torch.stack(errs).mean())
+    got = measure.batch_noise(h, owner, batch_size=2, draws=4000)
+    assert got == pytest.approx(want, rel=0.05)
+    assert measure.batch_noise(h, owner, batch_size=8) < 1e-20  # a batch that is the client's population
+
+
+def test_batch_noise_counts_positions_by_their_correlation():
+    """A channel whose positions are independent pools B x L values (noise ~1.5/(B L)); one whose
+    positions repeat the sample's value pools B (the MLP's noise at B)."""
+    torch.manual_seed(3)
+    owner = torch.zeros(400, dtype=torch.long)
+    independent = torch.randn(400, 4, 8, 8, dtype=torch.float64)
+    repeated = torch.randn(400, 4, 1, 1, dtype=torch.float64).expand(400, 4, 8, 8)
+    flat = repeated[:, :, 0, 0]
+    a = measure.batch_noise(independent, owner, batch_size=2)
+    b = measure.batch_noise(repeated, owner, batch_size=2)
+    assert a == pytest.approx(1.5 / 128, rel=0.2)
+    assert b == pytest.approx(measure.batch_noise(flat, owner, batch_size=2), rel=1e-12) and b > 0.5
+
+
+def _dirichlet_clients(form: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    split = digits(form=form, seed=0)
+    parts = partition.dirichlet(split.y_train.numpy(), 5, 0.5, 0)
+    return [(split.x_train[torch.as_tensor(p)], split.y_train[torch.as_tensor(p)]) for p in parts]
+
+
+@pytest.mark.parametrize("name, form, batch_size, small", [
+    # benchmarks/calibrate_small_batch.py, Dirichlet(0.5), 3 seeds: BN's damage (GN - BN, points)
+    ("q_mlp_bn", "flat", 2, True),     # noise 0.88, damage +42.1 [21.2, 63.0]
+    ("q_mlp_bn", "flat", 4, True),     # noise 0.43, damage +4.4 [0.8, 8.1]
+    ("q_mlp_bn", "flat", 32, False),   # noise 0.046, damage +3.1 [-0.3, 6.6]
+    ("q_lenet", "image", 2, False),    # noise 0.078, damage -0.9 [-8.3, 6.5]
+    ("q_lenet", "image", 32, False),   # noise 0.008, damage -3.2 [-9.7, 3.2]
+])
+def test_small_batch_rule_follows_measured_damage(name, form, batch_size, small):
+    """The threshold separates the calibration's damaged BN runs from the undamaged ones."""
+    split = digits(form=form, seed=0)
+    torch.manual_seed(0)
+    model = models.build_for(name, split.input_shape, norm="bn", num_classes=10)
+    d = bnfl.diagnose(model, _dirichlet_clients(form), batch_size=batch_size, stat_samples=128, permutations=1,
+                      progress=False)
+    assert d.small_batch is small
+    assert (d.recommendation.fix in ("hbn", "fedavg+gn")) is small
+
+
+def test_diagnose_sets_and_restores_the_thread_count():
+    seen = []
+    real = measure.layer_shares
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(measure, "layer_shares", spy)
+            bnfl.diagnose(_model(), _digits_clients("iid"), **FAST)
+            assert set(seen) == {1} and torch.get_num_threads() == 2
+            seen.clear()
+            bnfl.diagnose(_model(), _digits_clients("iid"), **FAST, threads=None)
+            assert set(seen) == {2}
+            with pytest.raises(ValueError, match="threads must be a positive integer"):
+                bnfl.diagnose(_model(), _digits_clients("iid"), **FAST, threads=0)
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_print_gives_the_table(label_skew):
+    assert str(label_skew) == format_table(label_skew)
+    text = str(label_skew)
+    assert "update error after 1 local step" in text and "after 1 local steps" not in text
+    assert "(BatchNorm1d)" in text and "e-1" not in text
 
 
 def test_label_divergence_values():
@@ -231,7 +322,7 @@ def test_cli_on_the_example_config(capsys, tmp_path):
     png = tmp_path / "d.png"
     assert cli.main(["diagnose", "--config", CONFIG, "--stat-samples", "64", "--figure", str(png), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^2  features.4  +32 +\d+\.\d%", out, re.M)
+    assert re.search(r"^2  features.4 \(BatchNorm1d\)  +32 +\d+\.\d%", out, re.M)
     assert "Recommendation: FedTAN" in out and "label skew" in out  # FedTAN's config: sync rounds are fine
     assert png.stat().st_size > 10_000
     assert cli.main(["diagnose", "--config", CONFIG, "--stat-samples", "64", "--json", "--no-sync-rounds-ok"]) == 0

@@ -336,6 +336,25 @@ def test_dispatch_order_is_longest_first_by_the_stored_durations(tmp_path):
     assert _dispatch_order(["a", "b"], tmp_path / "fresh") == ["a", "b"]
 
 
+def test_reproduce_bar_eta_comes_from_the_stored_durations(tmp_path):
+    """The bar counts expected seconds: after the longest entry (run first) its remaining time is
+    the others' recorded durations, not the first entry's time per remaining entry."""
+    from bnfl.experiments.runner import _Progress, result_path
+
+    for eid, seconds in (("long", 600.0), ("a", 10.0), ("b", 20.0)):
+        stored = E.Result(id=eid, title=eid, profile="quick", seeds=[0], rows=[], paper=[], claims=[],
+                          duration_s=seconds)
+        result_path(tmp_path, eid).parent.mkdir(parents=True)
+        result_path(tmp_path, eid).write_text(stored.to_json())
+    bar = _Progress(["long", "a", "b", "new"], tmp_path, desc="x", progress=True)
+    assert bar.expected == {"long": 600.0, "a": 10.0, "b": 20.0, "new": 20.0}  # new: the median
+    bar.finished("long")
+    assert bar.bar.total == 650.0 and bar.bar.n == 600.0 and bar.done == 1
+    rate = bar.bar.n / 600.0  # 600 expected seconds in 600 s of wall time
+    assert (bar.bar.total - bar.bar.n) / rate == 50.0  # tqdm's remaining: 50 s, not 3 x 600 s
+    bar.close()
+
+
 def test_shared_runs_are_computed_once_across_entries():
     before = CACHE.misses
     E.run("fedtan-fig9", profile="smoke", cache=CACHE)

@@ -243,3 +243,27 @@ def test_a_failing_import_string_is_one_error_line_naming_the_module(page, capsy
             del sys.modules[name]
     err = capsys.readouterr().err.strip()
     assert err == want
+
+
+def test_each_python_block_imports_what_it_uses():
+    """A reader copies one section's block: every name it reads is a builtin, or imported or
+    assigned in that same block (section 6 once used `fl` imported in section 4)."""
+    import ast
+    import builtins
+
+    for lang, body in _blocks():
+        if lang != "python" or body.startswith("# file: "):
+            continue
+        tree = ast.parse(body)
+        defined = set(dir(builtins))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined.add(node.id)
+            elif isinstance(node, ast.arg):
+                defined.add(node.arg)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+                defined.add(node.name)
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        assert used <= defined, f"a block of docs/own-fix.md uses {sorted(used - defined)} without importing it:\n{body}"

@@ -57,3 +57,17 @@ def test_markdown_has_every_row_and_section(comm):
     bench = W.benchmark_markdown(FIGURES)
     assert "FedAvg+BN, iid split" in bench and "pass" in bench
     assert "not computed yet" in W.benchmark_markdown(Path("/nonexistent"))
+
+
+def test_headlines_spell_methods_and_intervals_one_way():
+    """The headline table names a baseline as the method table does (not a paper's "FEDAVG +BN")
+    and writes every "mean ± spread" with spaces, the paper's cells as ours."""
+    import re
+
+    from bnfl.which_fix import headlines
+
+    heads = headlines(FIGURES)
+    text = " ".join(h["paper"] + " " + h["ours"] for h in heads.values())
+    assert "FEDAVG" not in text and " BN " not in f" {text} "
+    assert re.findall(r"\S±|±\S", text) == []
+    assert heads["fixbn"]["paper"].split(" vs ")[1].startswith("FedAvg+BN ")

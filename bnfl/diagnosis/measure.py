@@ -32,6 +32,8 @@ from bnfl.fedtan import AGGREGATES
 from bnfl.fl.comm import weighted_sum
 
 __all__ = [
+    "NOISE_DRAWS",
+    "batch_noise",
     "bn_inputs",
     "first_step_errors",
     "grad_norm",
@@ -131,7 +133,8 @@ def _class_share(h: Tensor, owner: Tensor, y: Tensor) -> float | None:
     return acc / total if total else None
 
 
-def layer_shares(h: Tensor, owner: Tensor, y: Tensor | None, *, batch_size: int) -> dict[str, float | None]:
+def layer_shares(h: Tensor, owner: Tensor, y: Tensor | None, *, batch_size: int | None,
+                 seed: int = 0) -> dict[str, float | None]:
     r"""Shares of one BN layer's input variance, per channel and then averaged over channels.
 
     With client moments :math:`(n_i, \mu_i, \sigma_i^2)`, :math:`p_i = n_i/N` and the union's
@@ -148,10 +151,10 @@ def layer_shares(h: Tensor, owner: Tensor, y: Tensor | None, *, batch_size: int)
         near the sampling floor under pure label skew; ``None`` when no class is held by two
         clients.
     ``batch_noise``
-        :math:`\sum_i p_i \operatorname{Var}_i(\bar h)/(B\,\sigma^2)`, the variance of a
-        size-B batch mean (B samples drawn from client i; :math:`\bar h` a sample's spatial mean,
-        so correlations within a sample count) relative to :math:`\sigma^2`: the noise of the
-        batch statistics BN normalises with.
+        what BN sees at batch size B (:func:`batch_noise`): the error of a batch's per-channel
+        mean and standard deviation, over its :math:`B\times H\times W` positions, against the
+        client's population, in units of the population's variance; ``None`` when ``batch_size``
+        is ``None``.
 
     Parameters
     ----------
@@ -161,8 +164,10 @@ def layer_shares(h: Tensor, owner: Tensor, y: Tensor | None, *, batch_size: int)
         The client of each row (0..K-1, each present).
     y : Tensor of shape (N,), optional
         Integer class labels; ``None`` skips ``between_given_label``.
-    batch_size : int
-        B.
+    batch_size : int or None
+        B; ``None`` skips ``batch_noise``.
+    seed : int, default 0
+        Seeds the batches :func:`batch_noise` draws.
     """
     k = int(owner.max()) + 1
     groups = [torch.nonzero(owner == i).flatten() for i in range(k)]
@@ -170,17 +175,76 @@ def layer_shares(h: Tensor, owner: Tensor, y: Tensor | None, *, batch_size: int)
     union = stats.merge(parts)
     within, between = stats.decompose(parts)
     ok = union.var > 1e-12 * float(union.var.max().clamp_min(1e-300))
-    sample_means = h.reshape(h.shape[0], h.shape[1], -1).mean(-1)  # (N, C, *) -> (N, C)
-    p = torch.tensor([g.numel() for g in groups], dtype=h.dtype) / h.shape[0]
-    noise = sum(pi * sample_means[g].var(0, correction=0) for pi, g in zip(p, groups, strict=True)) / batch_size
     return {
         "channels": int(h.shape[1]),
         "var": float(union.var.mean()),
         "avg_var": float(within.mean()),
         "between": float((between[ok] / union.var[ok]).mean()) if bool(ok.any()) else 0.0,
         "between_given_label": None if y is None else _class_share(h, owner, y),
-        "batch_noise": float((noise[ok] / union.var[ok]).mean()) if bool(ok.any()) else 0.0,
+        "batch_noise": None if batch_size is None else batch_noise(h, owner, batch_size=batch_size, seed=seed),
     }
+
+
+#: Batches :func:`batch_noise` draws per client.
+NOISE_DRAWS = 256
+
+
+def batch_noise(h: Tensor, owner: Tensor, *, batch_size: int, draws: int = NOISE_DRAWS, seed: int = 0) -> float:
+    r"""What BN sees at batch size B: the error of a batch's statistics against the population's.
+
+    BN normalises channel c of a training batch with the mean :math:`\mu_B` and the biased
+    standard deviation :math:`\sigma_B` over the batch's :math:`B\times H\times W` positions
+    (FedTAN eqs. 1-2), not with the population's :math:`(\mu, \sigma)`. For B samples drawn
+    without replacement from client i (the population: all of its rows in ``h``)
+
+    .. math:: \nu = \sum_i p_i \operatorname{mean}_c
+              \mathbb{E}\left[\frac{(\mu_B-\mu_i)^2 + (\sigma_B-\sigma_i)^2}{\sigma_i^2}\right]
+
+    the squared distance of the batch's (mean, standard deviation) from the population's in
+    units of its variance, estimated from ``draws`` random batches per client (a seeded
+    generator; channels without variance are skipped). For independent Gaussian features it
+    is about :math:`1.5/n` with :math:`n = BHW`; positions of one sample are correlated, so a
+    convolution's channel sees far fewer than :math:`BHW` independent values, and this measure
+    says how many: the noise of a 2-sample batch of 8x8 feature maps is closer to that of 2
+    samples than to that of 128 (``tests/test_diagnose.py``).
+
+    Parameters
+    ----------
+    h : Tensor of shape (N, C, ...)
+        A BN layer's input for the union of the clients' samples.
+    owner : Tensor of shape (N,)
+        The client of each row (0..K-1, each present).
+    batch_size : int
+        B (a client with fewer rows draws all of them: no noise).
+    draws : int, default :data:`NOISE_DRAWS`
+    seed : int, default 0
+
+    Returns
+    -------
+    float
+        :math:`\nu` (0 for a batch that is the population).
+    """
+    gen = torch.Generator().manual_seed(seed + 104729)
+    n, c = h.shape[0], h.shape[1]
+    flat = h.reshape(n, c, -1)  # (N, C, *) -> (N, C, P)
+    positions = flat.shape[-1]
+    total = 0.0
+    for i in range(int(owner.max()) + 1):
+        hi = flat[owner == i]  # (n_i, C, P)
+        mu = hi.mean(dim=(0, 2))  # (C,)
+        var = hi.var(dim=(0, 2), correction=0)  # (C,)
+        ok = var > 1e-12 * float(var.max().clamp_min(1e-300))
+        if not bool(ok.any()):
+            continue
+        centred = hi - mu[None, :, None]
+        s1, s2 = centred.sum(-1), centred.square().sum(-1)  # per sample: (n_i, C) sums over positions
+        b = min(batch_size, hi.shape[0])
+        idx = torch.rand(draws, hi.shape[0], generator=gen).argsort(dim=1)[:, :b]  # (draws, B) without replacement
+        m = s1[idx].sum(1) / (b * positions)  # (draws, C): batch mean minus population mean
+        v = (s2[idx].sum(1) / (b * positions) - m.square()).clamp_min(0.0)  # (draws, C): biased batch variance
+        err = (m.square() + (v.sqrt() - var.sqrt()).square()) / var  # (draws, C)
+        total += hi.shape[0] / n * float(err[:, ok].mean())
+    return total
 
 
 def label_divergence(y: Tensor, owner: Tensor) -> float:

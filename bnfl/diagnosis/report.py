@@ -42,18 +42,23 @@ def _bytes(b: int | None) -> str:
 def layer_rows(d: Diagnosis) -> list[dict[str, Any]]:
     """Table 1: per BN layer, the shares of its input's variance (mean over channels)."""
     b = d.setting["batch_size"]
-    return [{"#": i + 1, "BN layer": r["name"], "C": r["channels"],
+    return [{"#": i + 1, "BN layer": f"{r['name']} ({r['type']})" if r.get("type") else r["name"], "C": r["channels"],
              "between clients": f"{r['between']:.1%}",
              "between, within classes": _num(r["between_given_label"], ".1%"),
              f"batch noise at B={b}": f"{r['batch_noise']:.1%}"} for i, r in enumerate(d.layers)]
 
 
+def _err(v: float) -> str:
+    """Three significant digits; float64 rounding (below 1e-9, FedTAN's exact coupling) as ``< 1e-9``."""
+    return "< 1e-9" if abs(v) < 1e-9 else f"{v:.3g}"
+
+
 def gradient_rows(d: Diagnosis) -> list[dict[str, Any]]:
     """Table 2: first-step aggregated-gradient error and mean B_i^2 per BN coupling."""
-    return [{"coupling": _label(mid), "rel. error": f"{d.grad_error[mode]:.3g}",
-             "on an i.i.d. split": f"{d.grad_error_floor[mode]:.3g}", "mean B_i^2": f"{d.mean_b2[mode]:.3g}",
-             f"update error after {d.setting['local_steps']} local steps":
-                 f"{d.update_error[mode]:.3g}" if mode in d.update_error else "-"}
+    return [{"coupling": _label(mid), "rel. error": _err(d.grad_error[mode]),
+             "on an i.i.d. split": _err(d.grad_error_floor[mode]), "mean B_i^2": _err(d.mean_b2[mode]),
+             f"update error after {d.setting['local_steps']} local step{'s' if d.setting['local_steps'] != 1 else ''}":
+                 _err(d.update_error[mode]) if mode in d.update_error else "-"}
             for mode, mid in COUPLINGS.items()]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -41,6 +42,10 @@ def _add_common(p: argparse.ArgumentParser, *, out_default: str) -> None:
                         "data is missing)")
 
 
+#: Columns ``bnfl list`` fits its lines into.
+LIST_WIDTH = 100
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     from bnfl.experiments.registry import get, ids
     from bnfl.experiments.runner import load_result
@@ -52,11 +57,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
         stored = load_result(out, eid)
         last = f"{stored.verdict} ({stored.profile})" if stored is not None else "-"
         rows.append((eid, entry.kind, ",".join(sorted(entry.configs)), last, entry.title))
-    widths = [max(len(r[i]) for r in rows + [("id", "kind", "profiles", "last result", "")]) for i in range(4)]
-    header = ("id", "kind", "profiles", f"last result ({out})", "title")
-    print("  ".join(h.ljust(w) for h, w in zip(header[:4], widths, strict=True)) + "  title")
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
+    header = ("id", "kind", "profiles", "last result", "title")
+    widths = [max(len(r[i]) for r in [*rows, header]) for i in range(4)]
+    for r in [header, *rows]:  # the title on its own lines below: every line fits LIST_WIDTH columns
+        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)).rstrip())
+        for line in textwrap.wrap(r[4], LIST_WIDTH - 4) or [""]:
+            print("    " + line)
+    print(textwrap.fill(f"(last result: verdict and profile of the result stored in {out})", LIST_WIDTH,
+                        break_on_hyphens=False))
     return 0
 
 
@@ -162,12 +170,18 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``list``, ``run`` and ``reproduce`` to the ``bnfl`` command line."""
-    p = subparsers.add_parser("list", help="list the registered figures and tables")
+    p = subparsers.add_parser("list", help="list the registered figures and tables",
+                              description="List every registered figure and table of the four papers (its id, "
+                                          "title and profiles) and the verdict of a result stored in --out.")
     p.add_argument("--paper", default=None, help="only this paper's entries (e.g. fedtan)")
     p.add_argument("--out", default="figures", help="where to look for stored results (default: figures)")
     p.set_defaults(func=_cmd_list)
 
-    p = subparsers.add_parser("run", help="run one figure/table: result.json + figure files")
+    p = subparsers.add_parser("run", help="run one figure/table: result.json + figure files",
+                              description="Run one registered figure or table (an id of bnfl list) at a profile; "
+                                          "writes OUT/ID/result.json (numbers, the paper's beside them, claim "
+                                          "verdicts) and the figure files. A stored result of the same settings "
+                                          "is reused.")
     p.add_argument("id", help="catalog id, e.g. fedtan-tab3 (see `bnfl list`)")
     _add_common(p, out_default="runs")
     p.add_argument("--force", action="store_true", help="recompute even if a matching result is stored")
@@ -176,7 +190,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_run)
 
     p = subparsers.add_parser("reproduce", help="run every registered entry (or one paper's); figures + REPORT.md "
-                              "(resumable)")
+                              "(resumable)",
+                              description="Run every registered figure and table (or one paper's, or --only some) "
+                                          "and write REPORT.md; finished entries are kept, so an interrupted run "
+                                          "continues where it stopped.")
     p.add_argument("--paper", default=None, help="only this paper (e.g. fedtan); default: every registered paper")
     _add_common(p, out_default="figures")
     p.add_argument("--force", action="store_true", help="recompute finished entries too")

@@ -48,8 +48,9 @@ def _cli(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``bnfl flwr`` to the ``bnfl`` command line."""
+    # prefix_chars="+": every argument, --help included, is flwr's (``bnfl flwr --help`` is flwr's help)
     p = subparsers.add_parser("flwr", help="Flower's flwr command with this environment on PATH (flwr run ... "
-                              "from a shell that did not activate it)", add_help=False,
+                              "from a shell that did not activate it)", add_help=False, prefix_chars="+",
                               description="Run Flower's `flwr` with this environment's programs on PATH.")
     p.add_argument("flwr_args", nargs=argparse.REMAINDER, help="arguments of flwr, e.g. run examples/flower_app")
     p.set_defaults(func=_cli)

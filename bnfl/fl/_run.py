@@ -302,6 +302,14 @@ class History:
             for row in self.rows:
                 w.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()})
 
+    def plot(self, *others: History, loss: str = "auto"):
+        """Test accuracy and loss against rounds, of this run and ``others`` on one figure (the
+        seeds of one configuration as a band: :func:`bnfl.runs.plot_runs`); returns the Figure,
+        nothing is written (``fig.savefig("curves.png")``; ``.svg``, ``.pdf`` too)."""
+        from bnfl.runs import plot_runs
+
+        return plot_runs([self, *others], loss=loss)
+
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> History:
         d = json.loads(Path(path).read_text())

@@ -100,7 +100,7 @@ def batched_obstacle(sim: Simulation) -> str | None:
     """
     base = next(c for c in reversed(type(sim).__mro__) if "_run_clients" in vars(c))  # Simulation (no import cycle)
     if type(sim)._run_clients is not base._run_clients:
-        return f"{type(sim).__name__} runs the clients itself (its own _run_clients, e.g. on Flower nodes)"
+        return "this engine runs the clients itself (on Flower: each on its own node), not as one computation here"
     why = sim.algorithm.batching_obstacle()
     return why if why is not None else batching_obstacle(sim.model)
 

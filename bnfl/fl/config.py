@@ -70,14 +70,21 @@ def run(cfg: RunConfig | Mapping[str, Any] | str | Path, *, resume: bool = False
     a distributed run, rank 0 writes; on ``engine="flower"`` the ServerApp, after running the
     config through Flower's simulation runtime, one node per client: :mod:`bnfl.fl.flower`).
     ``resume``/``overwrite``: a folder holding a run needs one of them (:mod:`bnfl.fl._rundir`)."""
+    from bnfl.fl._provenance import describe
+
     cfg = as_config(cfg)
     if resolve_engine(engine) == "flower":
         from bnfl.fl._rundir import prepare
 
         if not resume:
             prepare(cfg.out, resume=False, overwrite=overwrite)
-        return _run_flower(cfg, resume=resume)
+        hist = _run_flower(cfg, resume=resume)
+        hist.meta.update(describe(cfg, "flower"))
+        if cfg.out:
+            hist.to_json(Path(cfg.out) / "history.json")
+        return hist
     sim = build(cfg, engine=engine)
+    sim.history.meta.update(describe(cfg, resolve_engine(engine)))  # what ran, where: the folder says it
     hist = sim.run(resume=resume, overwrite=overwrite)
     if cfg.out and getattr(sim, "rank", 0) == 0:
         out = Path(cfg.out)
@@ -138,11 +145,27 @@ def _cli_run(args: argparse.Namespace) -> int:
         if rank != 0:
             return 0
     last = hist.rows[-1] if hist.rows else {}
-    print(f"{cfg.method}: {len(hist)} rounds, test_acc={last.get('test_acc')}, "
-          f"comm_rounds={last.get('comm_rounds')}, bytes={last.get('bytes_total')}"
+    acc = last.get("test_acc")
+    print(f"{cfg.method}: {len(hist)} rounds, test accuracy "
+          + ("-" if acc is None else f"{100 * acc:.2f}%")
+          + f", {last.get('comm_rounds')} communication rounds, {_bytes(last.get('bytes_total'))} communicated"
           + (f"; wrote {cfg.out}/history.json" if cfg.out else "")
           + (f"\n{hist.meta['batched']['line']}" if "line" in hist.meta.get("batched", {}) else ""))
     return 0
+
+
+def _bytes(n: int | None) -> str:
+    """``"279.7 KiB"``: a byte count at a readable precision."""
+    if n is None:
+        return "-"
+    if n < 1024:
+        return f"{n} B"
+    size = n / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            break
+        size /= 1024
+    return f"{size:.1f} {unit}"
 
 
 def register(subparsers: Any) -> None:
@@ -160,13 +183,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--data", help="data set name or import string (replaces the config's [data] table)")
     p.add_argument("--init", choices=("pytorch", "he_normal", "authors"),
                    help="weight initialisation (overrides model.init; default pytorch; bnfl.models.inits)")
-    p.add_argument("--rounds", type=int)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--device")
-    p.add_argument("--out", help="output directory")
-    p.add_argument("--lr", type=float)
-    p.add_argument("--local-steps", dest="local_steps", type=int)
-    p.add_argument("--batch-size", dest="batch_size", type=int)
+    p.add_argument("--rounds", type=int, help="communication rounds R (overrides the config's rounds; default 10)")
+    p.add_argument("--seed", type=int, help="seed of the model's initialisation, the partition and the batches "
+                   "(overrides the config's seed; default 0)")
+    p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (overrides the config's device; default cpu)")
+    p.add_argument("--out", help="run folder for history.json, history.csv and the checkpoints "
+                   "(overrides the config's out; none: nothing is written)")
+    p.add_argument("--lr", type=float, help="learning rate of round 1 (overrides train.lr; default 0.1)")
+    p.add_argument("--local-steps", dest="local_steps", type=int,
+                   help="local work E per round, in train.local_unit (overrides train.local_steps; default 1)")
+    p.add_argument("--batch-size", dest="batch_size", type=int,
+                   help="each client's mini-batch size B (overrides train.batch_size; default 32)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out (none: a warning, "
                    "and round 1)")
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out (without it or --resume, "

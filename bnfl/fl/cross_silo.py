@@ -285,8 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             hist.to_json(out / "history.json")
             hist.to_csv(out / "history.csv")
             last = hist.rows[-1] if hist.rows else {}
-            print(f"{cfg.method} cross-silo on {sim.world_size} ranks: {len(hist)} rounds, "
-                  f"test_acc={last.get('test_acc')}; wrote {out}/history.json")
+            acc = last.get("test_acc")
+            print(f"{cfg.method} cross-silo on {sim.world_size} ranks: {len(hist)} rounds, test accuracy "
+                  + ("-" if acc is None else f"{100 * acc:.2f}%") + f"; wrote {out}/history.json")
     finally:
         dist.destroy_process_group()
     return 0

@@ -73,6 +73,13 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
                  channel: Channel | None = None) -> None:
         if not isinstance(algorithm, Algorithm):
             raise TypeError(f"algorithm must be a bnfl.fl.Algorithm, got {type(algorithm).__name__}")
+        if loss_fn is _cross_entropy:
+            for name in ("y_train", "y_test"):
+                y = getattr(data, name)
+                if y.is_floating_point() and y.dim() == 1:  # (N, C) float targets are class probabilities
+                    raise ValueError(f"{name} holds {str(y.dtype).removeprefix('torch.')} labels; the default loss "
+                                     f"(cross-entropy) needs integer class labels: pass {name}.long(), or give "
+                                     f"loss_fn= a loss for float targets")
         self.config = config or TrainConfig()
         self.algorithm = algorithm
         self.loss_fn = loss_fn

@@ -289,7 +289,9 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
                 hist.to_json(out / "history.json")
                 hist.to_csv(out / "history.csv")
             last = hist.rows[-1] if hist.rows else {}
-            _log(f"bnfl {s.algorithm.name}: {len(hist)} rounds on {len(sim.nodes)} nodes, test_acc={last.get('test_acc')}"
+            acc = last.get("test_acc")
+            _log(f"bnfl {s.algorithm.name}: {len(hist)} rounds on {len(sim.nodes)} nodes, test accuracy "
+                 + ("-" if acc is None else f"{100 * acc:.2f}%")
                  + (f"; wrote {Path(s.out) / 'history.json'}" if s.out else ""))
             if results is not None:
                 res = results[i]

@@ -19,9 +19,14 @@ Three pieces, each a drop-in for a Flower 1.42 app (Message API):
 
 Replace :func:`make_model` and :func:`load_partition` by yours.
 ``tests/test_recipes.py`` calls the strategy's ``configure_train`` and
-``aggregate_train`` and the client's ``train`` on Flower's record types
-directly (starting Flower's simulation runtime takes far longer than the
-test budget).
+``aggregate_train`` and the client's ``train`` and ``evaluate`` on Flower's
+record types directly, and runs this file once as written::
+
+    python examples/recipes/flower_strategy.py --rounds 3
+
+which runs both apps on Flower's simulation runtime in this one process (3
+nodes), prints each round's evaluated accuracy, and leaves no process
+behind (``flwr run`` would start a SuperLink that keeps running).
 """
 
 from __future__ import annotations
@@ -56,14 +61,17 @@ def make_model() -> nn.Module:
     )
 
 
-def load_partition(partition_id: int, num_partitions: int):
-    """This node's data: the embedded digits, with a feature shift per node
-    (its own brightness)."""
+def load_partition(partition_id: int, num_partitions: int, *,
+                   test: bool = False):
+    """This node's data (its test data with ``test``): the embedded digits,
+    with a feature shift per node (its own brightness)."""
     from bnfl.data import load
 
     split = load("digits", form="image")
-    idx = torch.arange(partition_id, split.x_train.shape[0], num_partitions)
-    return split.x_train[idx] * (1.0 + partition_id), split.y_train[idx]
+    x, y = (split.x_test, split.y_test) if test else (split.x_train,
+                                                       split.y_train)
+    idx = torch.arange(partition_id, x.shape[0], num_partitions)
+    return x[idx] * (1.0 + partition_id), y[idx]
 
 
 # -- what is shared and what stays, by layer type ----------------------------
@@ -133,14 +141,20 @@ class KeepBNLocal(FedAvg):
 client_app = ClientApp()
 
 
-@client_app.train()
-def train(msg: Message, context: Context) -> Message:
+def node_model(msg: Message, context: Context) -> nn.Module:
+    """The model with the downloaded arrays and this node's own BN state
+    (from its last round; none before its first)."""
     model = make_model()
     if "bn" in context.state.array_records:
-        # this node's own BN state, from its last round
         own = context.state["bn"].to_torch_state_dict()
         model.load_state_dict({**model.state_dict(), **own})
     load_shared(model, msg.content["arrays"])
+    return model
+
+
+@client_app.train()
+def train(msg: Message, context: Context) -> Message:
+    model = node_model(msg, context)
     node = context.node_config
     x, y = load_partition(int(node["partition-id"]),
                           int(node["num-partitions"]))
@@ -152,25 +166,79 @@ def train(msg: Message, context: Context) -> Message:
     for _ in range(int(context.run_config.get("local-steps", 5))):
         idx = torch.randint(len(x), (32,), generator=gen)
         opt.zero_grad()
-        F.cross_entropy(model(x[idx]), y[idx]).backward()
+        loss = F.cross_entropy(model(x[idx]), y[idx])
+        loss.backward()
         opt.step()
     state = model.state_dict()
     bn = keys_in(model, "bn_affine", "bn_stats", "bn_count")
     context.state["bn"] = ArrayRecord({k: state[k] for k in bn})
     content = RecordDict({
         "arrays": shared_record(model),
-        "metrics": MetricRecord({"num-examples": len(x)}),
+        "metrics": MetricRecord({"num-examples": len(x),
+                                 "train_loss": float(loss)}),
     })
     return Message(content=content, reply_to=msg)
 
 
+@client_app.evaluate()
+def evaluate(msg: Message, context: Context) -> Message:
+    """Accuracy of the shared arrays with this node's own BN layers on its
+    test data (FedBN's per-client evaluation)."""
+    model = node_model(msg, context).eval()
+    node = context.node_config
+    x, y = load_partition(int(node["partition-id"]),
+                          int(node["num-partitions"]), test=True)
+    with torch.no_grad():
+        out = model(x)
+    metrics = {"accuracy": float((out.argmax(1) == y).float().mean()),
+               "loss": float(F.cross_entropy(out, y)),
+               "num-examples": len(x)}
+    return Message(content=RecordDict({"metrics": MetricRecord(metrics)}),
+                   reply_to=msg)
+
+
 server_app = ServerApp()
+#: Server rounds when the run config does not set ``num-server-rounds``.
+ROUNDS = 3
 
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
     torch.manual_seed(0)
-    strategy = KeepBNLocal(model=make_model(), fraction_evaluate=0.0)
-    rounds = int(context.run_config.get("num-server-rounds", 3))
-    strategy.start(grid=grid, initial_arrays=strategy.global_record(),
-                   num_rounds=rounds)
+    strategy = KeepBNLocal(model=make_model())  # every node trains, evaluates
+    rounds = int(context.run_config.get("num-server-rounds", ROUNDS))
+    result = strategy.start(grid=grid,
+                            initial_arrays=strategy.global_record(),
+                            num_rounds=rounds)
+    for r, metrics in sorted(result.evaluate_metrics_clientapp.items()):
+        print(f"round {r}: evaluated accuracy {100 * metrics['accuracy']:.2f}%"
+              f" (mean over nodes, weighted by test samples)", flush=True)
+
+
+# -- run it here: Flower's simulation runtime in this process ----------------
+def run(rounds: int = 3, nodes: int = 3) -> None:
+    """Both apps on Flower's simulation runtime, ``nodes`` nodes, in this
+    process: no SuperLink is started, and nothing keeps running after it."""
+    from flwr.simulation import run_simulation
+
+    global ROUNDS
+    ROUNDS = rounds  # the ServerApp runs in this process and reads it
+    run_simulation(server_app=server_app, client_app=client_app,
+                   num_supernodes=nodes,
+                   backend_config={"client_resources": {"num_cpus": 1},
+                                   # Ray's local cluster: this machine only
+                                   "init_args": {"include_dashboard": False,
+                                                 "_node_ip_address":
+                                                     "127.0.0.1"}})
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="server rounds (default 3)")
+    parser.add_argument("--nodes", type=int, default=3,
+                        help="simulated nodes (default 3)")
+    args = parser.parse_args()
+    run(args.rounds, args.nodes)

@@ -60,8 +60,10 @@ interactive.show(d)
 #   bias FedAvg+BN's averaged variance misses; the within-class share (pink) is the same measure
 #   computed inside each class, over the clients that hold it: it stays at the sampling floor when
 #   only the label mix differs (label skew) and rises when the same class looks different on
-#   different clients (feature shift). The batch noise (orange) is the variance of a batch mean
-#   of $B$ samples relative to the variance: about $1/B$ here.
+#   different clients (feature shift). The batch noise (orange) is how far a batch's mean and
+#   standard deviation, the statistics BN normalises with, fall from the population's, in units
+#   of the variance: about $1.5/B$ for this MLP. Layers are named by their place in the model
+#   and their type ("features.1 (BatchNorm1d)").
 # * **Middle panel / second table.** With $\phi = 0.3$ FedAvg+BN's aggregated gradient is off by
 #   about half its norm, well above its error on an i.i.d. re-split of the same samples (the black
 #   ticks); FedTAN's is rounding. With $E > 1$ local steps even FedTAN's round update differs from

@@ -302,7 +302,7 @@ _E7 = (1, 4, 16)
               "The paper's list of E is stripped; the catalog uses {1, 4, 16}."),
     kind="training",
     seeds=SWEEP_SEEDS,  # fedbn-fig4 (a)'s runs (same E, budget and seeds): trained once
-    configs=profiles({**_QUICK, "E": list(_E7)}, {**_PAPER, "E": list(_E7)}, smoke={**_SMOKE, "E": [1, 2]}),
+    configs=profiles(_QUICK | {"E": list(_E7)}, _PAPER | {"E": list(_E7)}, smoke=_SMOKE | {"E": [1, 2]}),
 )
 def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     from bnfl.experiments.training import canonical

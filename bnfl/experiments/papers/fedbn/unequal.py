@@ -147,11 +147,11 @@ def _permutation_check() -> tuple[list[dict[str, Any]], list[Any]]:
                  "printed values, which fit the reference code's client order (MNIST, SVHN, USPS, SynthDigits, "
                  "MNIST-M) and not the header: read that way, more data never lowers an accuracy."),
        kind="training", seeds=SWEEP_SEEDS,
-       configs=profiles({**_Q15, "deviations": _Q15["deviations"] + [
+       configs=profiles(_Q15 | {"deviations": _Q15["deviations"] + [
            "quick: the same runs as fedbn-tab15 (the proportions of Tables 15 and 16 are the same)"]},
-           {**_P15, "deviations": ["the full original datasets need the raw files; the partition files of the "
-                                   "reference release hold 10% (Table 15's setting)"]},
-           smoke={**_SMOKE, "sizes": [40, 32, 60, 36, 36]}))
+           _P15 | {"deviations": ["the full original datasets need the raw files; the partition files of the "
+                                  "reference release hold 10% (Table 15's setting)"]},
+           smoke=_SMOKE | {"sizes": [40, 32, 60, 36, 36]}))
 def compute_tab16(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     # quick: Table 15's runs and checks (linked, counted in fedbn-tab15); paper: runs of its own
     t15 = _CONFIGS15.get(ctx.profile, {})
@@ -185,7 +185,7 @@ def plot_tab16(result: Result) -> Any:
               "94.61, FedProx 92.35 / 94.31, FedAvg 91.28 / 93.55."),
     kind="training",
     seeds=SEEDS,
-    configs={**_SOTA, "paper": {**_SOTA["paper"], "unseen": ["morpho:global", "morpho:local"]}},
+    configs=_SOTA | {"paper": _SOTA["paper"] | {"unseen": ["morpho:global", "morpho:local"]}},
 )
 def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = sota_runs(ctx, config, _KEYS)

@@ -1,0 +1,288 @@
+"""A user's own runs: load a run folder, draw its curves, and compare runs side by side.
+
+A run folder is what ``bnfl train --out DIR`` (or :func:`bnfl.fl.run` with ``out``) writes; its
+``history.json`` holds one row per round and a meta that says what ran (:mod:`bnfl.fl._provenance`).
+Computing, plotting and writing stay apart, as in the experiments::
+
+    h = bnfl.load_run("runs/fedtan")         # a History (rows + meta)
+    fig = h.plot()                           # accuracy and loss against rounds
+    fig = bnfl.runs.plot_runs([h, g])        # several runs; seeds of one configuration as a band
+    print(bnfl.runs.format_comparison(bnfl.runs.compare([h, g])))
+
+Runs that differ only in their seed are one *configuration*: their curves are drawn as the mean
+over seeds with a band, and their final accuracy is reported with an interval, both the 95%
+Student t-interval over seeds the reports use (:func:`bnfl.experiments.intervals.t_interval`).
+``bnfl plot DIR [DIR ...]`` does all of this from the command line (docs/runs.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bnfl.fl._history_file import read_rows
+from bnfl.fl._run import History
+
+__all__ = ["Group", "compare", "find_runs", "format_comparison", "group_runs", "load_run", "plot_runs"]
+
+HISTORY = "history.json"
+#: Fields of a history's ``meta["run"]`` that vary between the seeds of one configuration.
+SEED_FIELDS = ("seed",)
+
+
+def load_run(path: str | os.PathLike[str]) -> History:
+    """The :class:`~bnfl.fl.History` of a run folder (or of its ``history.json``).
+
+    A history cut short by a crash gives its complete rows. ``history.meta["source"]`` is set to
+    the folder it came from.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ValueError
+        ``path`` holds no run (no ``history.json``), or a ``history.json`` without a round.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p} does not exist: pass the --out folder of a bnfl train run")
+    f = p if p.is_file() else p / HISTORY
+    if not f.is_file():
+        raise ValueError(f"{p} holds no run (no {HISTORY} in it): pass the --out folder of a bnfl train run")
+    text = f.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+        meta, rows = dict(data.get("meta") or {}), list(data["rows"])
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        rows = read_rows(f)  # cut short by a crash: its complete rows
+        first = text.split("\n", 1)[0].strip().removeprefix('{"meta":').removesuffix(",")
+        try:
+            meta = dict(json.loads(first))
+        except (json.JSONDecodeError, TypeError, ValueError):
+            meta = {}
+    if not rows:
+        raise ValueError(f"{f} holds no finished round yet: wait for the run's first round, or pass another folder")
+    meta["source"] = str(f.parent)
+    return History(rows=rows, meta=meta)
+
+
+def find_runs(paths: Sequence[str | os.PathLike[str]]) -> list[History]:
+    """:func:`load_run` of each path; a folder without ``history.json`` whose sub-folders hold runs
+    (``runs/`` with one folder per seed) stands for those runs, in name order."""
+    out = []
+    for path in paths:
+        p = Path(path)
+        if p.is_dir() and not (p / HISTORY).exists():
+            subs = sorted(d for d in p.iterdir() if (d / HISTORY).is_file())
+            if subs:
+                out += [load_run(d) for d in subs]
+                continue
+        out.append(load_run(p))
+    return out
+
+
+# -- grouping seeds ---------------------------------------------------------------------------------
+def _seed(h: History) -> Any:
+    run = h.meta.get("run")
+    return run.get("seed") if isinstance(run, dict) else (h.meta.get("config") or {}).get("seed")
+
+
+def _key(h: History) -> str:
+    """What makes a run's configuration: its ``meta["run"]`` without the seed (older folders: the
+    algorithm and training settings without seed and folder)."""
+    run = h.meta.get("run")
+    if isinstance(run, dict):
+        what = {k: v for k, v in run.items() if k not in SEED_FIELDS}
+        what["partition"] = {k: v for k, v in (what.get("partition") or {}).items() if k != "seed"}
+    else:
+        cfg = {k: v for k, v in (h.meta.get("config") or {}).items() if k not in ("seed", "checkpoint_dir", "progress")}
+        what = {"algorithm": h.meta.get("algorithm"), "config": cfg}
+    return json.dumps(what, sort_keys=True, default=str)
+
+
+def _name(h: History) -> str:
+    run = h.meta.get("run")
+    if isinstance(run, dict) and run.get("method"):
+        return str(run["method"])
+    return str(h.meta.get("algorithm") or Path(h.meta.get("source", "run")).name)
+
+
+@dataclass
+class Group:
+    """Runs of one configuration (they differ only in their seed).
+
+    Attributes
+    ----------
+    label : str
+        The method id, and the folder of its first run when two configurations share a method.
+    method : str
+        The method id (or the algorithm's name, for folders of older bnfl).
+    runs : list of History
+    """
+
+    label: str
+    method: str
+    runs: list[History]
+
+    @property
+    def seeds(self) -> list[Any]:
+        return [_seed(h) for h in self.runs]
+
+
+def group_runs(runs: Sequence[History]) -> list[Group]:
+    """Runs grouped by configuration, in the order each configuration first appears."""
+    groups: dict[str, Group] = {}
+    for h in runs:
+        k = _key(h)
+        if k not in groups:
+            groups[k] = Group(label=_name(h), method=_name(h), runs=[])
+        groups[k].runs.append(h)
+    out = list(groups.values())
+    for g in out:
+        if sum(o.label == g.label for o in out) > 1:
+            g.label = f"{g.method} ({Path(g.runs[0].meta.get('source', '?')).name})"
+    return out
+
+
+def _curve(g: Group, field: str) -> tuple[list[int], list[list[float]]]:
+    """Rounds at which every run of ``g`` recorded ``field``, and the values (one list per round)."""
+    per_run = [{int(r["round"]): float(r[field]) for r in h.rows if r.get(field) is not None} for h in g.runs]
+    rounds = sorted(set.intersection(*(set(d) for d in per_run))) if per_run else []
+    return rounds, [[d[r] for d in per_run] for r in rounds]
+
+
+def _band(values: list[float]) -> tuple[float, float, float]:
+    """Mean over seeds and the ends of its 95% t-interval (the mean twice for one seed)."""
+    from bnfl.experiments.intervals import t_interval
+
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    iv = t_interval(values)
+    return iv.estimate, iv.low, iv.high
+
+
+# -- the figure -------------------------------------------------------------------------------------
+def plot_runs(runs: Sequence[History], *, loss: str = "auto"):
+    """Test accuracy and loss against rounds: one line per configuration, the seeds of one
+    configuration as their mean with a band (the 95% t-interval over seeds).
+
+    Parameters
+    ----------
+    runs : sequence of History
+        From :func:`load_run` (or any :class:`~bnfl.fl.History`).
+    loss : {"auto", "test_loss", "train_loss"}, default "auto"
+        The loss panel's field; ``"auto"``: the test loss where it was recorded, else the
+        training loss.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two panels; nothing is written (``fig.savefig(path)``: PNG, SVG or PDF by the suffix).
+    """
+    from bnfl import plots
+
+    if not runs:
+        raise ValueError("no runs to plot: pass at least one run folder")
+    if loss not in ("auto", "test_loss", "train_loss"):
+        raise ValueError(f"loss must be 'auto', 'test_loss' or 'train_loss', got {loss!r}")
+    groups = group_runs(runs)
+    fig, (ax_acc, ax_loss) = plots.new_figure(1, 2)
+    for i, g in enumerate(groups):
+        color = plots.color_for(g.method, i)
+        n = len(g.runs)
+        label = g.label + (f" ({n} seeds, 95% interval)" if n > 1 else "")
+        field = loss
+        if loss == "auto":
+            field = "test_loss" if all(any(r.get("test_loss") is not None for r in h.rows) for h in g.runs) \
+                else "train_loss"
+        for ax, name, scale in ((ax_acc, "test_acc", 100.0), (ax_loss, field, 1.0)):
+            rounds, values = _curve(g, name)
+            if not rounds:
+                continue
+            mean, low, high = zip(*(_band([scale * v for v in vs]) for vs in values), strict=True)
+            ax.plot(rounds, mean, color=color, label=label, marker=plots.marker_for(g.method, i),
+                    markevery=max(1, len(rounds) // 8), markersize=4)
+            if n > 1:
+                ax.fill_between(rounds, low, high, color=color, alpha=0.2, linewidth=0)
+        ax_loss.set_ylabel(field.replace("_", " "))
+    ax_acc.set_ylabel("test accuracy (%)")
+    ax_acc.set_title("Accuracy")
+    ax_loss.set_title("Loss")
+    for ax in (ax_acc, ax_loss):
+        ax.set_xlabel("round")
+    ax_acc.legend(loc="lower right")
+    return fig
+
+
+# -- the table --------------------------------------------------------------------------------------
+def compare(runs: Sequence[History]) -> list[dict[str, Any]]:
+    """One row per configuration: its seeds, rounds, final test accuracy (mean over seeds, with the
+    95% t-interval over seeds when there are two or more), bytes communicated and wall time
+    (means over seeds)."""
+    from bnfl.experiments.intervals import t_interval
+
+    out = []
+    for g in group_runs(runs):
+        finals = [next((r["test_acc"] for r in reversed(h.rows) if r.get("test_acc") is not None), None)
+                  for h in g.runs]
+        accs = [100 * a for a in finals if a is not None]
+        iv = t_interval(accs) if len(accs) >= 2 else None
+
+        def mean_last(field: str, g: Group = g) -> float | None:
+            vals = [h.rows[-1].get(field) for h in g.runs]
+            vals = [v for v in vals if v is not None]
+            return sum(vals) / len(vals) if vals else None
+
+        out.append({"run": g.label, "seeds": g.seeds, "rounds": max(int(h.rows[-1]["round"]) for h in g.runs),
+                    "accuracy": sum(accs) / len(accs) if accs else None,
+                    "accuracy_low": None if iv is None else iv.low, "accuracy_high": None if iv is None else iv.high,
+                    "bytes": mean_last("bytes_total"), "wall_time": mean_last("wall_time"),
+                    "folders": [h.meta.get("source") for h in g.runs]})
+    return out
+
+
+def _size(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return "-"  # pragma: no cover
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(round(s), 60)
+    return f"{m} min {sec:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
+
+
+def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
+    """:func:`compare`'s rows as an aligned text table."""
+    def acc(r: dict[str, Any]) -> str:
+        if r["accuracy"] is None:
+            return "-"
+        if r["accuracy_low"] is None:
+            return f"{r['accuracy']:.2f}"
+        return f"{r['accuracy']:.2f} [{r['accuracy_low']:.2f}, {r['accuracy_high']:.2f}]"
+
+    head = ["run", "seeds", "rounds", "final test acc. (%)", "communicated", "wall time"]
+    body = [[r["run"], ", ".join(map(str, r["seeds"])), str(r["rounds"]), acc(r), _size(r["bytes"]),
+             _seconds(r["wall_time"])] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths,
+                                                                                         strict=True))).rstrip()
+
+    lines = [line(head), line(["-" * w for w in widths]), *map(line, body)]
+    if any(len(r["seeds"]) > 1 for r in rows):
+        lines.append("(several seeds: mean over seeds [95% t-interval over seeds]; communicated and wall time: means)")
+    return "\n".join(lines)
