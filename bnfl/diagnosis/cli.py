@@ -40,6 +40,7 @@ def load_setting(cfg: Any, *, checkpoint: str | Path | None = None, data_root: s
     """
     from bnfl import models
     from bnfl.fl import FederatedData
+    from bnfl.fl.builder import check_labels
     from bnfl.fl.config import as_config, load_data, partition
     from bnfl.methods import get
 
@@ -59,11 +60,14 @@ def load_setting(cfg: Any, *, checkpoint: str | Path | None = None, data_root: s
                          "can be diagnosed only from a BN method (norm 'bn')")
     mopts["norm"] = "bn"  # diagnose BN even where the config's method replaces it (the diagnosis says what to use)
     mopts.setdefault("num_classes", split.num_classes)
+    check_labels(split, mopts["num_classes"], given="num_classes" in cfg.model)
     torch.manual_seed(cfg.seed)  # the same initialisation as bnfl train (bnfl.fl.config.build)
     try:
         model = models.build_for(name, split.input_shape, **mopts)
     except TypeError as err:
         raise ValueError(f"model: bad option for {name}: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"model: {err}") from None
     if checkpoint is not None:
         _load_checkpoint(model, Path(checkpoint), cfg, name)
     tc = cfg.train_config()
@@ -76,7 +80,8 @@ def load_setting(cfg: Any, *, checkpoint: str | Path | None = None, data_root: s
 def _load_checkpoint(model: nn.Module, path: Path, cfg: Any, name: str) -> None:
     """Load the global model of ``path`` (a run folder or its checkpoint.pt) into ``model``: a safe
     load (nothing in the file runs), refused in one line when the file is unreadable or of a run
-    other than ``cfg`` (method, options, model, data, partition or seed differ)."""
+    other than ``cfg`` (model, data, partition or seed differ; the method may differ: the
+    diagnosis is of BN on the config's partition, whatever trained the weights)."""
     from bnfl import _safe_torch
     from bnfl.fl import _rundir
 
@@ -90,9 +95,11 @@ def _load_checkpoint(model: nn.Module, path: Path, cfg: Any, name: str) -> None:
     if not isinstance(state, dict) or not isinstance(state.get("global_state"), dict):
         raise ValueError(f"{path} is not a bnfl train checkpoint (no global_state)")
     saved = state.get("identity") if isinstance(state.get("identity"), dict) else {}
-    ours = {"method": cfg.method, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
+    ours = {"model": {k: v for k, v in cfg.model.items() if k != "norm"},
             "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition),
             "seed": cfg.seed}
+    if isinstance(saved.get("model"), dict):
+        saved = {**saved, "model": {k: v for k, v in saved["model"].items() if k != "norm"}}
     diff = _rundir.identity_diff(saved, _rundir._plain(ours))
     if diff:
         raise ValueError(f"{path} is of another run than the config: {'; '.join(diff)}; pass the config the run "

@@ -56,6 +56,7 @@ differs, norm layers of a kind other than BN keep their initialisation, and a wa
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -384,11 +385,11 @@ def build(
     for label, v in (("num_classes", num_classes), ("in_channels", in_channels), ("input_size", input_size)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
             raise ValueError(f"{label} must be a positive int, got {v!r}")
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
         raise ValueError(f"groups must be a positive int, got {groups!r}")
-    if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 < eps < float("inf"):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < float("inf"):
         raise ValueError(f"eps must be a positive number, got {eps!r}")
-    if momentum is not None and (isinstance(momentum, bool) or not isinstance(momentum, int | float)
+    if momentum is not None and (isinstance(momentum, bool) or not isinstance(momentum, numbers.Real)
                                  or not 0 <= momentum <= 1):
         raise ValueError(f"momentum must be a number in [0, 1] (or None: a cumulative average), got {momentum!r}")
     fn, c0, s0, _, public = entry
