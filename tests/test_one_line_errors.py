@@ -15,6 +15,8 @@ import io
 import json
 import math
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -81,12 +83,26 @@ def test_a_full_disk_is_one_line_and_the_finished_rounds_resume(tmp_path, monkey
     out = tmp_path / "run"
     argv = ["train", "--config", _cfg(tmp_path, BASE.replace("rounds = 1", "rounds = 3")), "--out", str(out)]
     msg = _one_line(*_main(argv))
-    assert msg.endswith(": no space left on device (the disk is full; free some space and run the same command again "
-                        "(add --resume to continue a bnfl train run))")
+    assert msg == (f"writing {out / 'checkpoint.pt'} failed (no space left on device): is the disk full? checkpoint.pt "
+                   f"was left as it was; free some space and run the same command again (add --resume to continue)")
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     monkeypatch.setattr(_rundir.torch, "save", real)
     assert _main([*argv, "--resume"])[0] == 0
     assert [r["round"] for r in json.loads((out / "history.json").read_text())["rows"]] == [1, 2, 3]
+
+
+def test_a_file_size_limit_hit_while_saving_is_one_line(tmp_path):
+    """A real write failure (RLIMIT_FSIZE in a child process: the writes fail as on a full disk),
+    which torch's zip writer reports as a RuntimeError (before: two tracebacks)."""
+    code = ("import resource, signal, sys\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))\n"
+            "from bnfl.cli import main\n"
+            f"sys.exit(main(['train', '--rounds', '2', '--out', {str(tmp_path / 'run')!r}, '--quiet']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    msg = _one_line(proc.returncode, proc.stderr.strip())
+    assert msg.startswith(f"writing {tmp_path / 'run' / 'checkpoint.pt'} failed (") and "is the disk full?" in msg
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.endswith(".tmp")]
 
 
 def test_config_that_is_a_folder_is_one_line(tmp_path):

@@ -291,8 +291,14 @@ def save(directory: str | os.PathLike[str], state: dict[str, Any]) -> Path:
     f = d / CHECKPOINT
     tmp, prev_tmp = _temp_name(f), _temp_name(d / PREVIOUS)
     try:
-        torch.save(state, tmp)
-        _fsync(tmp)
+        try:
+            torch.save(state, tmp)
+            _fsync(tmp)
+        except (RuntimeError, OSError) as err:  # torch's zip writer reports a full disk as a RuntimeError
+            why = " ".join(str(err).split())[:120] if not isinstance(err, OSError) or not err.strerror else \
+                err.strerror.lower()
+            raise CheckpointError(f"writing {f} failed ({why}): is the disk full? {f.name} was left as it was; free "
+                                  f"some space and run the same command again (add --resume to continue)") from None
         try:
             back = _safe_torch.load(tmp, mmap=True)
         except Exception as err:  # noqa: BLE001

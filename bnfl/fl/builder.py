@@ -77,6 +77,8 @@ def partition(cfg: RunConfig, split: Any) -> tuple[list, list | None]:
 def check_labels(split: Any, num_classes: Any, *, given: bool) -> None:
     """Refuse, in one line, class labels the model cannot score: each training and test label of a
     classification split (one label per sample) must lie in ``0 .. num_classes - 1``."""
+    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 1:
+        raise ValueError(f"model.num_classes must be a positive int, got {num_classes!r}")
     for part in ("y_train", "y_test"):
         y = getattr(split, part, None)
         if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.numel() == 0 or y.is_floating_point():
