@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Batch Normalization in federated learning: analyse, train, reproduce.",
     )
     parser.add_argument("--version", action="version", version=f"bnfl {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error instead of its one line (bnfl --debug COMMAND ...)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -59,15 +61,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's final flush
         return code
-    except (ValueError, FileNotFoundError) as err:
-        print(f"bnfl {args.command}: error: {err}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         return _broken_pipe()
+    except (ValueError, OSError, RecursionError) as err:
+        if args.debug:
+            raise
+        print(f"bnfl {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # Ctrl-C: every file bnfl writes is atomic, so what is finished is kept
         print(f"bnfl {args.command}: interrupted; finished work is kept: run the same command to resume "
               f"(bnfl train: add --resume)", file=sys.stderr)
         return 130
+
+
+def _one_line(err: BaseException) -> str:
+    """The error line of ``err``: a bnfl error's own message; an operating-system error (a read-only
+    or full disk, a file where a folder should be) named by its path and what to do."""
+    if isinstance(err, RecursionError):
+        return "the input is nested too deeply to read (a config's tables go a few levels deep at most)"
+    if not isinstance(err, OSError) or err.strerror is None or isinstance(err, FileNotFoundError) and not err.filename:
+        return " ".join(str(err).split())
+    import errno
+
+    where = f"{err.filename}: " if err.filename else ""
+    hint = {errno.ENOSPC: "the disk is full; free some space and run the same command again (add --resume to "
+                          "continue a bnfl train run)",
+            errno.EDQUOT: "the disk quota is exceeded; free some space and run the same command again",
+            errno.EROFS: "the file system is read-only; choose another --out",
+            errno.EACCES: "no permission; choose a folder you can write to, or fix its permissions",
+            errno.EPERM: "not permitted; choose a folder you can write to",
+            errno.ENOTDIR: "a part of this path is a file, not a folder; choose another path",
+            errno.EISDIR: "this is a folder; give a file",
+            errno.EEXIST: "a file is in the way of a folder; choose another path"}.get(err.errno, "")
+    return f"{where}{err.strerror.lower()}" + (f" ({hint})" if hint else "")
 
 
 def _broken_pipe() -> int:

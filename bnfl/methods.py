@@ -156,8 +156,10 @@ def _as_method(spec: str, obj: Any) -> Method:
 #: read-only :class:`~bnfl.registry.Registry`; :func:`get` also takes an import string
 #: (``"mypkg.algos:MedianStats"``: an Algorithm subclass or a Method) or an entry point of group
 #: ``bnfl.methods``.
-METHODS: Registry[Method] = Registry("method", group="bnfl.methods", listing="valid ids", lower=True,
-                                     convert=_as_method)
+METHODS: Registry[Method] = Registry(
+    "method", group="bnfl.methods", listing="valid ids", lower=True, convert=_as_method,
+    accepts=lambda o: isinstance(o, Method) or isinstance(o, type) and issubclass(o, Algorithm),
+    expects="a subclass of bnfl.fl.Algorithm or a bnfl.methods.Method")
 for _method in (
     _m("centralized", "Centralized+BN", "#000000", "s", "centralized", "bn", "none", "CATALOG §0.2"),
     _m("fedtan", "FedTAN", "#D55E00", "*", "fedtan", "bn", "fedtan", "FedTAN Alg. 1-3"),

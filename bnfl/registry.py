@@ -20,10 +20,15 @@ not there is an error listing the valid ones::
 Besides its registered names, :meth:`Registry.lookup` accepts
 
 * an **import string** ``"package.module:Name"`` (``Name`` may be dotted: ``"pkg.mod:Class.attr"``):
-  the object is imported, converted by the registry's ``convert`` (a user's
-  :class:`~bnfl.fl.Algorithm` subclass becomes a :class:`~bnfl.methods.Method`, a loader function
-  a :class:`~bnfl.data.Dataset`, ...) and kept, so every later lookup returns the same object; an
-  import that fails is a ``ValueError`` naming the module and the error, on one line;
+  the module is imported (which runs its top-level code, as any ``import`` does), the object is
+  checked to be of the registry's kind *before anything calls it* (an :class:`~bnfl.fl.Algorithm`
+  subclass for a method, an ``nn.Module`` subclass or a function marked ``@plugin("model")`` for a
+  model, a function marked ``@plugin("data set")`` or ``@plugin("partition kind")``: :func:`plugin`),
+  converted by the registry's ``convert`` (a user's :class:`~bnfl.fl.Algorithm` subclass becomes a
+  :class:`~bnfl.methods.Method`, a loader function a :class:`~bnfl.data.Dataset`, ...) and kept,
+  so every later lookup returns the same object. ``"os:system"``, ``"shutil:rmtree"`` or any
+  function not marked is refused with one line; an import that fails is a ``ValueError`` naming
+  the module and the error, on one line;
 * the name of an **entry point** of the registry's group (``bnfl.methods``, ``bnfl.models``,
   ``bnfl.datasets``) declared by an installed package (:func:`importlib.metadata.entry_points`),
   for example in that package's ``pyproject.toml``::
@@ -44,9 +49,43 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, overload
 
-__all__ = ["Registry", "import_object", "is_import_string"]
+__all__ = ["Registry", "import_object", "is_import_string", "plugin"]
 
 T = TypeVar("T")
+F = TypeVar("F")
+
+#: the attribute :func:`plugin` sets
+_MARK = "__bnfl_plugin__"
+
+
+def plugin(kind: str) -> Callable[[F], F]:
+    """Mark a function (or class) as a bnfl plug-in of ``kind``, so that a config may name it by
+    import string: ``"model"``, ``"data set"``, ``"partition kind"`` or ``"norm kind"`` (the
+    :attr:`Registry.kind` of the slot). A config's import string resolves only to an object of
+    its slot's kind: an :class:`~bnfl.fl.Algorithm` subclass or an ``nn.Module`` subclass needs no
+    mark, a plain function does, and one marked for another kind is refused too::
+
+        from bnfl.registry import plugin
+
+        @plugin("data set")
+        def load(*, n=120): ...
+
+    An installed package's entry points (``[project.entry-points."bnfl.datasets"]``) need no mark:
+    installing the package declared them.
+    """
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"plugin(kind): kind is a registry's kind such as 'model' or 'data set', got {kind!r}")
+
+    def mark(obj: F) -> F:
+        setattr(obj, _MARK, frozenset(getattr(obj, _MARK, frozenset())) | {kind})
+        return obj
+
+    return mark
+
+
+def _marked(obj: Any, kind: str) -> bool:
+    marks = getattr(obj, _MARK, None) if not isinstance(obj, type) else obj.__dict__.get(_MARK)
+    return isinstance(marks, frozenset) and kind in marks
 
 
 def is_import_string(name: object) -> bool:
@@ -99,16 +138,25 @@ class Registry(Mapping[str, T], Generic[T]):
     convert : callable, optional
         ``convert(spec, obj) -> entry`` turns what an import string or entry point names into an
         entry of this registry (checking it); default: the object itself.
+    accepts : callable, optional
+        ``accepts(obj) -> bool``: what an import string may name besides objects marked
+        ``@plugin(kind)`` (:func:`plugin`), checked before ``convert`` and before anything calls
+        ``obj``; default: marked objects only.
+    expects : str, default "a function marked @plugin(kind)"
+        What an import string may name, for the refusal's message.
     """
 
     def __init__(self, kind: str, *, group: str | None = None, listing: str = "valid names", sort: bool = False,
-                 lower: bool = False, convert: Callable[[str, Any], T] | None = None) -> None:
+                 lower: bool = False, convert: Callable[[str, Any], T] | None = None,
+                 accepts: Callable[[Any], bool] | None = None, expects: str = "") -> None:
         self.kind = kind
         self.group = group
         self.listing = listing
         self.sort = sort
         self.lower = lower
         self._convert = convert
+        self._accepts = accepts
+        self._expects = expects
         self._entries: dict[str, T] = {}
         self._plugins: dict[str, T] = {}  # import strings and entry points already resolved
         # the defining module, as typing.TypeVar records it (the API docs document it there)
@@ -190,7 +238,9 @@ class Registry(Mapping[str, T], Generic[T]):
             if key in self._plugins:
                 return self._plugins[key]
             if is_import_string(name):
-                return self._keep(name, import_object(name, what=self.kind))
+                obj = import_object(name, what=self.kind)
+                self.check_kind(name, obj)
+                return self._keep(name, obj)
             eps = self._entry_points()
             if name in eps:
                 try:
@@ -201,6 +251,20 @@ class Registry(Mapping[str, T], Generic[T]):
                                      f"{self.group!r}): cannot load it ({detail})") from None
                 return self._keep(name, obj)
         raise ValueError(self.unknown(name))
+
+    def check_kind(self, spec: str, obj: Any) -> None:
+        """Refuse, in one line and before anything calls it, an object that an import string names
+        and that is not of this registry's kind (:func:`plugin`)."""
+        if _marked(obj, self.kind) or (self._accepts is not None and self._accepts(obj)):
+            return
+        kind = 'class' if isinstance(obj, type) else {'builtin_function_or_method': 'built-in function'}.get(
+            type(obj).__name__, type(obj).__name__)
+        what = f"{kind} {getattr(obj, '__module__', None) or '?'}." \
+               f"{getattr(obj, '__qualname__', None) or getattr(obj, '__name__', '?')}"
+        other = sorted(getattr(obj, _MARK, None) or ()) if not isinstance(obj, type) else []
+        takes = self._expects or f"a function marked @plugin({self.kind!r})"
+        raise ValueError(f"{self.kind} {spec!r} is {what}" + (f" (marked for {', '.join(other)})" if other else "")
+                         + f", not {takes} (bnfl.registry.plugin); refused, nothing was called")
 
     def _key(self, name: str) -> str:
         return name.lower() if self.lower and not is_import_string(name) else name

@@ -1,8 +1,10 @@
 """Bad input never ends in a traceback (issue 29): hypothesis builds TOML documents from the run
 config's schema (wrong types, out-of-range values, unknown keys and names, missing tables) and runs
-``bnfl train`` on them in this process; and arguments for ``bnfl run`` and ``bnfl reproduce --paper``.
+``bnfl train`` and ``bnfl diagnose`` on them in this process; configs in other encodings and
+random bytes; and arguments for ``bnfl run`` and ``bnfl reproduce --paper`` (``--device`` too).
 Every case either runs (everything is tiny) or exits non-zero with exactly one ``bnfl ...: error:``
-line that names the field; no traceback, and nothing written to ``--out``."""
+line that names the field (or the file); no traceback, and nothing written to ``--out``. The
+import-string slots are fuzzed in ``tests/test_import_slots.py`` (issue 40)."""
 
 from __future__ import annotations
 
@@ -25,17 +27,19 @@ BAD = st.sampled_from(["x", -1, 0, 1.5, True, [1], {"a": 1}, math.inf, math.nan]
 SCHEMA: dict[str | None, list[tuple[str, list, list]]] = {
     None: [("method", ["fedavg+bn", "fedtan", "fedprox", "fedbn", "fedavg+gn"], ["fedsgd", 3]),
            ("rounds", [1, 2], [0, -2, "2", 2.5]),
-           ("seed", [0, 3], [-1, "a", 2**70]),
+           ("seed", [0, 3], [-1, "a", 2**70]), ("out", [], [5, ["x"]]),
            ("device", ["cpu"], ["warp9", "cuda:99", 7])],
     "method_options": [("mu", [0.01], ["big", -1.0]), ("bogus", [], [1])],
-    "model": [("name", ["q_mlp1", "q_mlp_bn"], ["no_such_model", 5]), ("width", [], [3])],
+    "model": [("name", ["q_mlp1", "q_mlp_bn"], ["no_such_model", 5]), ("width", [], [3]),
+              ("groups", [], ["x", 0, -2]), ("num_classes", [], [3, 0, "ten"])],
     "data": [("name", ["digits"], ["no_such_data", 1]), ("form", ["flat"], ["round", 2]),
              ("shuffle_everything", [], [True])],
     "partition": [("kind", ["iid", "classes_per_client", "dirichlet"], ["clusters", 0]),
-                  ("num_clients", [5], [0, -3, "3", 10**9, 2.5]),
+                  ("num_clients", [5], [0, -3, "3", 10**9, 10**12, 2.5]),
                   ("k", [2], [0, -1, "k", 100, 10**12]), ("phi", [0.5], [-1.0, 0.0, "x"]),
                   ("unknown", [], [1])],
-    "train": [("local_steps", [1, 2], [0, -1, "1", 1.5]), ("batch_size", [4, 8], [0, -8, "8", 2.5, 10**12]),
+    "train": [("rounds", [], [1]), ("max_loss", [], [-1.0, "big", 0]),
+              ("local_steps", [1, 2], [0, -1, "1", 1.5]), ("batch_size", [4, 8], [0, -8, "8", 2.5, 10**12]),
               ("lr", [0.1, 0.05], [0, -0.1, "0.1", math.inf, math.nan]),
               ("momentum", [0.0, 0.5], [-0.5, "m"]), ("participation", [1.0, 0.5], [0.0, 1.5, "all"]),
               ("eval_every", [1], [0, "1"]), ("dtype", ["float32"], ["float16", 32]),
@@ -168,8 +172,59 @@ def test_bnfl_train_on_fuzzed_configs_runs_or_names_the_field(doc):
                              "k": ["partition"], "num_clients": ["partition", "num_clients"],
                              "lr": ["lr", "learning rate"], "no_such_key": ["unknown field"],
                              "milestones": ["train", "milestone"], "gamma": ["train"], "mu": ["mu", "method_options"],
+                             "num_classes": ["num_classes"], "groups": ["groups", "model"],
                              }.get(t, [])
             assert any(n in message for t in touched for n in names[t]), (text, err)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@FUZZ
+@given(documents())
+@example((_doc(top="[method_options]\nbogus = 1"), ["bogus"]))  # accepted without a word before issue 40
+@example((_doc(train='lr = "0.1"'), ["lr"]))  # a TypeError traceback before issue 40
+def test_bnfl_diagnose_on_fuzzed_configs_runs_or_names_the_field(doc):
+    text, touched = doc
+    tmp = Path(tempfile.mkdtemp(prefix="bnfl-fuzz-"))
+    try:
+        (tmp / "run.toml").write_text(text)
+        code, err = _main(["diagnose", "--config", str(tmp / "run.toml"), "--quiet", "--stat-samples", "16"])
+        _check(code, err, tmp / "nothing", text)
+        if code == 0:
+            assert "no_such_key" not in text and "bogus" not in text, text
+        else:
+            assert touched, (text, err)  # the valid base runs
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+ENCODINGS = st.sampled_from(["utf-16", "utf-16-le", "utf-32", "latin-1", "cp1252", "utf-8-sig", "utf-8"])
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.tuples(ENCODINGS, st.text(alphabet="éüßçñ€漢字", min_size=1, max_size=6)),
+                 st.tuples(st.just("bytes"), st.binary(min_size=1, max_size=200))),
+       st.sampled_from(["train", "diagnose"]))
+def test_configs_in_any_encoding_run_or_name_the_file(case, command):
+    """A config in another encoding, or random bytes: it runs (UTF-8, with or without a byte order
+    mark), or one line names the file (before issue 40: "'utf-8' codec can't decode ..." without it)."""
+    encoding, payload = case
+    tmp = Path(tempfile.mkdtemp(prefix="bnfl-fuzz-"))
+    try:
+        if encoding == "bytes":
+            data = payload
+        else:
+            text = f'rounds = 1\n# {payload}\n[partition]\nkind = "iid"\nnum_clients = 2\n[train]\nprogress = false\n'
+            data = text.encode(encoding, errors="replace")
+        (tmp / "run.toml").write_bytes(data)
+        argv = [command, "--config", str(tmp / "run.toml"), "--quiet"]
+        argv += ["--out", str(tmp / "out")] if command == "train" else ["--stat-samples", "16"]
+        code, err = _main(argv)
+        _check(code, err, tmp / "out", (encoding, data[:40]))
+        if encoding in ("utf-8", "utf-8-sig"):
+            assert code == 0, err
+        elif code != 0:
+            assert str(tmp / "run.toml") in err, (encoding, err)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -181,6 +236,7 @@ ARGS = st.fixed_dictionaries({
     "jobs": st.sampled_from([None, "1", "0", "-1"]),
     "paper": st.sampled_from(["fedtan", "fedtan", "no-such-paper"]),
     "batched": st.sampled_from(["auto", "off", "sometimes"]),
+    "device": st.sampled_from([None, None, "cpu", "warp9", "cuda:99"]),
 })
 
 
@@ -188,12 +244,15 @@ ARGS = st.fixed_dictionaries({
 @given(ARGS, st.booleans())
 @example({"id": "fedtan-tab4", "profile": "smoke", "seeds": None, "jobs": None, "paper": "no-such-paper",
           "batched": "off"}, True)  # ran the entry, then failed on the unknown paper (files left in --out)
+@example({"id": "fedtan-tab4", "profile": "smoke", "seeds": None, "jobs": None, "paper": "fedtan",
+          "batched": "off", "device": "warp9"}, False)  # exited 0 and stored device 'warp9' before issue 40
 def test_bnfl_run_and_reproduce_on_fuzzed_arguments(a, reproduce):
     tmp = Path(tempfile.mkdtemp(prefix="bnfl-fuzz-"))
     try:
         out = tmp / "out"
         opts = ["--profile", a["profile"], "--out", str(out), "--batched", a["batched"]]
         opts += ["--seeds", a["seeds"]] if a["seeds"] is not None else []
+        opts += ["--device", a["device"]] if a.get("device") is not None else []
         if reproduce:  # one entry only, so that valid cases stay tiny
             argv = ["reproduce", "--paper", a["paper"], "--only", a["id"], *opts]
             argv += ["--jobs", a["jobs"]] if a["jobs"] is not None else []
@@ -201,5 +260,7 @@ def test_bnfl_run_and_reproduce_on_fuzzed_arguments(a, reproduce):
             argv = ["run", a["id"], *opts]
         code, err = _main(argv)
         _check(code, err, out, argv)
+        if a.get("device") in ("warp9", "cuda:99"):  # never a result stored for a device that is not here
+            assert code == 2 and not list(out.rglob("result.json")) if out.exists() else code == 2, (argv, err)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

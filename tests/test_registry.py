@@ -15,22 +15,30 @@ import torch
 from torch import nn
 from bnfl.data import Split
 from bnfl.fl import Algorithm
+from bnfl.registry import plugin
 
 
 class Mine(Algorithm):
     name = "mine"
 
 
+@plugin("model")
 def net(*, input_shape, num_classes, norm="bn"):
     return nn.Sequential(nn.Flatten(), nn.Linear(int(torch.tensor(input_shape).prod()), num_classes))
 
 
+@plugin("data set")
 def blobs(*, n=12):
     x = torch.randn(n, 4, generator=torch.Generator().manual_seed(0))
     y = torch.arange(n) % 2
     return Split(x, y, x.clone(), y.clone(), classes=("a", "b"), name="blobs")
 
 
+def unmarked(*, n=12):
+    return blobs(n=n)
+
+
+@plugin("partition kind")
 def halves(labels, num_clients, seed, *, shift=0):
     import numpy as np
     return [a + shift * 0 for a in np.array_split(np.arange(len(labels)), num_clients)]
@@ -133,8 +141,12 @@ def test_every_registry_takes_import_strings(plugin):
     assert kind.options == ("shift",) and [len(p) for p in kind.split([0] * 5, 2, 0)] == [3, 2]
     with pytest.raises(ValueError, match="not a subclass of bnfl.fl.Algorithm"):
         make_algorithm("regplug:net")
-    with pytest.raises(ValueError, match="returned Sequential, not a bnfl.data.Split"):
+    with pytest.raises(ValueError, match=r"data set 'regplug:net' is function regplug.net \(marked for model\), not a "
+                                         r"function marked @plugin\('data set'\)"):
         data.load("regplug:net", input_shape=(1,), num_classes=1)
+    with pytest.raises(ValueError, match=r"data set 'regplug:unmarked' is function regplug.unmarked, not a function "
+                                         r"marked @plugin\('data set'\) .*; refused, nothing was called"):
+        data.load("regplug:unmarked")
 
 
 def test_entry_points_of_installed_packages_are_found_by_name(plugin):

@@ -18,8 +18,9 @@ domain, in file order (``fed_office.py``, ``fed_domainnet.py``).
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
+
+from bnfl.data import _safe_pickle as safe_pickle
 
 __all__ = ["DOMAINNET_TOP10", "OFFICE_CLASSES", "fedbn_split"]
 
@@ -50,8 +51,10 @@ def fedbn_split(root: Path, domain: str, classes: list[str]) -> tuple[list, list
     index = {c: i for i, c in enumerate(classes)}
     out = []
     for f in files:
-        with open(f, "rb") as fh:
-            paths, labels = pickle.load(fh)
+        pair = safe_pickle.load(f)  # lists, strings and numpy arrays only: nothing in the file runs as code
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise ValueError(f"{f}: a FedBN split file holds a pair (paths, class names), got {type(pair).__name__}")
+        paths, labels = pair
         if len(paths) != len(labels):
             raise ValueError(f"{f}: {len(paths)} paths but {len(labels)} labels")
         out.append([(_resolve(root, str(p)), index[str(c)]) for p, c in zip(paths, labels, strict=True)

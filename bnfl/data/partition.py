@@ -392,15 +392,33 @@ def participation(num_clients: int, rate: float, rounds: int, seed: int = 0) -> 
     -------
     list of length ``rounds`` of sorted int64 arrays of client ids.
     """
-    if int(num_clients) != num_clients or num_clients < 1:
-        raise ValueError(f"num_clients must be a positive integer, got {num_clients}")
-    rate = _number(rate)
-    if not (math.isfinite(rate) and 0 < rate <= 1):
-        raise ValueError(f"participation rate must be in (0, 1], got {rate}")
-    if int(rounds) != rounds or rounds < 0:
-        raise ValueError(f"rounds must be a non-negative integer, got {rounds}")
-    m = max(1, math.floor(rate * num_clients + 1e-9))
-    return [
-        np.sort(np.random.default_rng([int(seed), t]).choice(num_clients, size=m, replace=False))
-        for t in range(rounds)
-    ]
+    return list(Participation(num_clients, rate, rounds, seed))
+
+
+class Participation(Sequence):
+    """:func:`participation` drawn on demand: ``p[t]`` is round ``t + 1``'s sorted client ids, the
+    same array :func:`participation` lists, and nothing is allocated for rounds never asked for
+    (a run of 10**9 rounds costs no memory up front)."""
+
+    def __init__(self, num_clients: int, rate: float, rounds: int, seed: int = 0) -> None:
+        if int(num_clients) != num_clients or num_clients < 1:
+            raise ValueError(f"num_clients must be a positive integer, got {num_clients}")
+        rate = _number(rate)
+        if not (math.isfinite(rate) and 0 < rate <= 1):
+            raise ValueError(f"participation rate must be in (0, 1], got {rate}")
+        if int(rounds) != rounds or rounds < 0:
+            raise ValueError(f"rounds must be a non-negative integer, got {rounds}")
+        self.num_clients, self.rounds, self.seed = int(num_clients), int(rounds), int(seed)
+        self.per_round = max(1, math.floor(rate * num_clients + 1e-9))
+
+    def __len__(self) -> int:
+        return self.rounds
+
+    def __getitem__(self, t):  # noqa: ANN001, ANN204 - an int or a slice, as a list takes
+        if isinstance(t, slice):
+            return [self[i] for i in range(*t.indices(self.rounds))]
+        t = int(t) + (self.rounds if t < 0 else 0)
+        if not 0 <= t < self.rounds:
+            raise IndexError(f"round index {t} out of range (0..{self.rounds - 1})")
+        return np.sort(np.random.default_rng([self.seed, t]).choice(self.num_clients, size=self.per_round,
+                                                                    replace=False))

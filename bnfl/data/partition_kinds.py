@@ -56,7 +56,9 @@ def _as_kind(spec: str, obj: Any) -> PartitionKind:
 
 
 #: Every partition kind by name, in this order: iid, classes_per_client, dirichlet, shards, by_domain.
-PARTITIONS: Registry[PartitionKind] = Registry("partition kind", listing="valid", convert=_as_kind)
+PARTITIONS: Registry[PartitionKind] = Registry(
+    "partition kind", listing="valid", convert=_as_kind, accepts=lambda o: isinstance(o, PartitionKind),
+    expects="a function marked @plugin('partition kind') or a bnfl.data.partition_kinds.PartitionKind")
 
 
 def register(name: str | None = None, *, replace: bool = False) -> Callable[[SplitFn], SplitFn]:

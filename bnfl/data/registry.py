@@ -84,7 +84,9 @@ def _as_dataset(spec: str, obj: Any) -> Dataset:
 #: Every data set by name (a :class:`~bnfl.registry.Registry`): bnfl's below, a user's added with
 #: :func:`register`, and by import string (``"mypkg.data:load"``) or entry point of group
 #: ``bnfl.datasets`` any function ``load(**options) -> Split``.
-DATASETS: Registry[Dataset] = Registry("data set", group="bnfl.datasets", convert=_as_dataset)
+DATASETS: Registry[Dataset] = Registry(
+    "data set", group="bnfl.datasets", convert=_as_dataset, accepts=lambda o: isinstance(o, Dataset),
+    expects="a function marked @plugin('data set') or a bnfl.data.Dataset")
 for _d in (
     Dataset("digits", "digits", False, summary="Q-DIG: scikit-learn 8x8 digits (CATALOG §0.3)"),
     Dataset("digit_domains", "digit_domains", False, summary="Q-DOM: digits in six styled domains"),

@@ -40,11 +40,16 @@ def load_setting(cfg: Any, *, checkpoint: str | Path | None = None, data_root: s
     """
     from bnfl import models
     from bnfl.fl import FederatedData
+    from bnfl.fl.builder import check_labels
     from bnfl.fl.config import as_config, load_data, partition
     from bnfl.methods import get
 
     cfg = as_config(cfg)
     method = get(cfg.method)
+    try:  # the config's method options are checked as bnfl train checks them, though nothing trains
+        method.algorithm(**cfg.method_options)
+    except TypeError as err:
+        raise ValueError(f"method_options: {err}") from None
     split = load_data(cfg, data_root)
     clients, _ = partition(cfg, split)
     data = FederatedData.from_split(split, clients)
@@ -55,25 +60,55 @@ def load_setting(cfg: Any, *, checkpoint: str | Path | None = None, data_root: s
                          "can be diagnosed only from a BN method (norm 'bn')")
     mopts["norm"] = "bn"  # diagnose BN even where the config's method replaces it (the diagnosis says what to use)
     mopts.setdefault("num_classes", split.num_classes)
+    check_labels(split, mopts["num_classes"], given="num_classes" in cfg.model)
     torch.manual_seed(cfg.seed)  # the same initialisation as bnfl train (bnfl.fl.config.build)
-    model = models.build_for(name, split.input_shape, **mopts)
+    try:
+        model = models.build_for(name, split.input_shape, **mopts)
+    except TypeError as err:
+        raise ValueError(f"model: bad option for {name}: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"model: {err}") from None
     if checkpoint is not None:
-        path = Path(checkpoint)
-        path = path / "checkpoint.pt" if path.is_dir() else path
-        if not path.exists():
-            raise FileNotFoundError(f"no checkpoint at {path}; pass the --out folder of a bnfl train run")
-        state = torch.load(path, weights_only=False, map_location="cpu")
-        if not isinstance(state, dict) or "global_state" not in state:
-            raise ValueError(f"{path} is not a bnfl train checkpoint (no global_state)")
-        try:
-            model.load_state_dict(state["global_state"])
-        except RuntimeError as err:
-            raise ValueError(f"{path} does not fit the config's model {name!r}: {err}") from None
+        _load_checkpoint(model, Path(checkpoint), cfg, name)
     tc = cfg.train_config()
     options = {"batch_size": tc.batch_size, "local_steps": tc.local_steps, "lr": tc.schedule.lr, "seed": cfg.seed,
                "per_client_models": method.personalized,
                "sync_rounds_ok": method.comm in ("fedtan", "stats", "fedtan2")}
     return model, data, options
+
+
+def _load_checkpoint(model: nn.Module, path: Path, cfg: Any, name: str) -> None:
+    """Load the global model of ``path`` (a run folder or its checkpoint.pt) into ``model``: a safe
+    load (nothing in the file runs), refused in one line when the file is unreadable or of a run
+    other than ``cfg`` (model, data, partition or seed differ; the method may differ: the
+    diagnosis is of BN on the config's partition, whatever trained the weights)."""
+    from bnfl import _safe_torch
+    from bnfl.fl import _rundir
+
+    path = path / _rundir.CHECKPOINT if path.is_dir() else path
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}; pass the --out folder of a bnfl train run")
+    try:
+        state = _safe_torch.load(path, numpy_arrays=True)
+    except Exception as err:  # noqa: BLE001 - torch's zip reader, the safe unpickler, a truncated file
+        raise ValueError(f"checkpoint {path} is unreadable ({_safe_torch.why(err)})") from None
+    if not isinstance(state, dict) or not isinstance(state.get("global_state"), dict):
+        raise ValueError(f"{path} is not a bnfl train checkpoint (no global_state)")
+    saved = state.get("identity") if isinstance(state.get("identity"), dict) else {}
+    ours = {"model": {k: v for k, v in cfg.model.items() if k != "norm"},
+            "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition),
+            "seed": cfg.seed}
+    if isinstance(saved.get("model"), dict):
+        saved = {**saved, "model": {k: v for k, v in saved["model"].items() if k != "norm"}}
+    diff = _rundir.identity_diff(saved, _rundir._plain(ours))
+    if diff:
+        raise ValueError(f"{path} is of another run than the config: {'; '.join(diff)}; pass the config the run "
+                         f"was trained with")
+    try:
+        model.load_state_dict(state["global_state"])
+    except RuntimeError as err:
+        raise ValueError(f"{path} does not fit the config's model {name!r}: "
+                         f"{' '.join(str(err).split())[:200]}") from None
 
 
 def diagnose_config(cfg: Any, *, checkpoint: str | Path | None = None, data_root: str | Path | None = None,
@@ -86,6 +121,13 @@ def diagnose_config(cfg: Any, *, checkpoint: str | Path | None = None, data_root
 
 
 def _main(args: argparse.Namespace) -> int:
+    try:
+        return _diagnose(args)
+    except TypeError as err:  # wrong types in the config: one line, like bnfl train's (bnfl.fl._cli_guard)
+        raise ValueError(str(err)) from None
+
+
+def _diagnose(args: argparse.Namespace) -> int:
     from bnfl.diagnosis import report
 
     d = diagnose_config(

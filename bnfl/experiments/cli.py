@@ -96,9 +96,7 @@ def _dry_run(eids: list[str], args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from bnfl.experiments._outdir import check_entry_folder
     from bnfl.experiments.registry import get
-    from bnfl.experiments.runner import run, save_figures
 
     try:
         get(args.id)  # only an unknown id is reported as such; an entry's own errors propagate
@@ -107,6 +105,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         return _dry_run([args.id], args)
+    from bnfl import _folder_lock
+
+    _check_device(args.device)
+    with _folder_lock.locked(args.out, what="run or reproduce"):  # one writer per --out
+        return _run_entry(args)
+
+
+def _run_entry(args: argparse.Namespace) -> int:
+    from bnfl.experiments._outdir import check_entry_folder
+    from bnfl.experiments.runner import run, save_figures
+
     if not args.overwrite:  # a result of other settings is never replaced silently (bnfl.experiments._outdir)
         check_entry_folder(args.out, args.id, profile=args.profile, device=args.device, seeds=args.seeds,
                            data_root=args.data_root, batched=args.batched)
@@ -117,6 +126,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"wrote {Path(args.out) / args.id / 'result.json'} and "
           + ", ".join(str(p) for p in written.values()))
     return 0
+
+
+def _check_device(device: str | None) -> None:
+    """A ``--device`` this machine cannot use is an error before anything runs or is stored."""
+    if device is not None:
+        from bnfl.fl.config_schema import _check_device as check
+
+        check(device)
 
 
 def _headline_entries(args: argparse.Namespace) -> list[str]:
@@ -136,7 +153,6 @@ def _headline_entries(args: argparse.Namespace) -> list[str]:
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from bnfl.experiments.registry import get, ids
-    from bnfl.experiments.runner import reproduce
 
     try:  # unknown ids and papers, before any work (an entry's own errors propagate)
         todo = [get(eid).id for eid in args.only] if args.only else ids(args.paper)
@@ -147,6 +163,18 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         return _dry_run(todo, args)
+    from bnfl import _folder_lock
+
+    _check_device(args.device)
+    # one writer per --out while this command runs; its --jobs workers are its own (spawned, they
+    # never take this lock) and share runs through the cache's per-run locks (bnfl.experiments.cache)
+    with _folder_lock.locked(args.out, what="run or reproduce"):
+        return _reproduce(args)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from bnfl.experiments.runner import reproduce
+
     start = time.perf_counter()
     try:
         results = reproduce(args.paper, profile=args.profile, out=args.out, device=args.device,

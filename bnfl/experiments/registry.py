@@ -95,7 +95,8 @@ class Entry:
 
 
 #: Every registered entry by id (a :class:`~bnfl.registry.Registry`, filled by :func:`register`).
-EXPERIMENTS: Registry[Entry] = Registry("experiment", listing="known")
+EXPERIMENTS: Registry[Entry] = Registry("experiment", listing="known", accepts=lambda o: isinstance(o, Entry),
+                                       expects="a bnfl.experiments.registry.Entry")
 
 
 def register(item: Entry) -> Entry:

@@ -40,6 +40,8 @@ class CheckpointMixin:
             "client_algorithm": self.client_algorithm, "server_state": self.server.state,
             "cursors": self.cursors, "algorithm": self.algorithm.state_dict(),
             "channel": self.channel.counters(), "history_rows": len(self.history.rows),
+            # the newest row too: a kill between the checkpoint and history.json's append loses nothing
+            "last_row": self.history.rows[-1] if self.history.rows else None,
             "statistics_only_done": any(row.get("statistics_only") for row in self.history.rows),
             "identity": self._identity(),
             "torch_rng": torch.get_rng_state(), "numpy_rng": _rundir.numpy_rng_state(),
@@ -81,13 +83,14 @@ class CheckpointMixin:
             torch.cuda.set_rng_state_all(s["cuda_rng"])
 
     def save_checkpoint(self, directory: str | os.PathLike) -> Path:
-        """Append the new history rows to ``history.json``, then atomically write ``checkpoint.pt``
-        (the previous one kept as ``checkpoint.prev.pt``)."""
+        """Atomically write ``checkpoint.pt`` (the previous one kept as ``checkpoint.prev.pt``), then
+        append the new history rows to ``history.json``. The checkpoint holds the newest row, so a
+        kill between the two leaves nothing that a resume cannot complete (:meth:`load_checkpoint`)."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        state = self.state_dict()
+        f = _rundir.save(d, self.state_dict())
         self._sync_history(d)
-        return _rundir.save(d, state)
+        return f
 
     def _sync_history(self, d: Path) -> None:
         f = getattr(self, "_history_file", None)
@@ -108,6 +111,9 @@ class CheckpointMixin:
         if "history" not in s:
             n = int(s["history_rows"])
             rows = read_rows(d / "history.json") if (d / "history.json").exists() else []
+            last = s.get("last_row")
+            if len(rows) == n - 1 and isinstance(last, dict) and last.get("round") == s["round"]:
+                rows.append(last)  # killed after the checkpoint, before its row reached history.json
             if len(rows) < n:
                 raise _rundir.CheckpointError(f"{d / 'history.json'} holds {len(rows)} rounds but {d / 'checkpoint.pt'} "
                                               f"is at row {n}: the history was cut; start again with --overwrite")
@@ -130,7 +136,9 @@ class CheckpointMixin:
         with warnings.catch_warnings():
             warnings.simplefilter("always", _rundir.ResumeWarning)
             found = _rundir.prepare(d, resume=resume, overwrite=overwrite, remove=getattr(self, "rank", 0) == 0)
-        return found and self.load_checkpoint(d)
+            if d and getattr(self, "rank", 0) == 0:  # this process holds the folder's lock (Simulation.run)
+                _rundir.remove_stale_temps(d)
+            return found and self.load_checkpoint(d)
 
     def _write_history(self) -> None:
         if self.config.checkpoint_dir:

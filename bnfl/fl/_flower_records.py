@@ -29,6 +29,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from torch import Tensor
 
+from bnfl import _safe_torch
 from bnfl.fl._checkpoint import to_device
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def state_to_bytes(state: Mapping[str, Any]) -> bytes:
 
 def state_from_bytes(data: bytes, device: torch.device | str = "cpu") -> dict[str, Any]:
     """:func:`state_to_bytes` back (a safe load: tensors, numbers and containers only)."""
-    return to_device(torch.load(io.BytesIO(bytes(data)), weights_only=True), torch.device(device))
+    return to_device(_safe_torch.load(io.BytesIO(bytes(data)), map_location=None), torch.device(device))
 
 
 def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:

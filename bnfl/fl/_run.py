@@ -24,6 +24,13 @@ from bnfl.fl.schedules import Schedule
 TIME_FIELDS = ("wall_time", "round_time")
 
 
+#: The most rounds a run may ask for (a bound checked before anything is allocated).
+MAX_ROUNDS = 10**9
+#: ``bnfl train``'s divergence stop (:attr:`TrainConfig.max_loss`): a cross-entropy of 1000 means
+#: logits off by about 1000, far past any run that still learns (chance is ln C, about 2.3 for 10 classes).
+TRAIN_MAX_LOSS = 1000.0
+
+
 class DivergenceError(RuntimeError):
     """A local loss became NaN or Inf. ``.history`` holds every completed round."""
 
@@ -84,6 +91,12 @@ class TrainConfig:
         horizontal flip) or a flip only; on the device, seeded by the batch's place in its
         client's stream, the same on every engine. Test data and statistics requests are never
         augmented.
+    max_loss : float, optional
+        Divergence stop: a round whose mean training loss exceeds this (or is not a number) stops
+        the run with :class:`DivergenceError`, and ``history.json``'s ``meta["stopped"]`` says
+        why. Off (None) by default and in the experiments, whose runs may diverge on purpose;
+        ``bnfl train`` sets :data:`TRAIN_MAX_LOSS` unless ``[train] max_loss`` is given
+        (``inf`` turns it off). A non-finite local loss stops every run, whatever this is.
     """
 
     rounds: int = 10
@@ -105,6 +118,7 @@ class TrainConfig:
     progress: bool = True
     batched: str = "auto"
     augment: str = "none"
+    max_loss: float | None = None
 
     def __post_init__(self) -> None:
         def pos_int(name: str) -> None:
@@ -137,6 +151,11 @@ class TrainConfig:
 
         if self.augment not in AUGMENTATIONS:
             raise ValueError(f"augment must be one of {', '.join(map(repr, AUGMENTATIONS))}, got {self.augment!r}")
+        if self.max_loss is not None and (isinstance(self.max_loss, bool) or not isinstance(self.max_loss, int | float)
+                                          or not self.max_loss > 0):
+            raise ValueError(f"max_loss must be a positive number (inf: no stop), got {self.max_loss!r}")
+        if self.rounds > MAX_ROUNDS:
+            raise ValueError(f"rounds must be at most {MAX_ROUNDS:,}, got {self.rounds:,}")
         if self.schedule is None:
             self.schedule = Schedule(lr=self.lr)
 

@@ -9,8 +9,13 @@ Files of a run folder:
     records the run's *identity* (method and options, model, data, partition, seed, training
     configuration, engine); resuming with another identity is refused (:func:`identity_diff`).
 ``checkpoint.prev.pt``
-    The checkpoint before it. A new checkpoint is written to a temporary file, read back, and
-    only then renamed over ``checkpoint.pt``; the one it replaces becomes ``checkpoint.prev.pt``.
+    The checkpoint before it. A new checkpoint is written to a temporary file, synced and read
+    back; the current one is linked to ``checkpoint.prev.pt`` and only then is the new one renamed
+    over ``checkpoint.pt``, so a kill at any instant leaves a ``checkpoint.pt`` to resume from
+    (:func:`save`). Temporary files of a killed writer are removed at the next start.
+``.bnfl.lock``
+    The folder's lock (:mod:`bnfl._folder_lock`): one writer at a time; a second is refused
+    with one line naming the holder's pid.
 ``history.json``
     :meth:`bnfl.fl.History.dumps`'s text, one row appended per round (:mod:`bnfl.fl._history_file`).
 
@@ -25,11 +30,11 @@ Rules (``bnfl train``, :meth:`bnfl.fl.Simulation.run`):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import pickle
-import re
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -37,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bnfl import _atomic
+from bnfl import _safe_torch
 
 __all__ = ["CHECKPOINT", "PREVIOUS", "RESUMABLE", "RUN_FILES", "CheckpointError", "ResumeWarning",
            "RunFolderError", "identity", "identity_diff", "load", "prepare", "save"]
@@ -196,32 +201,15 @@ def set_numpy_rng_state(s: Any) -> None:
 
 def _safe_load(path: Path) -> dict[str, Any]:
     # Checkpoints of older bnfl hold numpy's RNG state as numpy objects: allow exactly the
-    # functions and types that rebuild a numpy array, nothing else.
-    allowed = [np.ndarray, np.dtype, type(np.dtype(np.uint32))]
-    for mod in ("numpy._core.multiarray", "numpy.core.multiarray"):
-        try:
-            allowed.append(__import__(mod, fromlist=["_reconstruct"])._reconstruct)
-            break
-        except (ImportError, AttributeError):  # pragma: no cover - numpy 1 vs 2
-            continue
-    with torch.serialization.safe_globals(allowed):
-        state = torch.load(path, map_location="cpu", weights_only=True)
+    # functions and types that rebuild a numpy array, nothing else (bnfl._safe_torch).
+    state = _safe_torch.load(path, numpy_arrays=True)
     if not isinstance(state, dict) or "round" not in state:
         raise CheckpointError(f"{path} is not a bnfl checkpoint (no round in it)")
     return state
 
 
 def _why(err: BaseException) -> str:
-    msg = str(err)
-    found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) ([\w.]+)", msg)
-    if found:
-        return f"it asks to run {found.group(1)}, and a checkpoint never runs code"
-    if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in msg:
-        return "it holds objects a safe load refuses (a checkpoint never runs code)"
-    if "zip archive" in msg or "central directory" in msg:
-        return "not a complete zip archive: truncated or corrupt"
-    first = msg.strip().splitlines()[0].split(". ")[0] if msg.strip() else type(err).__name__
-    return first[:160]
+    return _safe_torch.why(err)
 
 
 def _round_of(path: Path) -> int | None:
@@ -233,16 +221,23 @@ def _round_of(path: Path) -> int | None:
 
 def load(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The checkpoint in ``directory`` (None if there is none); raises :class:`CheckpointError`
-    with one line naming the file, and the earlier checkpoint that can be used, if it is unreadable."""
+    with one line naming the file, and the earlier checkpoint that can be used, if it is unreadable.
+
+    A folder holding only ``checkpoint.prev.pt`` (left by an older bnfl, whose rotation could be
+    cut between its two renames) resumes from it, with a :class:`ResumeWarning` saying so."""
     d = Path(directory)
     f, prev = d / CHECKPOINT, d / PREVIOUS
     if not f.exists():
         if not prev.exists():
             return None
-        r = _round_of(prev)
-        raise CheckpointError(f"{f} is missing (a save was interrupted); " + (
-            f"{prev} (round {r}) is intact: rename it to {CHECKPOINT} to resume from round {r}" if r is not None
-            else f"{prev} is unreadable too: start again with --overwrite"))
+        try:
+            state = _safe_load(prev)
+        except Exception as err:  # noqa: BLE001
+            raise CheckpointError(f"{f} is missing and {prev} is unreadable ({_why(err)}): start again with "
+                                  f"--overwrite") from None
+        warnings.warn(f"{f} is missing (a save was interrupted); resuming from {prev} (round {state['round']})",
+                      ResumeWarning, stacklevel=2)
+        return state
     try:
         return _safe_load(f)
     except Exception as err:  # noqa: BLE001 - torch's zip reader, the unpickler, a truncated file
@@ -253,15 +248,59 @@ def load(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
         ) from None
 
 
+def _temp_name(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{os.getpid()}.tmp")  # the name bnfl._atomic uses
+
+
+def remove_stale_temps(directory: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files that writers killed mid-write left in ``directory``
+    (``.checkpoint.pt.<pid>.tmp`` and the like, of :data:`RUN_FILES`); return them. Call it only
+    while holding the folder's lock (:mod:`bnfl._folder_lock`): then no live writer owns them."""
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    gone = []
+    for name in RUN_FILES:
+        for tmp in d.glob(f".{name}.*.tmp"):
+            if tmp.name[len(name) + 2:-4].isdigit():
+                tmp.unlink(missing_ok=True)
+                gone.append(tmp)
+    return gone
+
+
+def _fsync(path: Path, *, folder: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0))
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - a folder that cannot be synced (some file systems)
+        pass
+    finally:
+        os.close(fd)
+
+
 def save(directory: str | os.PathLike[str], state: dict[str, Any]) -> Path:
-    """Write ``state`` as ``directory/checkpoint.pt``: to a temporary file, read back and checked,
-    then renamed over it; the checkpoint it replaces is kept as ``checkpoint.prev.pt``."""
+    """Write ``state`` as ``directory/checkpoint.pt``, with the checkpoint it replaces kept as
+    ``checkpoint.prev.pt``; a kill at any instant leaves ``checkpoint.pt`` (old or new) in place.
+
+    The new file is written to a temporary file, synced to disk and read back; then the current
+    ``checkpoint.pt`` is hard-linked (copied where links are not supported) to a second temporary
+    name and renamed over ``checkpoint.prev.pt``, and only then is the new file renamed over
+    ``checkpoint.pt``. Each rename is atomic, and ``checkpoint.pt`` is never moved away.
+    """
     d = Path(directory)
     f = d / CHECKPOINT
-    with _atomic.atomic_path(f, fsync=False) as tmp:
-        torch.save(state, tmp)
+    tmp, prev_tmp = _temp_name(f), _temp_name(d / PREVIOUS)
+    try:
         try:
-            back = torch.load(tmp, map_location="cpu", weights_only=True, mmap=True)
+            torch.save(state, tmp)
+            _fsync(tmp)
+        except (RuntimeError, OSError) as err:  # torch's zip writer reports a full disk as a RuntimeError
+            why = " ".join(str(err).split())[:120] if not isinstance(err, OSError) or not err.strerror else \
+                err.strerror.lower()
+            raise CheckpointError(f"writing {f} failed ({why}): is the disk full? {f.name} was left as it was; free "
+                                  f"some space and run the same command again (add --resume to continue)") from None
+        try:
+            back = _safe_torch.load(tmp, mmap=True)
         except Exception as err:  # noqa: BLE001
             raise CheckpointError(f"writing {f} failed: the file read back is unreadable ({_why(err)}); "
                                   f"{f.name} was left as it was") from None
@@ -270,7 +309,20 @@ def save(directory: str | os.PathLike[str], state: dict[str, Any]) -> Path:
                                   f"not {state['round']}; {f.name} was left as it was")
         del back
         if f.exists():
-            os.replace(f, d / PREVIOUS)
+            prev_tmp.unlink(missing_ok=True)
+            try:
+                os.link(f, prev_tmp)
+            except OSError:  # a file system without hard links
+                shutil.copyfile(f, prev_tmp)
+            os.replace(prev_tmp, d / PREVIOUS)
+            prev_tmp.unlink(missing_ok=True)  # left when PREVIOUS already was this file: rename does nothing then
+        os.replace(tmp, f)
+        _fsync(d, folder=True)
+    except BaseException:
+        for t in (tmp, prev_tmp):
+            with contextlib.suppress(OSError):
+                t.unlink()
+        raise
     return f
 
 

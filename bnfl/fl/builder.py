@@ -10,6 +10,7 @@ backends a run can execute on (:func:`resolve_engine`).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from bnfl.data.partition_kinds import PARTITIONS
 from bnfl.fl.config_schema import RunConfig, as_config
 from bnfl.fl.engine import FederatedData, Simulation
 
-__all__ = ["ENGINES", "build", "load_data", "partition", "resolve_engine"]
+__all__ = ["ENGINES", "build", "check_labels", "load_data", "partition", "resolve_engine"]
 
 
 def load_data(cfg: RunConfig, data_root: str | Path | None = None) -> Any:
@@ -43,6 +44,9 @@ def partition(cfg: RunConfig, split: Any) -> tuple[list, list | None]:
     n = opts.pop("num_clients", 5)
     seed = opts.pop("seed", cfg.seed)
     y = split.y_train.numpy()
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not 1 <= n <= len(y):
+        raise ValueError(f"partition.num_clients must be an integer from 1 to the {len(y)} training samples of "
+                         f"{getattr(split, 'name', 'the data')}, got {n!r}")
     fn = PARTITIONS.lookup(kind).split
     try:
         if fn is not None:
@@ -68,6 +72,24 @@ def partition(cfg: RunConfig, split: Any) -> tuple[list, list | None]:
     domain_of = split.domain_train.numpy()
     tests = [per_domain[int(domain_of[c[0]])] for c in clients]  # each client: its domain's test set
     return clients, tests
+
+
+def check_labels(split: Any, num_classes: Any, *, given: bool) -> None:
+    """Refuse, in one line, class labels the model cannot score: each training and test label of a
+    classification split (one label per sample) must lie in ``0 .. num_classes - 1``."""
+    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 1:
+        raise ValueError(f"model.num_classes must be a positive int, got {num_classes!r}")
+    for part in ("y_train", "y_test"):
+        y = getattr(split, part, None)
+        if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.numel() == 0 or y.is_floating_point():
+            continue
+        lo, hi = int(y.min()), int(y.max())
+        if lo < 0 or hi >= num_classes:
+            fix = (f"drop model.num_classes or set it to {hi + 1}" if given and lo >= 0 else
+                   f"the data set's loader must give labels 0 .. {num_classes - 1}")
+            raise ValueError(f"data: {split.name if hasattr(split, 'name') else 'the data'}'s {part} holds label "
+                             f"{lo if lo < 0 else hi}, but the model scores {num_classes} classes "
+                             f"(model.num_classes, labels 0 .. {num_classes - 1}); {fix}")
 
 
 ENGINES = ("auto", "simulation", "distributed", "flower")
@@ -108,11 +130,14 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     name = mopts.pop("name")
     mopts["norm"] = method.norm
     mopts.setdefault("num_classes", split.num_classes)
+    check_labels(split, mopts["num_classes"], given="num_classes" in cfg.model)
     torch.manual_seed(cfg.seed)
     try:
         model = models.build_for(name, split.input_shape, **mopts)
     except TypeError as err:
         raise TypeError(f"model: bad option for {name}: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"model: {err}") from None
     tc = cfg.train_config()
     run_meta = {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
                 "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition)}

@@ -46,12 +46,13 @@ Every unknown key, name or wrongly typed value is an error naming the field and 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
-from bnfl.fl._run import History
+from bnfl.fl._run import TRAIN_MAX_LOSS, History
 
 # The schema (RunConfig, load_config, as_config) is bnfl.fl.config_schema; the builder and the
 # engine table (build, load_data, partition, ENGINES, resolve_engine) are bnfl.fl.builder; this
@@ -69,10 +70,20 @@ def run(cfg: RunConfig | Mapping[str, Any] | str | Path, *, resume: bool = False
     """Build and run ``cfg``; write ``history.json`` and ``history.csv`` into ``cfg.out`` (on
     a distributed run, rank 0 writes; on ``engine="flower"`` the ServerApp, after running the
     config through Flower's simulation runtime, one node per client: :mod:`bnfl.fl.flower`).
-    ``resume``/``overwrite``: a folder holding a run needs one of them (:mod:`bnfl.fl._rundir`)."""
-    from bnfl.fl._provenance import describe
+    ``resume``/``overwrite``: a folder holding a run needs one of them (:mod:`bnfl.fl._rundir`).
+    The folder is locked while the run writes to it (:mod:`bnfl._folder_lock`): a second run into
+    it is refused in one line naming this one's pid."""
+    from bnfl import _folder_lock
 
     cfg = as_config(cfg)
+    writer = resolve_engine(engine) != "distributed" or os.environ.get("RANK", "0") == "0"  # rank 0 writes
+    with _folder_lock.locked(cfg.out if writer else None):
+        return _run(cfg, resume=resume, engine=engine, overwrite=overwrite)
+
+
+def _run(cfg: RunConfig, *, resume: bool, engine: str | None, overwrite: bool) -> History:
+    from bnfl.fl._provenance import describe
+
     if resolve_engine(engine) == "flower":
         from bnfl.fl._rundir import prepare
 
@@ -134,6 +145,8 @@ def _cli_run(args: argparse.Namespace) -> int:
         d["train"]["progress"] = False
     if args.batched is not None:
         d["train"]["batched"] = args.batched
+    if isinstance(d.get("train"), dict):
+        d["train"].setdefault("max_loss", TRAIN_MAX_LOSS)  # bnfl train stops a diverging run (TrainConfig.max_loss)
     cfg = RunConfig.from_dict(d)
     engine = resolve_engine(args.engine)
     hist = run(cfg, resume=args.resume, engine=engine, overwrite=args.overwrite)

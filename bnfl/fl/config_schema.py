@@ -18,7 +18,7 @@ import tomllib
 import torch
 
 from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
-from bnfl.fl._run import TrainConfig
+from bnfl.fl._run import MAX_ROUNDS, TrainConfig
 from bnfl.fl.schedules import Schedule
 
 __all__ = ["RunConfig", "as_config", "load_config"]
@@ -77,6 +77,9 @@ class RunConfig:
         for name in ("method_options", "model", "data", "partition", "train"):
             if not isinstance(getattr(self, name), dict):
                 raise TypeError(f"{name} must be a table (dict), got {type(getattr(self, name)).__name__}")
+        for name, kinds in (("method", str), ("device", str), ("out", str | None)):
+            if not isinstance(getattr(self, name), kinds):
+                raise ValueError(f"{name} must be a string, got {getattr(self, name)!r}")
         method = get(self.method)  # ValueError listing the ids
         self.method = method.id
         _check_device(self.device)
@@ -85,6 +88,8 @@ class RunConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "rounds" else 0):
                 raise ValueError(f"{name} must be a {'positive' if name == 'rounds' else 'non-negative'} integer, "
                                  f"got {v!r}")
+        if self.rounds > MAX_ROUNDS:
+            raise ValueError(f"rounds must be at most {MAX_ROUNDS:,}, got {self.rounds!r}")
         if "name" not in self.model:
             raise ValueError(f"model.name is required; valid: {', '.join(models.available())}")
         _lookup(models.MODELS, self.model["name"], "model.name", "valid")
@@ -119,7 +124,7 @@ class RunConfig:
         lr = t.get("lr", TrainConfig.lr)
         for k, v in t.items():
             default = getattr(TrainConfig, k)
-            want = type(default) if default is not None else str
+            want = float if k == "max_loss" else type(default) if default is not None else str
             ok = (isinstance(v, bool) if want is bool else
                   isinstance(v, int) and not isinstance(v, bool) if want is int else
                   isinstance(v, int | float) and not isinstance(v, bool) if want is float else
@@ -173,11 +178,22 @@ def load_config(path: str | Path) -> RunConfig:
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"config file {p} does not exist")
-    with p.open("rb") as f:
-        try:
-            d = tomllib.load(f)
-        except tomllib.TOMLDecodeError as err:
-            raise ValueError(f"{p}: not valid TOML: {err}") from None
+    if p.is_dir():
+        raise ValueError(f"config file {p} is a folder; give the path of a TOML file")
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        kind = ("UTF-16 text" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else
+                "binary data" if b"\x00" in data[:1024] else "text in another encoding (latin-1?)")
+        raise ValueError(f"{p}: not UTF-8 text: byte {data[err.start]:#04x} at position {err.start} looks like "
+                         f"{kind}; save the config as UTF-8 (TOML files are UTF-8)") from None
+    try:
+        d = tomllib.loads(text.removeprefix("\ufeff"))
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{p}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise ValueError(f"{p}: nested too deeply to read (a config's tables go a few levels deep at most)") from None
     return RunConfig.from_dict(d)
 
 

@@ -113,7 +113,8 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         self.client_local: dict[int, dict[str, Tensor]] = {}
         self.client_algorithm: dict[int, dict[str, Any]] = {}  # each client's ClientContext.state
         self.cursors = {c: [0, 0] for c in range(self.num_clients)}  # epoch, batch position
-        cfg_meta = {k: v for k, v in dataclasses.asdict(self.config).items() if k != "schedule"}
+        cfg_meta = {k: v for k, v in dataclasses.asdict(self.config).items()
+                    if k != "schedule" and not (k == "max_loss" and v is None)}  # off: the meta of older bnfl
         cfg_meta["schedule"] = dataclasses.asdict(self.config.schedule) if self.config.schedule else None
         self.history = History(meta={"algorithm": repr(algorithm), "clients": self.num_clients,
                                      "client_sizes": [len(c) for c in self.client_indices], "config": cfg_meta})
@@ -128,10 +129,11 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         self._work = copy.deepcopy(self.model)
         self._eval_model = copy.deepcopy(self.model)
         self._orders = None  # the clients' batch orders (bnfl.fl.batch_orders.BatchOrders), on first use
-        from bnfl.data.partition import participation
+        from bnfl.data.partition import Participation
 
         rate = 1.0 if algorithm.centralized else self.config.participation
-        self._participants = participation(self.num_clients, rate, self.config.rounds, self.config.seed)
+        #: each round's participants, drawn when the round asks (nothing allocated per round up front)
+        self._participants = Participation(self.num_clients, rate, self.config.rounds, self.config.seed)
         #: per BN layer, the union's element count of the coupled first step when this process
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
@@ -252,12 +254,21 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
 
     def _check_loss(self, loss: Tensor, c: int, r: int) -> None:
         if not torch.isfinite(loss).all():
-            self._write_history()
-            raise DivergenceError(
-                f"round {r}: client {c} reached a non-finite loss ({loss.item()}); training diverged "
-                f"(lower the learning rate). {len(self.history)} completed rounds kept in .history",
-                self.history,
-            )
+            self._stop(f"round {r}: client {c} reached a non-finite loss ({loss.item()}); training diverged "
+                       f"(lower the learning rate). {len(self.history)} completed rounds kept in .history")
+
+    def _check_max_loss(self, row: Mapping[str, Any]) -> None:
+        """The divergence stop of ``config.max_loss`` (off by default; ``bnfl train`` turns it on)."""
+        bound, loss = self.config.max_loss, row.get("train_loss")
+        if bound is not None and loss is not None and not loss <= bound:
+            self._stop(f"round {row['round']}: the training loss {loss:.4g} passed max_loss = {bound:g}; training "
+                       f"diverged (lower the learning rate). {len(self.history)} completed rounds kept in .history")
+
+    def _stop(self, why: str) -> None:
+        """Mark the history as stopped by divergence, write it (with a checkpoint folder) and raise."""
+        self.history.meta["stopped"] = {"reason": "diverged", "detail": why}
+        self._write_history()
+        raise DivergenceError(why, self.history)
 
     # -- one round ---------------------------------------------------------------------------
     def _train_round(self, r: int) -> dict[str, Any]:
@@ -433,7 +444,22 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
             replace the run there (a new run into a run's folder is an error: :mod:`bnfl.fl._rundir`).
         stop_after : int, optional
             Stop after this round (simulates an interruption; the checkpoint stays resumable).
+
+        Raises
+        ------
+        DivergenceError
+            A loss became non-finite, or a round's training loss passed ``config.max_loss``;
+            ``history.json`` (with a checkpoint folder) then holds the completed rounds and
+            ``meta["stopped"]`` says why.
+        bnfl._folder_lock.FolderBusyError
+            Another process is writing to ``config.checkpoint_dir``.
         """
+        from bnfl import _folder_lock
+
+        with _folder_lock.locked(self.config.checkpoint_dir if getattr(self, "rank", 0) == 0 else None):
+            return self._run(resume=resume, stop_after=stop_after, overwrite=overwrite)
+
+    def _run(self, *, resume: bool, stop_after: int | None, overwrite: bool) -> History:
         cfg = self.config
         loaded = self._start(resume=resume, overwrite=overwrite)
         if not loaded and self.round == 0:
@@ -454,6 +480,7 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
             row["round_time"] = time.perf_counter() - t0
             row["wall_time"] = (self.history.rows[-1]["wall_time"] if self.history.rows else 0.0) + row["round_time"]
             self.history.rows.append(row)
+            self._check_max_loss(row)
             if "test_acc" in row:
                 bar.set_postfix(loss=f"{row['train_loss']:.3f}", acc=f"{row['test_acc']:.3f}")
             if cfg.checkpoint_dir:

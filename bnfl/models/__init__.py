@@ -56,6 +56,7 @@ differs, norm layers of a kind other than BN keep their initialisation, and a wa
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -121,8 +122,10 @@ def _as_entry(spec: str, obj: Any) -> _Entry:
 #: Every model builder by name (a :class:`~bnfl.registry.Registry`): the papers' models below,
 #: a user's registered with :func:`register`, and by import string or entry point of group
 #: ``bnfl.models`` a function ``fn(*, input_shape, num_classes, norm, **options) -> nn.Module``.
-MODELS: Registry[_Entry] = Registry("model", group="bnfl.models", listing="available", sort=True,
-                                    convert=_as_entry)
+MODELS: Registry[_Entry] = Registry(
+    "model", group="bnfl.models", listing="available", sort=True, convert=_as_entry,
+    accepts=lambda o: isinstance(o, _Entry) or isinstance(o, type) and issubclass(o, nn.Module),
+    expects="an nn.Module subclass or a function marked @plugin('model')")
 
 
 def _register(name: str, in_channels: int, input_size: int, *, flat: bool = False) -> Callable[[_Builder], _Builder]:
@@ -382,6 +385,13 @@ def build(
     for label, v in (("num_classes", num_classes), ("in_channels", in_channels), ("input_size", input_size)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
             raise ValueError(f"{label} must be a positive int, got {v!r}")
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
+        raise ValueError(f"groups must be a positive int, got {groups!r}")
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < float("inf"):
+        raise ValueError(f"eps must be a positive number, got {eps!r}")
+    if momentum is not None and (isinstance(momentum, bool) or not isinstance(momentum, numbers.Real)
+                                 or not 0 <= momentum <= 1):
+        raise ValueError(f"momentum must be a number in [0, 1] (or None: a cumulative average), got {momentum!r}")
     fn, c0, s0, _, public = entry
     nkw = {"groups": groups, "eps": eps, "momentum": momentum}
     norm = norm if is_import_string(norm) else norm.lower()

@@ -38,9 +38,9 @@ from os import PathLike
 from pathlib import Path
 from typing import NamedTuple
 
-import torch
 from torch import Tensor, nn
 
+from bnfl import _safe_torch
 from bnfl.models.resnet import ResNet18
 from bnfl.models.vgg import VGG
 from bnfl.nn import is_norm_layer
@@ -76,7 +76,10 @@ def read_state_dict(path: str | PathLike[str]) -> dict[str, Tensor]:
             f"pretrained weights file {str(p)!r} not found; bnfl downloads nothing: save the state_dict "
             "(e.g. torchvision's ImageNet .pth file) on this machine and pass its path"
         )
-    obj = torch.load(p, map_location="cpu", weights_only=True)
+    try:
+        obj = _safe_torch.load(p)
+    except Exception as err:  # noqa: BLE001 - torch's zip reader, the safe unpickler, a truncated file
+        raise ValueError(f"pretrained weights file {str(p)!r} is unreadable ({_safe_torch.why(err)})") from None
     if isinstance(obj, Mapping):
         for wrapper in ("state_dict", "model"):
             if isinstance(obj.get(wrapper), Mapping):

@@ -58,7 +58,10 @@ def _as_factory(spec: str, obj: Any) -> Any:
 #: momentum, affine) -> nn.Module``, registered with :func:`make_norm` below; a factory also
 #: runs by import string, ``"mypkg.norms:my_norm"``). Iterating gives the kinds in this order:
 #: bn, fixbn, frozen_bn, static_bn, hbn, fbn, gn, gn_ws, ln, in, fedfn, ws, none, identity.
-NORM_KINDS: Registry[Any] = Registry("norm kind", listing="valid kinds", lower=True, convert=_as_factory)
+NORM_KINDS: Registry[Any] = Registry(
+    "norm kind", listing="valid kinds", lower=True, convert=_as_factory,
+    accepts=lambda o: isinstance(o, type) and issubclass(o, nn.Module),
+    expects="an nn.Module subclass or a function marked @plugin('norm kind')")
 
 
 def _check_features(num_features: Any) -> int:

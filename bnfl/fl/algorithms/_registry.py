@@ -18,7 +18,9 @@ def _as_algorithm(spec: str, obj: Any) -> type[Algorithm]:
 
 #: Every algorithm class by its ``name`` (a :class:`~bnfl.registry.Registry`; ``lookup`` also
 #: takes an import string ``"package.module:MyAlgorithm"`` naming an :class:`Algorithm` subclass).
-ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm", sort=True, lower=True, convert=_as_algorithm)
+ALGORITHMS: Registry[type[Algorithm]] = Registry(
+    "algorithm", sort=True, lower=True, convert=_as_algorithm,
+    accepts=lambda o: isinstance(o, type) and issubclass(o, Algorithm), expects="a subclass of bnfl.fl.Algorithm")
 
 
 def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
