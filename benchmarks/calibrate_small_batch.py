@@ -84,15 +84,15 @@ def main(argv: list[str]) -> int:
             gaps = [100 * (g - n) for g, n in zip(acc["fedavg+gn"], acc["fedavg+bn"], strict=True)]
             gaps32 = gaps if b == 32 else gaps32
             layers = noise(model, b)
-            form, phi, clients = SETTINGS[model]
-            row = {"model": model, "phi": phi, "clients": clients, "B": b,
-                   "noise_sum": round(sum(layers), 3), "noise_mean": round(sum(layers) / len(layers), 4), "noise_max": round(max(layers), 4),
+            _, phi, clients = SETTINGS[model]
+            vs32 = None if b == 32 or gaps32 is None else [g - g32 for g, g32 in zip(gaps, gaps32, strict=True)]
+            row = {"model": model, "phi": phi, "clients": clients, "B": b, "noise_sum": round(sum(layers), 3),
+                   "noise_mean": round(sum(layers) / len(layers), 4), "noise_max": round(max(layers), 4),
                    "noise_layers": [round(v, 3) for v in layers],
                    "bn": [round(100 * a, 1) for a in acc["fedavg+bn"]],
                    "gn": [round(100 * a, 1) for a in acc["fedavg+gn"]],
                    "damage": t_interval(gaps, paired=True).text(1),
-                   "vs_B32": None if b == 32 or gaps32 is None else t_interval([g - g32 for g, g32 in zip(gaps, gaps32, strict=True)],
-                                                             paired=True).text(1)}
+                   "vs_B32": None if vs32 is None else t_interval(vs32, paired=True).text(1)}
             print(json.dumps(row), flush=True)
     print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
     return 0
