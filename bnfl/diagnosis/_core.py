@@ -330,7 +330,7 @@ def _diagnose(model: nn.Module, data: Any, *, batch_size: int, local_steps: int,
         update_error = measure.local_update_error(work, steps, loss_fn, lr=lr)
         bar.update()
         shift = rules.classify_shift(label_div, label_floor, feature, feature_floor)
-        small = float(np.mean([r["batch_noise"] for r in layers])) >= rules.SMALL_BATCH_THRESHOLD
+        small = rules.total_batch_noise([r["batch_noise"] for r in layers]) >= rules.SMALL_BATCH_THRESHOLD
         rec = rules.recommend(rules.Facts(shift=shift, small_batch=small, per_client_models=per_client_models,
                                           sync_rounds_ok=sync_rounds_ok))
         comm = rules.communication(model, len(clients))

@@ -72,7 +72,7 @@ def cost_rows(d: Diagnosis) -> list[dict[str, Any]]:
 
 def verdict_lines(d: Diagnosis) -> list[str]:
     """The shift measurements, the verdict and the recommendation, as sentences."""
-    noise = sum(r["batch_noise"] for r in d.layers) / len(d.layers)
+    noise = rules.total_batch_noise([r["batch_noise"] for r in d.layers])
     rec = d.recommendation
     return [
         f"label divergence D_y {_num(d.label_divergence, '.3f')} (i.i.d. {_num(d.label_floor, '.3f')}; "
@@ -82,7 +82,8 @@ def verdict_lines(d: Diagnosis) -> list[str]:
         + (f"{d.feature_shift:.3f} (i.i.d. {_num(d.feature_floor, '.3f')}; feature shift from "
            f"{rules.FEATURE_SHIFT_RATIO:g}x and +{rules.FEATURE_SHIFT_MIN_EXCESS})" if d.feature_shift is not None
            else "not measurable: no class is held by two clients"),
-        f"batch noise {noise:.3f} (small batches from {rules.SMALL_BATCH_THRESHOLD})",
+        f"batch noise {noise:.3f}, summed over {len(d.layers)} BN layer{'s' if len(d.layers) != 1 else ''} "
+        f"(small batches from {rules.SMALL_BATCH_THRESHOLD})",
         f"=> {SHIFT_WORDS[d.shift]}; batches {'small' if d.small_batch else 'not small'}",
         "",
         f"Recommendation: {_label(rec.fix)}"
