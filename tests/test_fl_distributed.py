@@ -256,6 +256,19 @@ def test_a_rank_lost_inside_a_round_stops_the_others_naming_it(tmp_path, mode):
         assert float(seconds) < MID_TIMEOUT_S + probe_seconds(MID_TIMEOUT_S) + 4, msg
 
 
+def test_the_timeout_is_30_s_or_bnfl_dist_timeout(monkeypatch):
+    from bnfl.fl.distributed import TIMEOUT_ENV, default_timeout_s, probe_seconds
+
+    monkeypatch.delenv(TIMEOUT_ENV, raising=False)
+    assert default_timeout_s() == 30.0 and probe_seconds(30.0) == 5.0  # docs/distributed.md: 30 s, plus 5 s
+    monkeypatch.setenv(TIMEOUT_ENV, "120")
+    assert default_timeout_s() == 120.0
+    for bad in ("abc", "0", "-5", "nan", "inf"):
+        monkeypatch.setenv(TIMEOUT_ENV, bad)
+        with pytest.raises(ValueError, match=f"^{TIMEOUT_ENV} must be a number of seconds > 0"):
+            default_timeout_s()
+
+
 def test_a_lost_rank_is_one_line_of_bnfl_train_and_other_errors_pass_through(monkeypatch):
     import argparse
 
