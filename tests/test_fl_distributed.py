@@ -141,23 +141,49 @@ def test_three_ranks_equal_the_simulator(ranks):
                     assert a[key] == b[key], (m, key)
 
 
+#: BNFL_DIST_TIMEOUT of the ranks in the "-mid" fault modes (the process group's and the barrier's timeout)
+MID_TIMEOUT_S = 3
+
+
 def _fault_worker(rank: int, world: int, port: int, cfgs: dict[str, dict] | dict, mode: str, out: str) -> None:
     """``mode``: "die" (rank 2 exits after round 1), "hang" (rank 2 sleeps in round 2),
-    "stop" (every rank stops after round 2, checkpoint kept), "resume" (continue from it).
-    ``cfgs``: one run config, or ``{name: config}`` run one after another in the same ranks
-    ("resume" saves ``{name: result}`` to ``out``)."""
+    "die-mid"/"hang-mid" (rank 2 exits/sleeps inside round 1, after its client's local steps and
+    before the uploads are gathered; the group made by ``init_from_env`` with
+    ``BNFL_DIST_TIMEOUT=MID_TIMEOUT_S``), "stop" (every rank stops after round 2, checkpoint
+    kept), "resume" (continue from it). ``cfgs``: one run config, or ``{name: config}`` run one
+    after another in the same ranks ("resume" saves ``{name: result}`` to ``out``)."""
     import time
+
+    from bnfl.fl.distributed import TIMEOUT_ENV, init_from_env
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    mid = mode.endswith("-mid")
+    if mid:  # the timeouts the code sets, from its one setting
+        os.environ[TIMEOUT_ENV] = str(MID_TIMEOUT_S)
+        init_from_env(rank=rank, world_size=world)
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
     named = {"": cfgs} if "method" in cfgs else cfgs
     results = {}
     t0 = time.perf_counter()
     try:
         for name, cfg in named.items():
             ref = build(cfg)
-            sim = DistributedSimulation(ref.model, ref.data, ref.algorithm, ref.config, barrier_timeout_s=4)
+            sim = DistributedSimulation(ref.model, ref.data, ref.algorithm, ref.config,
+                                        **({} if mid else {"barrier_timeout_s": 4}))
+            if mid and rank == 2:
+                def client_round(r, c, *args, _train=sim.client_round, **kwargs):
+                    got = _train(r, c, *args, **kwargs)  # the client's local steps of round r
+                    if r == 1:
+                        with open(f"{out}.fault", "w") as f:  # when the others start to wait
+                            f.write(f"{time.time()}")
+                    if r == 1 and mode == "die-mid":
+                        os._exit(3)
+                    if r == 1 and mode == "hang-mid":
+                        time.sleep(60)
+                    return got
+                sim.client_round = client_round
             if mode in ("die", "hang") and rank == 2:
                 def fault(s, r):
                     if r == 1 and mode == "die":
@@ -173,8 +199,9 @@ def _fault_worker(rank: int, world: int, port: int, cfgs: dict[str, dict] | dict
             torch.save(results if "" not in named else results[""], out)
         dist.destroy_process_group()
     except RuntimeError as err:
-        with open(f"{out}.rank{rank}", "w") as f:
-            f.write(f"{time.perf_counter() - t0:.1f}\n{err}")
+        with open(f"{out}.rank{rank}", "w") as f:  # "-mid": the seconds since rank 2's fault
+            seconds = time.time() - float(open(f"{out}.fault").read()) if mid else time.perf_counter() - t0
+            f.write(f"{seconds:.1f}\n{err}")
         os._exit(4)
 
 
@@ -211,6 +238,53 @@ def test_a_dead_or_hung_rank_stops_the_others_naming_it(tmp_path, mode):
         assert "did not reach round 2" in msg, msg
     msg0 = (tmp_path / "fault.rank0").read_text()
     assert "2" in msg0.split("hung):", 1)[1], msg0  # gloo's monitored barrier names the missing rank
+
+
+@pytest.mark.parametrize("mode", ["die-mid", "hang-mid"])
+def test_a_rank_lost_inside_a_round_stops_the_others_naming_it(tmp_path, mode):
+    """Rank 2 dies or hangs after its local training in round 1, while ranks 0 and 1 wait for its
+    upload in the gather: both stop within the timeout (3 s, from BNFL_DIST_TIMEOUT through
+    init_from_env) plus the probe (3 s) and a margin after rank 2's fault, each naming rank 2."""
+    from bnfl.fl.distributed import probe_seconds
+
+    out = str(tmp_path / "fault")
+    _spawn_fault(_cfg("fedavg+bn") | {"rounds": 4}, mode, out, wait_for=(0, 1))
+    for rank in (0, 1):
+        seconds, msg = (tmp_path / f"fault.rank{rank}").read_text().split("\n", 1)
+        assert msg.startswith(f"rank {rank}: rank 2 stopped answering in round 1 within {MID_TIMEOUT_S} s"), msg
+        assert "missing rank 2;" in msg and "\n" not in msg, msg
+        assert float(seconds) < MID_TIMEOUT_S + probe_seconds(MID_TIMEOUT_S) + 4, msg
+
+
+def test_the_timeout_is_30_s_or_bnfl_dist_timeout(monkeypatch):
+    from bnfl.fl.distributed import TIMEOUT_ENV, default_timeout_s, probe_seconds
+
+    monkeypatch.delenv(TIMEOUT_ENV, raising=False)
+    assert default_timeout_s() == 30.0 and probe_seconds(30.0) == 5.0  # docs/distributed.md: 30 s, plus 5 s
+    monkeypatch.setenv(TIMEOUT_ENV, "120")
+    assert default_timeout_s() == 120.0
+    for bad in ("abc", "0", "-5", "nan", "inf"):
+        monkeypatch.setenv(TIMEOUT_ENV, bad)
+        with pytest.raises(ValueError, match=f"^{TIMEOUT_ENV} must be a number of seconds > 0"):
+            default_timeout_s()
+
+
+def test_a_lost_rank_is_one_line_of_bnfl_train_and_other_errors_pass_through(monkeypatch):
+    import argparse
+
+    from bnfl.fl import _cli_guard
+    from bnfl.fl.distributed import RankLostError, _is_comm_failure
+
+    def lost(args):
+        raise RankLostError("rank 1: rank 2 stopped answering in round 1 within 30 s (died or hung): missing rank 2",
+                            [2])
+
+    with pytest.raises(ValueError, match="^rank 1: rank 2 stopped answering"):
+        _cli_guard.guarded(lost, argparse.Namespace(command="train"))
+    # gloo's messages (measured) are failures of a collective; an error of the computation is not
+    assert _is_comm_failure(RuntimeError("[/x/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [1]:2"))
+    assert _is_comm_failure(RuntimeError("Timed out waiting 3000ms for recv operation to complete"))
+    assert not _is_comm_failure(RuntimeError("mat1 and mat2 shapes cannot be multiplied (16x64 and 32x10)"))
 
 
 def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path):

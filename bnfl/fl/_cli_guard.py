@@ -1,7 +1,7 @@
 """How ``bnfl train`` reports what went wrong: one ``bnfl train: error: ...`` line (by
 :func:`bnfl.cli.main`, from the :class:`ValueError` raised here), never a traceback, for a bad
 config (wrong types too), a run folder that holds another run, an unreadable or foreign checkpoint,
-and a run that diverged; ``--resume`` with nothing to resume is a ``bnfl train: warning: ...`` line."""
+a run that diverged, and (under torchrun) a rank that died or hung, named on every other rank; ``--resume`` with nothing to resume is a ``bnfl train: warning: ...`` line."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ def guarded(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -
     """``fn(args)`` with its errors as ValueErrors (one line) and resume warnings as lines on stderr."""
     from bnfl.fl._run import DivergenceError
     from bnfl.fl._rundir import ResumeWarning
+    from bnfl.fl.distributed import RankLostError
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", ResumeWarning)
@@ -33,3 +34,5 @@ def guarded(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -
             raise ValueError(str(err)) from None
         except DivergenceError as err:  # the completed rounds are in --out's history.json
             raise ValueError(str(err).splitlines()[0]) from None
+        except RankLostError as err:  # another rank died or hung: this one stops, naming it
+            raise ValueError(str(err)) from None

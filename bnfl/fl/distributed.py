@@ -25,15 +25,24 @@ accounting (the bytes of the federated protocol, not of the collectives that car
 Rank 0 alone writes ``history.json`` and checkpoints; a checkpoint holds every client's local
 state (gathered), so any rank can resume from it.
 
-Faults: the process group is created with a timeout and every round starts with a
-``monitored_barrier`` (gloo), which raises on the surviving ranks naming the rank that did not
-arrive.
+Faults: one timeout (:func:`default_timeout_s`: 30 s, or ``BNFL_DIST_TIMEOUT`` seconds) bounds
+every wait for another rank: the process group's collectives and the ``monitored_barrier``
+(gloo) that starts each round. A collective that fails inside a run (a rank hung past the
+timeout, or died: gloo's "Timed out waiting", "Connection reset/closed by peer") stops every
+surviving rank with one :class:`RankLostError` that names the missing ranks, learned by each
+survivor leaving its mark in the job's key-value store and looking, for at most
+:func:`probe_seconds`, whose marks arrive (gloo's own pairs are closed after such a failure, so
+a second collective, a ``monitored_barrier`` included, fails at once without naming anyone:
+measured with torch 2.13, "Application timeout caused pair closure").
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import os
+import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,7 +59,47 @@ from bnfl.fl._run import FederatedData, TrainConfig
 from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.engine import Simulation
 
-__all__ = ["DistributedSimulation", "client_blocks", "init_from_env", "in_torchrun"]
+__all__ = ["DistributedSimulation", "RankLostError", "client_blocks", "default_timeout_s", "init_from_env",
+           "in_torchrun"]
+
+#: seconds a rank waits for another before the run stops (:func:`default_timeout_s`)
+DEFAULT_TIMEOUT_S = 30.0
+#: the environment variable that sets it (every rank reads its own: torchrun passes it on)
+TIMEOUT_ENV = "BNFL_DIST_TIMEOUT"
+#: the timeout the process group was created with by :func:`init_from_env` (None: not by it)
+_group_timeout_s: float | None = None
+
+
+class RankLostError(RuntimeError):
+    """A rank did not take part in a collective within the timeout (it died or hung); the
+    message names it. Raised on every surviving rank; ``bnfl train`` prints it as one line."""
+
+    def __init__(self, message: str, missing: list[int] | None) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+def default_timeout_s() -> float:
+    """The timeout of every wait for another rank, in seconds: ``BNFL_DIST_TIMEOUT`` if set (a
+    number > 0), else :data:`DEFAULT_TIMEOUT_S` (30). A rank may lag the others within a round
+    (local training, evaluation, checkpoint) by at most this much before they stop."""
+    raw = os.environ.get(TIMEOUT_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds > 0 (how long a rank waits for the others), "
+                         f"got {raw!r}")
+    return value
+
+
+def probe_seconds(timeout_s: float) -> float:
+    """How long a surviving rank looks for the others' marks after a failed collective: the
+    timeout, at most 5 s (a rank that died is seen at once; one that hung is never seen)."""
+    return min(5.0, float(timeout_s))
 
 
 def in_torchrun() -> bool:
@@ -58,16 +107,22 @@ def in_torchrun() -> bool:
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ and "MASTER_ADDR" in os.environ
 
 
-def init_from_env(*, rank: int | None = None, world_size: int | None = None, timeout_s: float = 60.0) -> None:
+def init_from_env(*, rank: int | None = None, world_size: int | None = None, timeout_s: float | None = None) -> None:
     """Join the process group (gloo on CPU, NCCL when CUDA is available, the device then being
     ``cuda:LOCAL_RANK``); a no-op when already joined.
 
     ``rank`` and ``world_size`` default to the ``torchrun`` environment (``RANK``,
     ``WORLD_SIZE``); give both to start ranks yourself (``torch.multiprocessing``, a scheduler),
-    with ``MASTER_ADDR`` and ``MASTER_PORT`` set in the environment.
+    with ``MASTER_ADDR`` and ``MASTER_PORT`` set in the environment. ``timeout_s`` (default
+    :func:`default_timeout_s`: 30 s or ``BNFL_DIST_TIMEOUT``) bounds every collective; a
+    :class:`DistributedSimulation` in this group waits as long at the start of a round.
     """
+    global _group_timeout_s
     if dist.is_initialized():
         return
+    timeout_s = default_timeout_s() if timeout_s is None else float(timeout_s)
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ValueError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}")
     if (rank is None) != (world_size is None):
         raise ValueError(f"give both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
     if world_size is not None and not 0 <= rank < world_size:  # type: ignore[operator]
@@ -77,6 +132,7 @@ def init_from_env(*, rank: int | None = None, world_size: int | None = None, tim
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     given = {} if world_size is None else {"rank": int(rank), "world_size": int(world_size)}  # type: ignore[arg-type]
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **given)
+    _group_timeout_s = timeout_s
 
 
 def client_blocks(num_clients: int, world_size: int) -> list[list[int]]:
@@ -93,10 +149,14 @@ def client_blocks(num_clients: int, world_size: int) -> list[list[int]]:
 class DistributedSimulation(Simulation):
     """:class:`~bnfl.fl.engine.Simulation` whose clients run on the ranks of the current
     ``torch.distributed`` process group (see the module docstring). Same arguments, plus
-    ``barrier_timeout_s`` (seconds a round waits for every rank before raising)."""
+    ``barrier_timeout_s`` (seconds a round waits for every rank before raising; default: the
+    timeout :func:`init_from_env` gave the process group, else :func:`default_timeout_s`).
+
+    Raises :class:`RankLostError` on every surviving rank when a rank dies or hangs, at the start
+    of a round or inside it."""
 
     def __init__(self, model: nn.Module, data: FederatedData, algorithm: Algorithm, config: TrainConfig | None = None,
-                 *, barrier_timeout_s: float = 30.0, **kwargs: Any) -> None:
+                 *, barrier_timeout_s: float | None = None, **kwargs: Any) -> None:
         if not dist.is_initialized():
             raise RuntimeError("DistributedSimulation needs a process group: call bnfl.fl.distributed.init_from_env() "
                                "(or start the program with torchrun)")
@@ -104,7 +164,10 @@ class DistributedSimulation(Simulation):
         self.blocks = self._place_clients(data, algorithm)
         self.owned = set(self.blocks[self.rank])
         super().__init__(model, data, algorithm, config, **kwargs)
+        if barrier_timeout_s is None:
+            barrier_timeout_s = _group_timeout_s if _group_timeout_s is not None else default_timeout_s()
         self.barrier_timeout = datetime.timedelta(seconds=barrier_timeout_s)
+        self._where = "the start of the run"  # what the ranks were doing, for RankLostError
         self.history.meta.update(self._engine_meta())
 
     # -- where the clients and their data are ------------------------------------------------------
@@ -183,19 +246,74 @@ class DistributedSimulation(Simulation):
             exchange(layer, kind, z.new_zeros(0, width), z.new_zeros(0))
 
     # -- rounds, evaluation, checkpoints -----------------------------------------------------------
+    def _run(self, **kwargs: Any):  # noqa: ANN202 (Simulation._run's History)
+        try:
+            return super()._run(**kwargs)
+        except RankLostError:
+            raise
+        except RuntimeError as err:
+            if not _is_comm_failure(err):
+                raise  # a bug, a divergence: not about another rank
+            raise self._lost(err, f"stopped answering in {self._where}") from err
+
     def _train_round(self, r: int) -> dict[str, Any]:
         self._barrier(f"round {r}")
+        self._where = f"round {r}"
         return super()._train_round(r)
 
     def _barrier(self, where: str) -> None:
+        self._where = where
         if dist.get_backend() != "gloo":
             dist.barrier()
             return
         try:
             dist.monitored_barrier(timeout=self.barrier_timeout, wait_all_ranks=True)
         except RuntimeError as err:
-            raise RuntimeError(f"rank {self.rank}: a rank did not reach {where} within "
-                               f"{self.barrier_timeout.total_seconds():.0f} s (died or hung): {err}") from err
+            raise self._lost(err, f"did not reach {where}") from err
+
+    def _lost(self, err: RuntimeError, what: str) -> RankLostError:
+        """The one-line error of a failed wait for other ranks, naming the ranks that do not answer."""
+        seconds = self.barrier_timeout.total_seconds()
+        missing = self._missing_ranks(self._where)
+        who = ("a rank" if not missing else
+               f"rank {missing[0]}" if len(missing) == 1 else "ranks " + ", ".join(map(str, missing)))
+        named = (f"missing {who}" if missing else "could not tell which rank is missing")
+        return RankLostError(
+            f"rank {self.rank}: {who} {what} within {seconds:g} s (died or hung): {named}; a rank may lag the "
+            f"others by at most {seconds:g} s within a round ({TIMEOUT_ENV}=SECONDS raises it); "
+            f"gloo: {_reason(err)}", missing)
+
+    def _missing_ranks(self, where: str) -> list[int] | None:
+        """The ranks that leave no mark in the job's store by a common deadline (every survivor of
+        a failed collective leaves one under a key of ``where``, the same on all of them: each
+        collective takes every rank; the first to arrive sets the deadline, :func:`probe_seconds`
+        ahead, so that the survivors agree). ``None``: no store; if the store stopped answering
+        (rank 0 holds it outside torchrun), a non-zero rank names rank 0."""
+        try:
+            store = dist.distributed_c10d._get_default_store()
+        except Exception:  # noqa: BLE001 (a private accessor: without it the error names no rank)
+            return None
+        prefix = f"bnfl/lost/{where}/"
+        window = probe_seconds(self.barrier_timeout.total_seconds())
+        try:
+            store.set_timeout(datetime.timedelta(seconds=window))
+            store.set(f"{prefix}{self.rank}", "1")
+            now = time.time()
+            until = float(store.compare_set(f"{prefix}until", "", f"{now + window!r}"))
+            until = min(until, now + 2 * window)  # a clock far ahead on another machine
+            while True:
+                seen = {r for r in range(self.world_size) if store.check([f"{prefix}{r}"])}
+                if len(seen) == self.world_size or time.time() >= until:
+                    break
+                time.sleep(0.05)
+            store.add(f"{prefix}done", 1)
+            if self.rank == 0:  # outside torchrun the store lives in rank 0: leave it up until all have looked
+                stop = time.monotonic() + window
+                while store.add(f"{prefix}done", 0) < len(seen) and time.monotonic() < stop:
+                    time.sleep(0.05)
+            return sorted(set(range(self.world_size)) - seen)
+        except Exception:  # noqa: BLE001 (the store itself is gone or hung)
+            return [0] if self.rank != 0 else None
 
     def _client_accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
         """Each rank evaluates the clients it owns (the engine's per-client evaluation); the
@@ -243,6 +361,23 @@ class DistributedSimulation(Simulation):
     def _write_history(self) -> None:
         if self.rank == 0:
             super()._write_history()
+
+
+#: the marks of a failed wait for another rank in gloo's errors (and torch's own classes)
+_COMM_FAILURE = re.compile(r"gloo/|Timed out waiting|Connection (reset|closed) by peer|pair closure|Broken pipe|"
+                           r"monitoredBarrier|Socket Timeout|Connection refused")
+
+
+def _is_comm_failure(err: BaseException) -> bool:
+    """Whether ``err`` is a collective that failed because a rank did not take part."""
+    return isinstance(err, getattr(dist, "DistError", ())) or bool(_COMM_FAILURE.search(str(err)))
+
+
+def _reason(err: BaseException) -> str:
+    """gloo's message on one line without its source location and advice."""
+    text = " ".join(str(err).split())
+    text = re.sub(r"^\[[^\]]*\]\s*", "", text)
+    return text.split(". This is typically")[0].rstrip(".")
 
 
 def _cpu(v: Any) -> Any:
