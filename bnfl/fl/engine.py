@@ -75,8 +75,8 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
             raise TypeError(f"algorithm must be a bnfl.fl.Algorithm, got {type(algorithm).__name__}")
         if loss_fn is _cross_entropy:
             for name in ("y_train", "y_test"):
-                y = getattr(data, name)
-                if y.is_floating_point() and y.dim() == 1:  # (N, C) float targets are class probabilities
+                y = getattr(data, name, None)  # a cross-silo rank's view holds no training labels
+                if y is not None and y.is_floating_point() and y.dim() == 1:  # (N, C) float targets are class probabilities
                     raise ValueError(f"{name} holds {str(y.dtype).removeprefix('torch.')} labels; the default loss "
                                      f"(cross-entropy) needs integer class labels: pass {name}.long(), or give "
                                      f"loss_fn= a loss for float targets")
