@@ -6,9 +6,8 @@ The core modules are imported eagerly (they are small); heavier subpackages
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from bnfl import fedtan, grads, method_table, stats  # noqa: E402  (the core math; torch only)
+from bnfl import fedtan, grads, method_table, stats  # the core math; torch only
+from bnfl._version import __version__
 
 __all__ = ["__version__", "diagnose", "fedtan", "grads", "load_run", "stats"]
 

@@ -13,7 +13,6 @@ import datetime as _dt
 import json
 import os
 import platform
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import matplotlib
 
 from bnfl import _atomic
+from bnfl._version import __version__, git_commit
 
 if not os.environ.get("MPLBACKEND") and matplotlib.get_backend().lower() not in {"agg"}:
     # Headless by default (CI, CLI); notebooks set their own inline backend.
@@ -159,22 +159,6 @@ def figures_dir() -> Path:
     return root / "figures" if (root / "pyproject.toml").exists() else Path("figures")
 
 
-def git_commit() -> str | None:
-    """Short hash of the checkout's HEAD commit, or ``None`` outside a git checkout."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parent,
-            timeout=5,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
 def save_figure(
     fig: Figure,
     figure_id: str,
@@ -214,8 +198,6 @@ def save_figure(
         with _atomic.atomic_path(path) as tmp:  # an interrupted write leaves the previous file, never half
             fig.savefig(tmp, format=fmt, metadata=metadata)
         written[fmt] = path
-    from bnfl import __version__
-
     record = {
         "id": figure_id,
         "bnfl_version": __version__,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bnfl.diagnosis import rules
-from bnfl.diagnosis._core import Diagnosis
+
+if TYPE_CHECKING:  # annotations only: Diagnosis.__str__ (in _core) formats through this module
+    from bnfl.diagnosis._core import Diagnosis
 
 __all__ = ["COUPLINGS", "SHIFT_WORDS", "cost_rows", "figure", "format_table", "gradient_rows", "layer_rows", "to_html",
            "to_json", "verdict_lines"]

@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +185,26 @@ def code_fingerprint() -> str:
         digest.update(b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _resolve_data_root(data_root: str | os.PathLike[str] | None) -> str | None:
+    """The data root a run uses: ``data_root``, else ``$BNFL_DATA``, else ``None`` (``~`` expanded)."""
+    root = data_root if data_root is not None else os.environ.get("BNFL_DATA")
+    return None if root in (None, "") else str(Path(root).expanduser())
+
+
+def _seed_list(entry_seeds: int, seeds: int | Sequence[int] | None) -> list[int]:
+    """The seeds a run uses: the entry's count (``seeds=None``), ``range(seeds)`` or the given list."""
+    if seeds is None:
+        return list(range(entry_seeds))
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {seeds}")
+        return list(range(seeds))
+    out = [int(s) for s in seeds]
+    if not out:
+        raise ValueError("seeds is empty; give a count >= 1 or a list of seeds")
+    return out
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bnfl.experiments.cache import RunCache
-from bnfl.experiments.core import Context, config_hash, deep_merge
+from bnfl.experiments.core import Context, _resolve_data_root, _seed_list, config_hash, deep_merge
 
 __all__ = ["DataCheck", "ModelCheck", "Plan", "PlanCache", "dry_run"]
 
@@ -387,7 +387,6 @@ def dry_run(experiment_id: str, *, profile: str = "paper", device: str = "cpu", 
         named in ``plan.missing``, or when resolving the runs failed (``plan.errors``).
     """
     from bnfl.experiments.registry import get
-    from bnfl.experiments.runner import _resolve_data_root, _seed_list
     from bnfl.experiments.training import canonical, load_data
     from bnfl.methods import get as get_method
 

@@ -33,6 +33,8 @@ from bnfl.experiments.core import (
     PROFILES,
     Context,
     Result,
+    _resolve_data_root,
+    _seed_list,
     code_fingerprint,
     config_hash,
     deep_merge,
@@ -44,24 +46,6 @@ from bnfl.plots import git_commit
 __all__ = ["load_result", "plot", "provenance", "reproduce", "result_path", "run", "save_figures"]
 
 RESULT_FILE = "result.json"
-
-
-def _resolve_data_root(data_root: str | os.PathLike[str] | None) -> str | None:
-    root = data_root if data_root is not None else os.environ.get("BNFL_DATA")
-    return None if root in (None, "") else str(Path(root).expanduser())
-
-
-def _seed_list(entry_seeds: int, seeds: int | Sequence[int] | None) -> list[int]:
-    if seeds is None:
-        return list(range(entry_seeds))
-    if isinstance(seeds, int):
-        if seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {seeds}")
-        return list(range(seeds))
-    out = [int(s) for s in seeds]
-    if not out:
-        raise ValueError("seeds is empty; give a count >= 1 or a list of seeds")
-    return out
 
 
 def _done_marker(out: str | os.PathLike[str], experiment_id: str, key: str) -> Path:

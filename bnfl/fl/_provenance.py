@@ -20,8 +20,7 @@ def machine() -> dict[str, Any]:
 
     import torch
 
-    from bnfl import __version__
-    from bnfl.plots import git_commit
+    from bnfl._version import __version__, git_commit
 
     cpu = platform.processor() or platform.machine()
     try:

@@ -325,7 +325,7 @@ class History:
         """Test accuracy and loss against rounds, of this run and ``others`` on one figure (the
         seeds of one configuration as a band: :func:`bnfl.runs.plot_runs`); returns the Figure,
         nothing is written (``fig.savefig("curves.png")``; ``.svg``, ``.pdf`` too)."""
-        from bnfl.runs import plot_runs
+        from bnfl._run_groups import plot_runs
 
         return plot_runs([self, *others], loss=loss)
 

@@ -68,7 +68,13 @@ from bnfl.fl._evaluate import _cross_entropy
 from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
-from bnfl.fl.batched_together import ClientWork, in_round_order, run_together, same_samples
+from bnfl.fl.batched_together import (
+    ClientWork,
+    DeferredCoupledStep,
+    in_round_order,
+    run_together,
+    same_samples,
+)
 from bnfl.fl.device_options import DeviceOptions, GraphedStep
 from bnfl.functional import ema
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
@@ -169,16 +175,6 @@ class _HookScope:
         out = getattr(alg, hook)(*args)
         self.saved[j].update({n: v for n, v in d.items() if before.get(n, _MISSING) is not v})
         return out
-
-
-@dataclass(frozen=True)
-class DeferredCoupledStep:
-    """The algorithm's coupled first step left to the batched engine (:meth:`BatchedClients.defer_first_step`):
-    step 1 of the round's local steps runs the BN layers coupled (:func:`~bnfl.nn.batched.coupled_batch_norm`)
-    with the participants' weights ``weights`` (:math:`p_i`, in the order of the participants)."""
-
-    step: CoupledFirstStep
-    weights: tuple[float, ...]
 
 
 @dataclass(frozen=True, eq=False)  # identity: a row is a key of the results

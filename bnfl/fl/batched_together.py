@@ -13,10 +13,21 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep
-    from bnfl.fl.batched import BatchedClients, DeferredCoupledStep
+    from bnfl.fl.algorithms import CoupledFirstStep
+    from bnfl.fl.batched import BatchedClients
     from bnfl.fl.engine import Simulation
 
-__all__ = ["ClientWork", "combinable", "in_round_order", "run_together", "same_samples", "stacks"]
+__all__ = ["ClientWork", "DeferredCoupledStep", "combinable", "in_round_order", "run_together", "same_samples", "stacks"]
+
+
+@dataclass(frozen=True)
+class DeferredCoupledStep:
+    """The algorithm's coupled first step left to the batched engine (:meth:`~bnfl.fl.batched.BatchedClients.defer_first_step`):
+    step 1 of the round's local steps runs the BN layers coupled (:func:`~bnfl.nn.batched.coupled_batch_norm`)
+    with the participants' weights ``weights`` (:math:`p_i`, in the order of the participants)."""
+
+    step: CoupledFirstStep
+    weights: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -58,8 +69,6 @@ def _share_key(w: ClientWork, stack_coupled: bool = True) -> tuple | None:
     same client steps (e.g. FedAvg+BN and FixBN before its freeze: the hooks run per row, each
     row's own algorithm). A coupled first step left to the batched engine stacks with others of
     its kind when ``stack_coupled``."""
-    from bnfl.fl.batched import DeferredCoupledStep
-
     coupled = ""
     if isinstance(w.first, DeferredCoupledStep) and stack_coupled:  # step 1 pools each simulation's own clients
         coupled = w.first.step.name
