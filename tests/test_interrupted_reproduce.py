@@ -55,15 +55,18 @@ def test_ctrl_c_mid_entry_leaves_no_half_entry_and_resumes(tmp_path):
     argv = ["reproduce", "--paper", "fedtan", "--profile", "smoke", "--out", str(out), "--only", *IDS,
             "--batched", "off"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONPATH": str(Path(__file__).parents[1])}
+    # The child starts with Ctrl-C's default disposition whatever an earlier test of this worker left
+    # (an ignored SIGINT is inherited across exec, and Python then never raises KeyboardInterrupt).
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(ready), IDS[1], *argv], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         t0 = time.monotonic()
         while not ready.exists() and proc.poll() is None and time.monotonic() - t0 < 120:
             time.sleep(0.05)
         assert ready.exists(), proc.communicate(timeout=5)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=60)  # about 1.3 s on an idle machine
     finally:
         if proc.poll() is None:
             proc.kill()

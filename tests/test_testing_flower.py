@@ -102,6 +102,18 @@ def make_server() -> ServerApp:
     return server
 
 
+#: The worker's child processes before the run (one frozenset), so the check sees only the run's own.
+STARTED: set[frozenset[int]] = set()
+
+
+def _children() -> frozenset[int]:
+    try:
+        import psutil
+    except ImportError:
+        return frozenset()
+    return frozenset(p.pid for p in psutil.Process().children(recursive=True))
+
+
 @pytest.fixture(scope="module")
 def runs():
     import ray.cloudpickle
@@ -110,6 +122,8 @@ def runs():
     def expire(signum, frame):
         raise TimeoutError(f"the Flower run ran over {LIMIT_S} s")
 
+    STARTED.clear()
+    STARTED.add(_children())  # what earlier tests of this worker left running is not this run's
     old = signal.signal(signal.SIGALRM, expire)
     signal.alarm(LIMIT_S)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the nodes cannot import this test file
@@ -131,8 +145,9 @@ def test_no_process_is_left_behind(runs):
     """Ray's processes (raylet, GCS, the node actors) started by the run end with it."""
     psutil = pytest.importorskip("psutil")
     deadline = time.monotonic() + 30
-    while (left := [p for p in psutil.Process().children(recursive=True) if p.is_running()
-                    and p.status() != psutil.STATUS_ZOMBIE]) and time.monotonic() < deadline:
+    before = next(iter(STARTED), frozenset())
+    while (left := [p for p in psutil.Process().children(recursive=True) if p.pid not in before
+                    and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, [p.name() for p in left]
 
