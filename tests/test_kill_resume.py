@@ -52,7 +52,7 @@ def _child(d: str) -> None:
 
     warnings.showwarning = lambda *a, **k: None  # "--resume: no checkpoint" when killed before the first one
     # a child that hangs (one did, once, in the first drafts of this test) leaves its stack and exits, instead of stalling the test
-    faulthandler.dump_traceback_later(30, exit=True, file=open(f"{d}.stack", "w"))  # noqa: SIM115 - kept until exit
+    faulthandler.dump_traceback_later(120, exit=True, file=open(f"{d}.stack", "w"))  # noqa: SIM115 - kept until exit
     try:
         _sim(Path(d)).run(resume=True)
     except BaseException as err:  # noqa: BLE001 - report, do not print a traceback into the test's output

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import os
 import pickle
+import random
 import sys
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def test_diagnose_checkpoint_that_calls_os_system_is_refused_in_one_line(tmp_pat
 
 
 @pytest.mark.parametrize(("content", "why"), [
-    (os.urandom(3000), "not a torch file: garbage or truncated bytes"),
+    (random.Random(0).randbytes(3000), "not a torch file: garbage or truncated bytes"),  # seeded: the same bytes every run
     (b"", "not a torch file: garbage or truncated bytes"),
 ])
 def test_diagnose_garbage_checkpoint_says_garbage(tmp_path, capsys, content, why):
