@@ -416,10 +416,10 @@ class BatchedNet:
 
     def _registered(self, pre: str, m: nn.Module, form):
         """The forward of a layer of the layer registry (:data:`~bnfl.nn.norms.BATCHED_LAYERS`)."""
+        if form == PER_CLIENT:  # the layer and what it holds (a submodule's tensors too)
+            return self._per_client(pre, m, [n for n, _ in m.named_parameters()], [n for n, _ in m.named_buffers()])
         params = [n for n, _ in m.named_parameters(recurse=False)]
         buffers = [n for n, _ in m.named_buffers(recurse=False)]
-        if form == PER_CLIENT:
-            return self._per_client(pre, m, params, buffers)
 
         def forward(x: Tensor) -> Tensor:
             return form(BatchedLayer(m, self.k, {n: self.params[pre + n] for n in params},
