@@ -6,33 +6,10 @@ The core modules are imported eagerly (they are small); heavier subpackages
 
 from __future__ import annotations
 
-from bnfl import fedtan, grads, method_table, stats  # the core math; torch only
+from bnfl import fedtan, grads, stats  # the core math; torch only
 from bnfl._version import __version__
 
 __all__ = ["__version__", "diagnose", "fedtan", "grads", "load_run", "stats"]
-
-
-class _Methods:
-    """bnfl's method table (:data:`bnfl.methods.METHODS`) as :mod:`bnfl.method_table` serves it to
-    :mod:`bnfl.fl`, imported on its first lookup (``bnfl.fl`` never imports ``bnfl.methods``)."""
-
-    def get(self, name):
-        from bnfl.methods import get
-
-        return get(name)
-
-    def available(self) -> list[str]:
-        from bnfl.methods import METHODS
-
-        return list(METHODS.available())
-
-    def values(self) -> list:
-        from bnfl.methods import METHODS
-
-        return list(METHODS.values())
-
-
-method_table.install(_Methods())
 
 
 def __getattr__(name: str):  # bnfl.diagnose(model, data, ...) without importing bnfl.fl at startup

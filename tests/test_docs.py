@@ -378,6 +378,13 @@ def test_landing_page_has_three_paths_a_run_first_line_and_a_headline_figure(sit
         assert target in links, f"the landing page does not link {target}"
 
 
+def test_own_fix_page_ran_its_layer_cells(site: Path) -> None:
+    """docs/own-fix.md's section 9 (a normalisation layer of one's own) is executed by the build:
+    the line its run prints is on the page."""
+    text = visible_text((site / "own-fix.html").read_text(encoding="utf-8"))
+    assert re.search(r"a layer of your own, batched vs sequential: largest difference \d\.\de[+-]\d\d", text)
+
+
 def test_bn_safe_page_ran_every_check_and_shows_each_report(site: Path) -> None:
     """docs/bn-safe.md is executed by the build: each pattern's report is on the page."""
     text = visible_text((site / "bn-safe.html").read_text(encoding="utf-8"))

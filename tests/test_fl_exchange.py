@@ -1,5 +1,6 @@
 """Issue 26: the coupled first step and the momentum modes are the algorithm's, the backends supply
-only the exchange; ``bnfl.fl`` never imports ``bnfl.methods``.
+only the exchange; ``bnfl.fl`` reads the Method table where it is defined, not through
+``bnfl.methods``.
 
 * the backends read no trait that names a method family (``first_step``, ``momentum_mode``) and
   compare no mode string (read with ``ast``);
@@ -82,25 +83,15 @@ def _imported(path: Path) -> set[str]:
     return out
 
 
-def test_fl_never_imports_the_method_table():
+def test_fl_never_imports_the_method_tables_public_name():
+    """``bnfl.fl`` reads the Method table where it is defined (:mod:`bnfl.fl.methods`), never
+    through :mod:`bnfl.methods`, its public name above the engine (tests/test_method_table.py)."""
     files = sorted(FL.rglob("*.py"))
     assert len(files) > 30
     bad = {str(f.relative_to(ROOT)): sorted(m for m in _imported(f) if m == "bnfl.methods" or
                                             m.startswith("bnfl.methods."))
            for f in files}
     assert {f: m for f, m in bad.items() if m} == {}
-    assert "bnfl.methods" in _imported(ROOT / "bnfl" / "__init__.py")  # the package above fl installs it
-
-
-def test_the_method_table_is_installed_and_an_empty_slot_says_what_to_import(monkeypatch):
-    from bnfl import method_table
-
-    assert method_table.get_method("fedavg+gn").norm == "gn"
-    monkeypatch.setattr(method_table, "_TABLE", [])
-    with pytest.raises(LookupError, match="import bnfl"):
-        method_table.get_method("fedtan")
-    with pytest.raises(TypeError, match="get"):
-        method_table.install(object())
 
 
 # -- the coupled first step: the algorithm's, with the backend's exchange ---------------------------

@@ -6,6 +6,9 @@ page's commands start). Then the page runs as a reader would run it. Its ``bnfl 
 for the simulator runs in this process; its torchrun command (3 gloo ranks on 127.0.0.1) and its
 ``--engine flower`` command run as subprocesses, started together, once each. Its Python blocks
 run the sequential and batched simulators, register the pieces under names, and add a round hook.
+Section 9's layer of its own (cells the docs build runs too) runs on the sequential and the
+batched engine (equal to 1e-12 in float64), and without its registration the batched engine
+refuses it in the page's one line.
 
 Equality, float64, 2 rounds, 3 clients: the batched engine and the 3 ranks match the simulator's
 global state to 1e-12, as test_fl_batched.py and test_fl_distributed.py assert for bnfl's methods
@@ -34,7 +37,10 @@ LAUNCH_TIMEOUT_S = 240
 
 
 def _blocks() -> list[tuple[str, str]]:
-    return re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.DOTALL)
+    """(language, text) of every fenced block; a ``{code-cell} python`` (run by the docs build too)
+    is a Python block."""
+    found = re.findall(r"```(\w+|\{code-cell\} python)\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.DOTALL)
+    return [("python" if lang.startswith("{code-cell}") else lang, body) for lang, body in found]
 
 
 def _files() -> dict[str, str]:
@@ -139,12 +145,20 @@ def _all_registries() -> list:
 
 
 def _registries() -> list[tuple]:
-    """The page registers names in bnfl's registries: keep them as they were for the other tests."""
-    return [(r, dict(r._entries), dict(r._plugins)) for r in _all_registries()]
+    """The page registers names in bnfl's registries (and a layer in the batched engine's):
+    keep them as they were for the other tests."""
+    from bnfl.nn import norms
+
+    return [(r, dict(r._entries), dict(r._plugins)) for r in _all_registries()] + [(norms._BATCHED, dict(norms._BATCHED))]
 
 
 def _restore(saved: list[tuple]) -> None:
-    for reg, entries, plugins in saved:
+    for reg, *kept in saved:
+        if isinstance(reg, dict):
+            reg.clear()
+            reg.update(kept[0])
+            continue
+        entries, plugins = kept
         reg._entries.clear()
         reg._entries.update(entries)
         reg._plugins.clear()
@@ -267,3 +281,43 @@ def test_each_python_block_imports_what_it_uses():
                 defined.add(node.name)
         used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         assert used <= defined, f"a block of docs/own-fix.md uses {sorted(used - defined)} without importing it:\n{body}"
+
+
+def test_a_layer_of_your_own_is_batched_and_equals_the_sequential_engine(page):
+    from bnfl.fl.state import state_groups
+    from bnfl.methods import METHODS
+    from bnfl.nn import BATCHED_LAYERS, NORM_KINDS, PER_CLIENT
+
+    _, ns = page
+    seq, bat = ns["runs"]["off"], ns["runs"]["on"]
+    layer = ns["MixedBatchNorm1d"]
+    assert BATCHED_LAYERS.get(layer) == PER_CLIENT and NORM_KINDS.knows("mixed_bn")
+    assert METHODS["fedavg+mixed"].norm == "mixed_bn"
+    norms = [n for n, m in seq.model.named_modules() if type(m) is layer]
+    assert len(norms) == 2 and all(isinstance(m, nn.BatchNorm1d) for m in seq.model.modules() if type(m) is layer)
+    assert bat.history.meta["batched"]["used"] and not seq.history.meta["batched"]["used"]
+    assert {f"{n}.mix" for n in norms} <= state_groups(seq.model)["local"]
+    assert _max_diff(bat.global_state, seq.global_state) == ns["layer_gap"] < 1e-12
+    # the layer is really trained: each client's mix moved, differently
+    mixes = {c: float(state[f"{norms[0]}.mix"]) for c, state in seq.client_local.items()}
+    assert len(mixes) == 3 and len(set(mixes.values())) == 3 and 0.0 not in mixes.values()
+
+
+def test_an_unregistered_layer_is_refused_by_the_batched_engine_in_the_pages_line(page, monkeypatch):
+    from bnfl import fl
+    from bnfl.nn import norms
+
+    _, ns = page
+    monkeypatch.delitem(norms._BATCHED, ns["MixedBatchNorm1d"])
+    want = re.search(r"`ValueError: (batched='on' but this run cannot be batched: [^`]+)`",
+                     PAGE.read_text(encoding="utf-8")).group(1)
+    cfg = fl.RunConfig.from_dict(ns["cfg"].to_dict())
+    cfg.train["batched"] = "on"
+    with pytest.raises(ValueError) as err:
+        fl.build(cfg).run()
+    assert str(err.value) == want
+    cfg.train["batched"] = "auto"
+    auto = fl.build(cfg)
+    auto.run()
+    meta = auto.history.meta["batched"]
+    assert not meta["used"] and "register_batched" in meta["why"] and "(MixedBatchNorm1d)" in meta["why"]

@@ -28,6 +28,7 @@ from typing import Any
 
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.core import Context, _resolve_data_root, _seed_list, config_hash, deep_merge
+from bnfl.methods import get as get_method
 
 __all__ = ["DataCheck", "ModelCheck", "Plan", "PlanCache", "dry_run"]
 
@@ -358,7 +359,7 @@ def _run_steps(spec: Mapping[str, Any], split: Any) -> tuple[int, int, int]:
     t = spec["train"]
     b, rounds = int(t["batch_size"]), int(spec["rounds"])
     n = int(split.y_train.shape[0])
-    if spec["method"] == "centralized":
+    if get_method(spec["method"]).iid_pool:  # one pooled client (bnfl.methods.Method.iid_pool)
         k, m = 1, 1
     else:
         k = _num_clients(spec, split)
@@ -388,7 +389,6 @@ def dry_run(experiment_id: str, *, profile: str = "paper", device: str = "cpu", 
     """
     from bnfl.experiments.registry import get
     from bnfl.experiments.training import canonical, load_data
-    from bnfl.methods import get as get_method
 
     entry = get(experiment_id)
     config = deep_merge(entry.config(profile), overrides)

@@ -49,8 +49,11 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 def canonical(spec: Mapping[str, Any]) -> dict[str, Any]:
     """``spec`` with defaults filled in and irrelevant fields normalised, so equal runs hash equal.
 
-    Centralized training pools all training data: its partition is irrelevant and set to iid
-    (seed 0). FedTAN-II whose switch M >= R never switches: it is FedTAN.
+    The Method table says what else is the same run: a method that pools all training data
+    for the experiments (:attr:`~bnfl.methods.Method.iid_pool`, centralized training) gets one
+    iid partition (seed 0); a method that is another for short runs is that one
+    (:meth:`~bnfl.methods.Method.for_rounds`: FedTAN-II whose switch M >= R never switches, it
+    is FedTAN).
     """
     from bnfl.methods import get
 
@@ -60,7 +63,8 @@ def canonical(spec: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"run spec lacks {key!r}: {dict(spec)}")
     from bnfl.data import DATASETS
 
-    out["method"] = get(out["method"]).id
+    method = get(out["method"])
+    out["method"] = method.id
     if out["data"].get("name") not in DATASETS:
         raise ValueError(f"run spec data.name: unknown {out['data'].get('name')!r}; valid: {', '.join(DATASETS)}")
     out.setdefault("method_options", {})
@@ -70,10 +74,9 @@ def canonical(spec: Mapping[str, Any]) -> dict[str, Any]:
     if part.get("kind") != "by_domain":  # by_domain: one client per domain of the data
         part.setdefault("num_clients", 5)
     part.setdefault("seed", int(out["seed"]))
-    if out["method"] == "centralized" and part.get("kind") != "by_domain":
+    if method.iid_pool and part.get("kind") != "by_domain":  # the table says which (bnfl.methods.Method)
         out["partition"] = {"kind": "iid", "num_clients": part["num_clients"], "seed": 0}
-    if out["method"] == "fedtan2" and int(out["method_options"].get("switch", 1)) >= int(out["rounds"]):
-        out["method"], out["method_options"] = "fedtan", {}
+    out["method"], out["method_options"] = method.for_rounds(out["rounds"], out["method_options"])
     t = out["train"]
     t["steps"] = [[int(r), float(lr)] for r, lr in t["steps"]]
     t["milestones"] = [int(m) for m in t["milestones"]]

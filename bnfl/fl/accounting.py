@@ -5,8 +5,7 @@ Per iteration with ``N`` clients and full participation, every exchanged element
 BN running statistics (not ``num_batches_tracked``); FedTAN adds, per BN layer with C channels,
 the means and variances (Algorithm 2: 2C) and the two stat-gradients (Algorithm 3: 2C), in
 ``3L + 1`` rounds. Methods that keep state on the client (FedBN, SiloBN: ``local_state`` of the
-algorithm, read through the method table, :data:`bnfl.methods.METHODS`, through
-:mod:`bnfl.method_table`) send only the rest. The values match what
+algorithm, read through the Method table, :data:`bnfl.methods.METHODS`) send only the rest. The values match what
 :class:`~bnfl.fl.comm.Channel` counts in a simulated round (tests/test_fl_accounting.py).
 """
 
@@ -18,7 +17,8 @@ from torch import nn
 
 from bnfl.fl._volume import GIB, MIB, CommVolume, closed_form_volume
 from bnfl.fl.algorithms import ALGORITHMS
-from bnfl.method_table import method_table
+from bnfl.fl.methods import METHODS
+from bnfl.fl.methods import get as get_method
 
 __all__ = ["CommVolume", "comm_volume", "MIB", "GIB"]
 
@@ -26,12 +26,11 @@ __all__ = ["CommVolume", "comm_volume", "MIB", "GIB"]
 def _resolve(method: Any) -> Any:
     """A method id (or :class:`~bnfl.methods.Method`); an algorithm name stands for that algorithm
     with its default options (the model passed to :func:`comm_volume` carries the norm)."""
-    table = method_table()
-    ids = table.available()
+    ids = METHODS.available()
     if isinstance(method, str) and method.lower() not in ids and method in ALGORITHMS:
-        return next(m for m in table.values() if m.algorithm_name == method and not m.options)
+        return next(m for m in METHODS.values() if m.algorithm_name == method and not m.options)
     try:
-        return table.get(method)
+        return get_method(method)
     except ValueError:
         raise ValueError(f"unknown method {method!r}; valid: the ids of bnfl.methods.METHODS "
                          f"({', '.join(ids)}) or an algorithm name ({', '.join(sorted(ALGORITHMS))})") from None

@@ -118,7 +118,7 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     the torch.distributed job that torchrun started: :mod:`bnfl.fl.distributed`) or ``"auto"``.
     """
     from bnfl import models
-    from bnfl.method_table import get_method as get
+    from bnfl.fl.methods import get
 
     cfg = as_config(cfg)
     method = get(cfg.method)

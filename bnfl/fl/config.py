@@ -183,7 +183,7 @@ def _bytes(n: int | None) -> str:
 
 def register(subparsers: Any) -> None:
     """Add ``bnfl train`` to the ``bnfl`` command line."""
-    from bnfl.method_table import method_table
+    from bnfl.fl.methods import METHODS
 
     p = subparsers.add_parser("train", help="run a federated simulation from a TOML config or flags",
                               description="Run a federated simulation; writes history.json/.csv to --out. "
@@ -191,7 +191,7 @@ def register(subparsers: Any) -> None:
                                           "'package.module:Name' (docs/own-fix.md).")
     p.add_argument("--config", help="TOML file (see bnfl.fl.config)")
     p.add_argument("--method", "--algorithm", dest="method", metavar="METHOD",
-                   help=f"method id (overrides the config's; --algorithm is an alias): {', '.join(method_table().available())}")
+                   help=f"method id (overrides the config's; --algorithm is an alias): {', '.join(METHODS.available())}")
     p.add_argument("--model", help="model name or import string (replaces the config's [model] table)")
     p.add_argument("--data", help="data set name or import string (replaces the config's [data] table)")
     p.add_argument("--init", choices=("pytorch", "he_normal", "authors"),

@@ -19,6 +19,7 @@ import torch
 
 from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
 from bnfl.fl._run import MAX_ROUNDS, TrainConfig
+from bnfl.fl.methods import METHODS, get
 from bnfl.fl.schedules import Schedule
 
 __all__ = ["RunConfig", "as_config", "load_config"]
@@ -72,7 +73,6 @@ class RunConfig:
     def __post_init__(self) -> None:
         from bnfl import models
         from bnfl.data import DATASETS
-        from bnfl.method_table import get_method as get
 
         for name in ("method_options", "model", "data", "partition", "train"):
             if not isinstance(getattr(self, name), dict):
@@ -142,9 +142,7 @@ class RunConfig:
 
 
 def _methods_like(method: Any, norm: str) -> list[Any]:
-    from bnfl.method_table import method_table
-
-    return [m for m in method_table().values() if m.algorithm_name == method.algorithm_name and m.norm == norm
+    return [m for m in METHODS.values() if m.algorithm_name == method.algorithm_name and m.norm == norm
             and dict(m.options) == dict(method.options)]
 
 

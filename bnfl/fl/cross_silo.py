@@ -240,7 +240,7 @@ def build_cross_silo(cfg: Any, silo: Silo | Callable[[int], Silo], **kwargs: Any
     group (:func:`bnfl.fl.distributed.init_from_env`)."""
     from bnfl import models
     from bnfl.fl.config import as_config
-    from bnfl.method_table import get_method as get
+    from bnfl.fl.methods import get
 
     cfg = as_config(cfg)
     if not dist.is_initialized():

@@ -108,7 +108,7 @@ def evaluate_run(folder: str | Path, *, data: str, data_options: dict[str, Any] 
     from bnfl.data.stored import decode
     from bnfl.fl import _rundir
     from bnfl.fl._evaluate import accuracy
-    from bnfl.method_table import get_method
+    from bnfl.fl.methods import get as get_method
     from bnfl.runs import load_run
 
     folder = Path(folder)

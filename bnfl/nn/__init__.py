@@ -6,6 +6,9 @@
   :class:`InstanceNorm`, :class:`FeatureNorm` (FedFN), :class:`NormIdentity`, :class:`WSConv2d`,
   :class:`ScaledWSConv2d` (FedWon).
 - :func:`make_norm` (the single norm factory) and :func:`replace_norm` (swap by type).
+- The layer registry (:mod:`bnfl.nn.norms`): :data:`NORM_KINDS` (kind -> factory, read by the
+  model builders and the Method table) and :data:`BATCHED_LAYERS` (layer class -> batched form,
+  read by the batched engine; :func:`register_batched` adds one).
 - :func:`bn_modules`, :func:`state_groups`, :func:`local_state_keys`: state by module type.
 """
 
@@ -21,7 +24,10 @@ from bnfl.nn.frozen import (
 from bnfl.nn.groups import STATE_GROUPS, bn_modules, local_state_keys, state_groups
 from bnfl.nn.hybrid import HybridBatchNorm1d, HybridBatchNorm2d, hybrid_batch_norm
 from bnfl.nn.norms import (
+    BATCHED_LAYERS,
     NORM_KINDS,
+    PER_CLIENT,
+    BatchedLayer,
     FeatureNorm,
     FederatedBatchNorm1d,
     FederatedBatchNorm2d,
@@ -33,11 +39,15 @@ from bnfl.nn.norms import (
     WSConv2d,
     conv_class,
     make_norm,
+    register_batched,
 )
 from bnfl.nn.replace import is_norm_layer, norm_signature, replace_norm
 
 __all__ = [
+    "BATCHED_LAYERS",
+    "BatchedLayer",
     "NORM_KINDS",
+    "PER_CLIENT",
     "STATE_GROUPS",
     "FederatedBatchNorm1d",
     "FederatedBatchNorm2d",
@@ -62,6 +72,7 @@ __all__ = [
     "is_norm_layer",
     "local_state_keys",
     "make_norm",
+    "register_batched",
     "norm_signature",
     "replace_norm",
     "state_groups",

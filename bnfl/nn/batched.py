@@ -13,11 +13,13 @@ with its parameterised layers replaced by batched ones:
   and its running statistics are updated exactly as ``nn.BatchNorm`` does (momentum, unbiased
   variance :math:`\frac{m}{m-1}\sigma^2` in ``running_var``, ``num_batches_tracked + 1``);
   FixBN's frozen layers (:mod:`bnfl.nn.frozen`) normalise with the running statistics instead;
-* ``nn.GroupNorm`` and bnfl's GN/LN/IN (:mod:`bnfl.nn.norms`): per-sample statistics, each
-  client's :math:`\gamma_k, \beta_k` (:func:`bnfl.nn.batched_norms.group_norm`);
-* HBN's hybrid BN (:class:`~bnfl.nn.HybridBatchNorm2d`, eqs. 9-10) and FBN: each client's
-  :math:`\alpha_k`, global statistics, affine parameters (and FBN's cumulative-average buffers),
-  batch moments over the client's real rows (:mod:`bnfl.nn.batched_norms`);
+* every layer of the layer registry's :data:`~bnfl.nn.norms.BATCHED_LAYERS` with its form:
+  ``nn.GroupNorm`` and bnfl's GN/LN/IN (:mod:`bnfl.nn.norms`): per-sample statistics, each
+  client's :math:`\gamma_k, \beta_k` (:func:`bnfl.nn.batched_norms.group_norm`); HBN's hybrid BN
+  (:class:`~bnfl.nn.HybridBatchNorm2d`, eqs. 9-10) and FBN: each client's :math:`\alpha_k`,
+  global statistics, affine parameters (and FBN's cumulative-average buffers), batch moments
+  over the client's real rows (:mod:`bnfl.nn.batched_norms`); a user's layer registered with
+  :func:`~bnfl.nn.norms.register_batched` (its own form, or its ``forward`` once per client);
 * every module without parameters or buffers (activations, pooling, reshapes, the model's own
   glue code) is a per-sample function and runs unchanged on the concatenated batch.
 
@@ -25,8 +27,9 @@ Clients whose mini-batches differ in size are padded to the largest (``mask``): 
 rows repeat the client's first sample, BN layers then compute each client's statistics over its
 real rows only (:func:`masked_batch_norm`) and the losses average over real rows only.
 
-Models with other layers (weight-standardised convolutions, dropout, ...) are refused by
-:func:`batching_obstacle` with the layer's name; the engine then runs the clients one by one.
+Models with other layers (weight-standardised convolutions, dropout, a user's layer not in the
+registry, ...) are refused by :func:`batching_obstacle` with the layer's name; the engine then runs
+the clients one by one.
 Per-client views (:meth:`BatchedNet.client_view`) are ordinary ``nn.Module`` copies whose
 parameters, gradients and buffers are views of row ``k``: algorithm hooks written for one
 client's model act on the stacked tensors through them.
@@ -43,21 +46,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from bnfl.nn.batched_norms import federated_batch_norm, group_norm, hybrid_batch_norm
 from bnfl.nn.frozen import (
     FrozenStatsBatchNorm1d,
     FrozenStatsBatchNorm2d,
     FrozenStatsBatchNorm3d,
     is_frozen,
 )
-from bnfl.nn.hybrid import HybridBatchNorm1d, HybridBatchNorm2d
-from bnfl.nn.norms import (
-    FederatedBatchNorm1d,
-    FederatedBatchNorm2d,
-    GroupNorm,
-    InstanceNorm,
-    LayerNorm,
-)
+from bnfl.nn.norms import BATCHED_LAYERS, PER_CLIENT, BatchedLayer
 
 __all__ = ["BatchedNet", "batching_obstacle", "coupled_batch_norm", "masked_batch_norm"]
 
@@ -65,11 +60,6 @@ _LINEAR = (nn.Linear,)
 _CONV = {nn.Conv1d: F.conv1d, nn.Conv2d: F.conv2d, nn.Conv3d: F.conv3d}
 _BN = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d,
        FrozenStatsBatchNorm1d, FrozenStatsBatchNorm2d, FrozenStatsBatchNorm3d)
-#: per-sample normalisations (GN; bnfl's LN and IN are GroupNorms with 1 and C groups)
-_GN = (nn.GroupNorm, GroupNorm, LayerNorm, InstanceNorm)
-#: HBN's hybrid BN and FBN (global statistics as buffers; :mod:`bnfl.nn.batched_norms`)
-_HBN = (HybridBatchNorm1d, HybridBatchNorm2d)
-_FBN = (FederatedBatchNorm1d, FederatedBatchNorm2d)
 _RANDOM = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
 
@@ -77,8 +67,9 @@ def batching_obstacle(model: nn.Module) -> str | None:
     """Why ``model`` cannot run as a :class:`BatchedNet`, or ``None`` if it can.
 
     Batched: ``nn.Linear``, zero-padded ``nn.Conv1d/2d/3d``, ``nn.BatchNorm1d/2d/3d`` (and their
-    FixBN-frozen forms) with a fixed ``momentum``, ``nn.GroupNorm`` (bnfl's GN, LN, IN), HBN's
-    hybrid BN and FBN (:mod:`bnfl.nn.batched_norms`), and modules that own no parameter or buffer
+    FixBN-frozen forms) with a fixed ``momentum``, the layers of the layer registry
+    (:data:`bnfl.nn.norms.BATCHED_LAYERS`: ``nn.GroupNorm``, bnfl's GN, LN, IN, HBN's hybrid BN,
+    FBN, and what :func:`~bnfl.nn.norms.register_batched` added), and modules that own no parameter or buffer
     (assumed per-sample functions; dropout is refused, its random masks would be drawn in a
     different order than one client at a time).
     """
@@ -89,7 +80,7 @@ def batching_obstacle(model: nn.Module) -> str | None:
             if m.momentum is None:
                 return f"{label} has momentum=None (cumulative average): its update depends on each client's num_batches_tracked"
             continue
-        if type(m) in _LINEAR or type(m) in _GN or type(m) in _HBN or type(m) in _FBN:
+        if type(m) in _LINEAR or type(m) in BATCHED_LAYERS:
             continue
         if type(m) in _CONV:
             if m.padding_mode != "zeros" or isinstance(m.padding, str):
@@ -97,10 +88,11 @@ def batching_obstacle(model: nn.Module) -> str | None:
             continue
         if isinstance(m, _RANDOM) and m.p > 0:
             return f"{label} draws random masks; batched clients would draw them in another order"
-        if isinstance(m, _BatchNorm):
-            return f"{label} is a BatchNorm variant with its own forward; only nn.BatchNorm1d/2d/3d are batched"
-        if own:
-            return f"{label} owns parameters or buffers and has no batched implementation"
+        if isinstance(m, _BatchNorm) or own:
+            what = "is a BatchNorm variant with its own forward" if isinstance(m, _BatchNorm) else \
+                "owns parameters or buffers"
+            return (f"{label} {what} and is not in the layer registry's BATCHED_LAYERS: decorate its class with "
+                    "@bnfl.nn.register_batched() (docs/own-fix.md, section 9)")
     return None
 
 
@@ -256,12 +248,8 @@ class BatchedNet:
                 m.forward = self._conv(pre, m)  # type: ignore[method-assign]
             elif type(m) in _BN:
                 m.forward = self._bn(pre, m)  # type: ignore[method-assign]
-            elif type(m) in _GN:
-                m.forward = self._gn(pre, m)  # type: ignore[method-assign]
-            elif type(m) in _HBN:
-                m.forward = self._hbn(pre, m)  # type: ignore[method-assign]
-            elif type(m) in _FBN:
-                m.forward = self._fbn(pre, m)  # type: ignore[method-assign]
+            elif type(m) in BATCHED_LAYERS:
+                m.forward = self._registered(pre, m, BATCHED_LAYERS[type(m)])  # type: ignore[method-assign]
 
     def load(self, states: Sequence[Mapping[str, Tensor]], *, in_place: bool = False) -> None:
         """Stack ``K`` clients' state dicts into fresh :attr:`params` (leaves) and :attr:`buffers`,
@@ -426,23 +414,32 @@ class BatchedNet:
             return y.reshape(n, k, c, -1).transpose(0, 1).reshape(x.shape)  # (n, K*C, r) -> (K*n, C, *)
         return forward
 
-    def _hbn(self, pre: str, m: nn.Module):
-        def forward(x: Tensor) -> Tensor:  # HBN eqs. 9-10, each client's alpha and global statistics
-            return hybrid_batch_norm(x, self.k, self.params[pre + "alpha"], self.buffers[pre + "global_mean"],
-                                     self.buffers[pre + "global_var"], self.params.get(pre + "weight"),
-                                     self.params.get(pre + "bias"), eps=m.eps, training=m.training, counts=self._counts)
+    def _registered(self, pre: str, m: nn.Module, form):
+        """The forward of a layer of the layer registry (:data:`~bnfl.nn.norms.BATCHED_LAYERS`)."""
+        if form == PER_CLIENT:  # the layer and what it holds (a submodule's tensors too)
+            return self._per_client(pre, m, [n for n, _ in m.named_parameters()], [n for n, _ in m.named_buffers()])
+        params = [n for n, _ in m.named_parameters(recurse=False)]
+        buffers = [n for n, _ in m.named_buffers(recurse=False)]
+
+        def forward(x: Tensor) -> Tensor:
+            return form(BatchedLayer(m, self.k, {n: self.params[pre + n] for n in params},
+                                     {n: self.buffers[pre + n] for n in buffers}, self._counts), x)
         return forward
 
-    def _fbn(self, pre: str, m: nn.Module):
-        def forward(x: Tensor) -> Tensor:  # global statistics; each client's cumulative batch moments
-            running = tuple(self.buffers[pre + b] for b in ("running_mean", "running_var", "num_batches_tracked"))
-            return federated_batch_norm(x, self.k, self.buffers[pre + "global_mean"], self.buffers[pre + "global_var"],
-                                        self.params.get(pre + "weight"), self.params.get(pre + "bias"), eps=m.eps,
-                                        training=m.training, running=running, counts=self._counts)  # type: ignore[arg-type]
-        return forward
+    def _per_client(self, pre: str, m: nn.Module, params: list[str], buffers: list[str]):
+        """The layer's own ``forward`` once per client, on its real rows, with its row of the stacked
+        parameters (gradients flow into them) and buffers (updated in place); a copy of the layer
+        runs it, as ``m.forward`` becomes this function."""
+        twin = copy.deepcopy(m)
 
-    def _gn(self, pre: str, m: nn.GroupNorm):
-        def forward(x: Tensor) -> Tensor:  # per-sample statistics: padding rows need no mask
-            return group_norm(x, self.k, m.num_groups, self.params.get(pre + "weight"), self.params.get(pre + "bias"),
-                              eps=m.eps)
+        def forward(x: Tensor) -> Tensor:
+            twin.train(m.training)
+            n = x.shape[0] // self.k
+            outs = []
+            for k in range(self.k):
+                rows = n if self._counts is None else int(self._counts[k])
+                state = {**{p: self.params[pre + p][k] for p in params}, **{b: self.buffers[pre + b][k] for b in buffers}}
+                y = torch.func.functional_call(twin, state, (x[k * n:k * n + rows],), strict=True, tie_weights=False)
+                outs += [y, y[:1].expand(n - rows, *y.shape[1:])] if rows < n else [y]  # padding repeats row 0
+            return torch.cat(outs)
         return forward
