@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from bnfl.diagnosis._core import Diagnosis, diagnose
+from bnfl.diagnosis._core import diagnose
+from bnfl.diagnosis.report import Diagnosis
 
 __all__ = ["digits_clients", "digits_diagnosis", "explorer", "show"]
 

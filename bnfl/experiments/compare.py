@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bnfl.experiments.core import Result
-from bnfl.experiments.intervals import t_quantile
+from bnfl.intervals import t_quantile
 
 __all__ = ["ClaimDiff", "compare_folders", "compare_results", "load_folder", "main", "register", "summary_line"]
 

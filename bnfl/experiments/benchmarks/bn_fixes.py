@@ -40,8 +40,8 @@ from bnfl.experiments.benchmarks.bn_fixes_settings import (
 from bnfl.experiments.core import Context, Result, deep_merge
 from bnfl.experiments.curves import train_runs
 from bnfl.experiments.interval_claims import interval_claim
-from bnfl.experiments.intervals import estimate
 from bnfl.experiments.registry import entry, plotter
+from bnfl.intervals import estimate
 
 __all__ = ["FIXES", "METHODS"]
 

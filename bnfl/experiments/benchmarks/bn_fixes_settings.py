@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bnfl.experiments.core import Context, deep_merge
-from bnfl.experiments.intervals import Interval, estimate
+from bnfl.intervals import Interval, estimate
 
 __all__ = ["CALIBRATION", "CANDIDATES", "CHOSEN", "DAMAGE_MIN", "SETTINGS", "calibrate", "choose", "metric",
            "setting_spec"]
