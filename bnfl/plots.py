@@ -21,6 +21,7 @@ import matplotlib
 
 from bnfl import _atomic
 from bnfl._version import __version__, git_commit
+from bnfl.method_table import method_table
 
 if not os.environ.get("MPLBACKEND") and matplotlib.get_backend().lower() not in {"agg"}:
     # Headless by default (CI, CLI); notebooks set their own inline backend.
@@ -72,13 +73,14 @@ _FALLBACK = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "
 
 def _method(name: str) -> Any:
     """The :class:`~bnfl.methods.Method` named by an id or a label (case-insensitive); ``None``
-    when none matches."""
-    from bnfl.methods import METHODS
-
+    when none matches. Read through :mod:`bnfl.method_table`, the table's seat below the engine:
+    plots sit low (the data and theory packages draw with them), below :mod:`bnfl.methods`."""
+    methods = list(method_table().values())
     key = name.lower()
-    if key in METHODS:
-        return METHODS[key]
-    by_label = {m.label.lower(): m for m in METHODS.values()}
+    by_id = {m.id: m for m in methods}
+    if key in by_id:
+        return by_id[key]
+    by_label = {m.label.lower(): m for m in methods}
     return by_label.get(key)
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
+from bnfl._display import image
 from bnfl.diagnosis._core import diagnose
-from bnfl.diagnosis.report import Diagnosis
+from bnfl.diagnosis.report import Diagnosis, figure, to_html
 
 __all__ = ["digits_clients", "digits_diagnosis", "explorer", "show"]
 
@@ -49,11 +50,8 @@ def show(d: Diagnosis) -> None:
     """Display the report of ``d`` in a notebook: its HTML tables and verdict, then the figure."""
     from IPython.display import HTML, display
 
-    from bnfl.diagnosis.report import figure, to_html
-    from bnfl.experiments import notebook
-
     display(HTML(to_html(d)))
-    notebook.image(figure(d))
+    image(figure(d))
 
 
 def explorer(*, phi: float = 0.3, clients: int = 5, batch_size: int = 32, local_steps: int = 2,

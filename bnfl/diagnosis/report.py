@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bnfl._display import html_table
 from bnfl.diagnosis import rules
 
 __all__ = ["COUPLINGS", "SHIFT_WORDS", "Diagnosis", "cost_rows", "figure", "format_table", "gradient_rows", "layer_rows", "to_html",
@@ -203,10 +205,6 @@ def format_table(d: Diagnosis, *, title: str = "") -> str:
 
 def to_html(d: Diagnosis) -> str:
     """The report as HTML (notebooks): the three tables and the verdict."""
-    import html
-
-    from bnfl.experiments.notebook import html_table
-
     verdict = "<br>".join(html.escape(line).replace("   ", "&nbsp;&nbsp;&nbsp;") for line in verdict_lines(d))
     return "\n".join([
         html_table(layer_rows(d), caption="BN layers: share of each input's variance (mean over channels; "

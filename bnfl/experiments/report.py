@@ -26,6 +26,7 @@ from bnfl.experiments.dashboard import (
     why_lines,
 )
 from bnfl.experiments.registry import get
+from bnfl.experiments.vocabulary import VERDICT_MARKS
 
 __all__ = ["HEADLINE_INTRO", "claim_counts", "claim_rows", "claims_table", "headline_words_line", "interval_text",
            "machine_line", "markdown_table", "write_report"]
@@ -101,7 +102,6 @@ def _write_forest(results: Mapping[str, Result], out: Path) -> list[str]:
     plt.close(fig)
     return [f"![Headline effects: 95% intervals coloured by verdict]({FOREST_ID}.png)", ""]
 
-_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "info": "info", "n/a": "n/a"}
 _COUNTED = ("pass", "fail", "inconclusive", "info")
 
 
@@ -185,7 +185,7 @@ def claim_rows(result: Result, *, link: Callable[[str], str] | None = None) -> l
             "check": c.statement + ({"consistency": " *(consistency check)*", "structural": " *(structural check)*"}
                                     .get(c.kind, ""))
             + (f" *(re-reads {link(c.counted_in)}; counted there)*" if c.counted_in else ""),
-            "verdict": _MARK[c.verdict],
+            "verdict": VERDICT_MARKS[c.verdict],
             "measured": c.measured,
             "threshold": c.threshold,
             "margin": c.margin,
@@ -318,14 +318,14 @@ def write_report(
                   "| id | check | verdict | why |", "|---|---|---|---|"]
         lines += [f"| [{r.id}](#{r.id.lower()}) | {_fmt(c.statement)}"
                   + (f" *(re-reads [{c.counted_in}](#{c.counted_in.lower()}); counted there)*" if c.counted_in else "")
-                  + f" | {_MARK[c.verdict]} | {_fmt(c.why)} |" for r, c in open_claims]
+                  + f" | {VERDICT_MARKS[c.verdict]} | {_fmt(c.why)} |" for r, c in open_claims]
         lines.append("")
     for r in results:
         entry = get(r.id)
         lines += [
             f"## {r.id}",
             "",
-            f"**{_entry_title(r, entry)}** — verdict: **{_MARK[r.verdict]}** (profile `{r.profile}`, "
+            f"**{_entry_title(r, entry)}** — verdict: **{VERDICT_MARKS[r.verdict]}** (profile `{r.profile}`, "
             f"{len(r.seeds)} seed{'s' if len(r.seeds) != 1 else ''}, device `{r.device}`, "
             f"{r.duration_s:.1f} s, commit `{r.git_commit}`"
             + (f", {r.machine.get('cpu')} / {r.machine.get('torch_cpu_capability')}" if r.machine else "") + ")",

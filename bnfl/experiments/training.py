@@ -30,7 +30,8 @@ import numpy as np
 from bnfl.experiments.core import Context, config_hash
 from bnfl.experiments.observers import Observer, observer_keys
 
-__all__ = ["canonical", "device_options", "final", "load_data", "mean_std", "train", "train_seeds"]
+__all__ = ["canonical", "device_options", "domain_accuracies", "final", "load_data", "mean_over_clients", "mean_std",
+           "train", "train_seeds"]
 
 #: Training defaults of the experiments (``spec["train"]``), filled in before hashing.
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -342,6 +343,34 @@ def final(run: Mapping[str, Any], key: str = "test_acc") -> float:
         return float("nan")
     vals = run.get(key) or []
     return float(vals[-1]) if vals else float("nan")
+
+
+def domain_accuracies(run: Mapping[str, Any]) -> list[float]:
+    """Test accuracy (%) of each client on its own domain's test set (FedBN's protocol).
+
+    Personalised runs (``domain_acc_clients``): each client's model on its own domain (the mean over
+    a domain's clients when it has several, ``client_domain``). Shared-model runs
+    (``domain_acc_global``): the global model on each domain. A diverged run gives NaNs.
+    """
+    if run.get("diverged"):
+        n = len(run.get("domains") or [])
+        return [float("nan")] * n
+    if "domain_acc" in run:  # bnfl.experiments.papers.fedbn.runs.fedbn_run
+        return [float(v) for v in run["domain_acc"]]
+    if "domain_acc_clients" in run:
+        table = run["domain_acc_clients"]
+        owner = run.get("client_domain") or list(range(len(table)))  # client -> its domain
+        n = len(run.get("domains") or table)
+        per = [[float(table[c][owner[c]]) for c in range(len(table)) if owner[c] == j] for j in range(n)]
+        return [float(np.mean(v)) for v in per]  # several clients of a domain: their mean
+    if "domain_acc_global" in run:
+        return [float(v) for v in run["domain_acc_global"][:-1]]  # the last entry is the whole test set
+    raise ValueError("run has no per-domain accuracies: train it on data with domains (partition kind 'by_domain')")
+
+
+def mean_over_clients(run: Mapping[str, Any]) -> float:
+    """The equal-weight mean over clients of :func:`domain_accuracies` (FedBN's row mean)."""
+    return float(np.mean(domain_accuracies(run)))
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
