@@ -58,6 +58,7 @@ def round_numbers(text: str, *, digits: int = 5) -> str:
 def show(obj: Any) -> None:
     """Show ``obj`` when IPython runs this code (a notebook); do nothing in a plain interpreter."""
     try:
+        # IPython is optional (the notebooks extra): without it there is nothing to show into
         from IPython import get_ipython
         from IPython.display import display
     except ImportError:  # IPython is not installed: nothing to show into
@@ -67,14 +68,14 @@ def show(obj: Any) -> None:
 
 
 def show_html(text: str) -> None:
-    from IPython.display import HTML
+    from IPython.display import HTML  # optional (the notebooks extra); only a notebook shows HTML
 
     show(HTML(text))
 
 
 def png(fig: Any, *, dpi: int | None = None) -> bytes:
     """The PNG bytes of a matplotlib figure (which is closed afterwards)."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # about a second to import; this bottom module loads without it
 
     buf = io.BytesIO()
     try:
@@ -91,6 +92,7 @@ def image(fig: Any, *, dpi: int | None = None) -> None:
     backend is active, e.g. under ``MPLBACKEND=Agg``), a PNG is shown by every front end:
     JupyterLab, nbclient, myst-nb.
     """
+    # optional (the notebooks extra); only a notebook shows images
     from IPython.display import Image
 
     show(Image(data=png(fig, dpi=dpi), format="png"))

@@ -71,7 +71,7 @@ def t_quantile(p: float, df: float) -> float:
         raise ValueError(f"p must lie in (0, 1), got {p}")
     if not df > 0:
         raise ValueError(f"degrees of freedom must be positive, got {df}")
-    from scipy import stats
+    from scipy import stats  # seconds to import; bnfl.runs loads this module without needing it
 
     return float(stats.norm.ppf(p) if math.isinf(df) else stats.t.ppf(p, df))
 

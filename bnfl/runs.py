@@ -26,6 +26,7 @@ from typing import Any
 from bnfl._run_groups import SEED_FIELDS, Group, group_runs, plot_runs  # noqa: F401  (re-exported)
 from bnfl.fl._history_file import read_rows
 from bnfl.fl._run import History
+from bnfl.intervals import t_interval
 
 __all__ = ["Group", "compare", "find_runs", "format_comparison", "group_runs", "load_run", "plot_runs"]
 
@@ -88,8 +89,6 @@ def compare(runs: Sequence[History]) -> list[dict[str, Any]]:
     """One row per configuration: its seeds, rounds, final test accuracy (mean over seeds, with the
     95% t-interval over seeds when there are two or more), bytes communicated and wall time
     (means over seeds)."""
-    from bnfl.intervals import t_interval
-
     out = []
     for g in group_runs(runs):
         finals = [next((r["test_acc"] for r in reversed(h.rows) if r.get("test_acc") is not None), None)

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
+from tqdm.auto import tqdm
 
 from bnfl.diagnosis import measure, rules
 from bnfl.diagnosis.report import Diagnosis
@@ -211,8 +212,6 @@ def _diagnose(model: nn.Module, data: Any, *, batch_size: int, local_steps: int,
               sync_rounds_ok: bool, permutations: int, seed: int, progress: bool,
               device: str | torch.device | None) -> Diagnosis:
     """:func:`diagnose` at the thread count it chose."""
-    from tqdm.auto import tqdm
-
     start = time.perf_counter()
     clients = client_samples(data)
     _check(model, clients, batch_size, local_steps)

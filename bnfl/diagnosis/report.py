@@ -8,8 +8,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
+from bnfl import plots
 from bnfl._display import html_table
 from bnfl.diagnosis import rules
+from bnfl.methods import METHODS
 
 __all__ = ["COUPLINGS", "SHIFT_WORDS", "Diagnosis", "cost_rows", "figure", "format_table", "gradient_rows", "layer_rows", "to_html",
            "to_json", "verdict_lines"]
@@ -83,8 +87,6 @@ class Diagnosis:
 
 
 def _label(mid: str) -> str:
-    from bnfl.methods import METHODS
-
     return METHODS[mid].label
 
 
@@ -244,10 +246,6 @@ def figure(d: Diagnosis, *, columns: int = 3):
     matplotlib.figure.Figure
         Nothing is written (:func:`bnfl.plots.save_figure` or ``fig.savefig`` do that).
     """
-    import numpy as np
-
-    from bnfl import plots
-
     if columns not in (1, 3):
         raise ValueError(f"columns must be 1 or 3, got {columns!r}")
     shape = (1, 3) if columns == 3 else (3, 1)

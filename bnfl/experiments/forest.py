@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from matplotlib.lines import Line2D
+
 from bnfl.experiments.dashboard import find_claim, headline_verdict
 from bnfl.experiments.headlines import HEADLINES, Headline
 from bnfl.experiments.verdicts import (
@@ -25,6 +27,7 @@ from bnfl.experiments.verdicts import (
     judge_claim_record,
 )
 from bnfl.experiments.vocabulary import paper_title
+from bnfl.plots import forest, new_figure
 
 __all__ = ["FOREST_ID", "WORD_COLORS", "forest_items", "headline_forest"]
 
@@ -82,10 +85,6 @@ def forest_items(results: Mapping[str, Any], headlines: Sequence[Headline] = HEA
 
 def headline_forest(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES) -> Any:
     """The forest plot of the headline effects (a matplotlib Figure; nothing written)."""
-    from matplotlib.lines import Line2D
-
-    from bnfl.plots import forest, new_figure
-
     items = forest_items(results, headlines)
     pts, share = items["pts"], items["share"]
     if not pts and not share:

@@ -27,10 +27,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from bnfl._display import cell_text, html_table, image, png
 from bnfl._display import show_html as _show_html
 from bnfl.experiments.core import labels_first
+from bnfl.experiments.dashboard import data_names, stand_in_title, stand_ins_of, why_lines
 from bnfl.experiments.registry import get
+from bnfl.experiments.report import claim_rows
 from bnfl.experiments.runner import load_result, plot, result_path, run
 from bnfl.experiments.vocabulary import PAPER_NAMES, VERDICT_COLOURS, VERDICT_MARKS
 from bnfl.plots import figures_dir
@@ -101,8 +105,6 @@ def result(experiment_id: str, *, profile_name: str | None = None,
     if device is None:
         device = "cpu"
         if name == "paper":
-            import torch
-
             device = "cuda" if torch.cuda.is_available() else "cpu"
     why = (f"the stored one in {_shown(folder)} is at profile {stored.profile!r}" if stored is not None
            else f"no stored result in {_shown(folder)}")
@@ -140,8 +142,6 @@ def claims_html(result: Any) -> str:
     """
     if not result.claims:
         return "<p>This entry checks no claim.</p>"
-    from bnfl.experiments.dashboard import why_lines
-    from bnfl.experiments.report import claim_rows
 
     rows = []
     for i, (row, c) in enumerate(zip(claim_rows(result), result.claims, strict=True), 1):
@@ -245,8 +245,6 @@ def label(experiment_id: str) -> str:
 
 def _datasets(config: Any) -> list[str]:
     """Names of the data sets a configuration trains on (:func:`bnfl.experiments.dashboard.data_names`)."""
-    from bnfl.experiments.dashboard import data_names
-
     return data_names(config)
 
 
@@ -276,8 +274,6 @@ def prose(experiment_id: str) -> str:
     stand-in data, :func:`bnfl.experiments.dashboard.stand_in_title`); the quick profile's deviations and
     the paper profile's data sets, seeds and deviations come from its configurations.
     """
-    from bnfl.experiments.dashboard import stand_in_title, stand_ins_of
-
     entry = get(experiment_id)
     parts = [f"# {label(entry.id)}: {stand_in_title(entry.title, stand_ins_of(entry))}", _sentence(entry.summary)]
     look_for = str(getattr(entry, "look_for", "") or "").strip()

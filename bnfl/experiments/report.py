@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
+
 from bnfl.experiments.core import Result, labels_first
 from bnfl.experiments.dashboard import (
     counts_markdown,
@@ -16,6 +18,7 @@ from bnfl.experiments.dashboard import (
     entries_markdown,
     entry_order,
     headline_markdown,
+    headline_word_counts,
     missing_intervals,
     no_interval_claims,
     paper_pairs,
@@ -25,8 +28,10 @@ from bnfl.experiments.dashboard import (
     stand_ins_of,
     why_lines,
 )
+from bnfl.experiments.forest import FOREST_ID, headline_forest
 from bnfl.experiments.registry import get
 from bnfl.experiments.vocabulary import VERDICT_MARKS
+from bnfl.plots import save_figure
 
 __all__ = ["HEADLINE_INTRO", "claim_counts", "claim_rows", "claims_table", "headline_words_line", "interval_text",
            "machine_line", "markdown_table", "write_report"]
@@ -49,8 +54,6 @@ HEADLINE_INTRO = (
 
 def headline_words_line(results: Mapping[str, Result]) -> str:
     """One sentence: how many headline rows carry each verdict word."""
-    from bnfl.experiments.dashboard import headline_word_counts
-
     counts = headline_word_counts(results)
     return ("Headline rows: " + ", ".join(f"{n} {w}" for w, n in counts.items()) + ".") if counts else ""
 
@@ -89,14 +92,10 @@ COUNTS_KEY = ("Key: each cell is *pass/fail/inconclusive/info* claims (the store
 def _write_forest(results: Mapping[str, Result], out: Path) -> list[str]:
     """Write the headline forest plot beside REPORT.md; the markdown lines that show it (none when no
     headline claim stores an interval)."""
-    from bnfl.experiments.forest import FOREST_ID, headline_forest
-    from bnfl.plots import save_figure
-
     try:
         fig = headline_forest(results)
     except ValueError:
         return []
-    import matplotlib.pyplot as plt
 
     save_figure(fig, FOREST_ID, out_dir=out, provenance={"what": "headline forest plot, read from result.json"})
     plt.close(fig)

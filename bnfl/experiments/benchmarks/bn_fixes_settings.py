@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from bnfl.experiments import training
 from bnfl.experiments.calibration import metric, score
 from bnfl.experiments.core import Context, deep_merge
@@ -100,8 +102,6 @@ def choose(damages: Mapping[str, Interval]) -> str:
 def calibrate(ctx: Context, settings: Sequence[str] = SETTINGS) -> dict[str, dict[str, Any]]:
     """Run FedAvg+BN (only) on every candidate of ``settings``; ``{setting: {"chosen": name,
     "candidates": {name: {"damage": [low, est, high], "iid": mean, "skewed": mean}}}}``."""
-    import numpy as np
-
     out: dict[str, dict[str, Any]] = {}
     for setting in settings:
         ivs, rows = {}, {}
