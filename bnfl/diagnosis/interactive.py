@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from bnfl._display import image
 from bnfl.data import digits, partition
 from bnfl.demo import build_model
 from bnfl.diagnosis._core import diagnose
 from bnfl.diagnosis.report import Diagnosis, figure, to_html
+from bnfl.display import image
 
 __all__ = ["digits_clients", "digits_diagnosis", "explorer", "show"]
 

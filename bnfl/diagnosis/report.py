@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from bnfl import plots
-from bnfl._display import html_table
 from bnfl.diagnosis import rules
+from bnfl.display import html_table
 from bnfl.methods import METHODS
 
 __all__ = ["COUPLINGS", "SHIFT_WORDS", "Diagnosis", "cost_rows", "figure", "format_table", "gradient_rows", "layer_rows", "to_html",

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from bnfl._display import display_number, display_value, round_numbers
+from bnfl.display import display_number, display_value, round_numbers
 from bnfl.experiments.headlines import DATA_STAND_INS, HEADLINES, STAND_INS, Headline, StandIn
 from bnfl.experiments.verdicts import NOT_TESTABLE, WORDS, Verdict, judge_claim
 from bnfl.experiments.vocabulary import PAPER_NAMES, PAPER_ORDER, VERDICT_MARKS, paper_title

@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from bnfl._display import cell_text, html_table, image, png
-from bnfl._display import show_html as _show_html
+from bnfl.display import cell_text, html_table, image, png
+from bnfl.display import show_html as _show_html
 from bnfl.experiments.core import labels_first
 from bnfl.experiments.dashboard import data_names, stand_in_title, stand_ins_of, why_lines
 from bnfl.experiments.registry import get
