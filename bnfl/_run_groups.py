@@ -10,10 +10,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from bnfl.fl._run import History
+from bnfl import plots
+from bnfl.intervals import t_interval
 
 __all__ = ["SEED_FIELDS", "Group", "group_runs", "plot_runs"]
 
@@ -21,13 +21,21 @@ __all__ = ["SEED_FIELDS", "Group", "group_runs", "plot_runs"]
 SEED_FIELDS = ("seed",)
 
 
+class _Run(Protocol):
+    """What grouping and drawing read of a run: a :class:`bnfl.fl.History` (its per-round ``rows``
+    and its ``meta``), named by what it has so that this module need not import :mod:`bnfl.fl`."""
+
+    rows: list[dict[str, Any]]
+    meta: dict[str, Any]
+
+
 # -- grouping seeds ---------------------------------------------------------------------------------
-def _seed(h: History) -> Any:
+def _seed(h: _Run) -> Any:
     run = h.meta.get("run")
     return run.get("seed") if isinstance(run, dict) else (h.meta.get("config") or {}).get("seed")
 
 
-def _key(h: History) -> str:
+def _key(h: _Run) -> str:
     """What makes a run's configuration: its ``meta["run"]`` without the seed (older folders: the
     algorithm and training settings without seed and folder)."""
     run = h.meta.get("run")
@@ -40,7 +48,7 @@ def _key(h: History) -> str:
     return json.dumps(what, sort_keys=True, default=str)
 
 
-def _name(h: History) -> str:
+def _name(h: _Run) -> str:
     run = h.meta.get("run")
     if isinstance(run, dict) and run.get("method"):
         return str(run["method"])
@@ -62,14 +70,14 @@ class Group:
 
     label: str
     method: str
-    runs: list[History]
+    runs: list[_Run]
 
     @property
     def seeds(self) -> list[Any]:
         return [_seed(h) for h in self.runs]
 
 
-def group_runs(runs: Sequence[History]) -> list[Group]:
+def group_runs(runs: Sequence[_Run]) -> list[Group]:
     """Runs grouped by configuration, in the order each configuration first appears."""
     groups: dict[str, Group] = {}
     for h in runs:
@@ -93,8 +101,6 @@ def _curve(g: Group, field: str) -> tuple[list[int], list[list[float]]]:
 
 def _band(values: list[float]) -> tuple[float, float, float]:
     """Mean over seeds and the ends of its 95% t-interval (the mean twice for one seed)."""
-    from bnfl.experiments.intervals import t_interval
-
     if len(values) < 2:
         return values[0], values[0], values[0]
     iv = t_interval(values)
@@ -102,7 +108,7 @@ def _band(values: list[float]) -> tuple[float, float, float]:
 
 
 # -- the figure -------------------------------------------------------------------------------------
-def plot_runs(runs: Sequence[History], *, loss: str = "auto"):
+def plot_runs(runs: Sequence[_Run], *, loss: str = "auto"):
     """Test accuracy and loss against rounds: one line per configuration, the seeds of one
     configuration as their mean with a band (the 95% t-interval over seeds).
 
@@ -119,8 +125,6 @@ def plot_runs(runs: Sequence[History], *, loss: str = "auto"):
     matplotlib.figure.Figure
         Two panels; nothing is written (``fig.savefig(path)``: PNG, SVG or PDF by the suffix).
     """
-    from bnfl import plots
-
     if not runs:
         raise ValueError("no runs to plot: pass at least one run folder")
     if loss not in ("auto", "test_loss", "train_loss"):

@@ -14,6 +14,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+import torch
+
+from bnfl._version import __version__
+
 #: Modules that contribute sub-commands, in the order ``bnfl --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "bnfl.demo",
@@ -29,8 +33,6 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every registered sub-command."""
-    from bnfl import __version__
-
     parser = argparse.ArgumentParser(
         prog="bnfl",
         description="Batch Normalization in federated learning: analyse, train, reproduce.",
@@ -49,8 +51,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A tiny training step on a busy 2-core machine was measured 350x slower with
     # two threads than with one; default to one unless the user chose otherwise.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import torch
-
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     parser = build_parser()
     args = parser.parse_args(argv)

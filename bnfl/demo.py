@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bnfl import stats
+from bnfl.data import digits, partition
 from bnfl.diagnosis import measure
 
 #: How each ``aggregate`` mode is called in the papers.
@@ -74,8 +75,6 @@ def client_batches(
     *, seed: int, clients: int, classes_per_client: int, batch_size: int, device: str
 ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[list[int]]]:
     """One mini-batch per client from Q-DIG split k classes per client (FedTAN Supp. D)."""
-    from bnfl.data import digits, partition
-
     split = digits(form="flat", seed=0)
     parts = partition.classes_per_client(split.y_train.numpy(), classes_per_client, clients, seed)
     rng = np.random.default_rng(seed)

@@ -17,23 +17,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from matplotlib.figure import Figure
 
 from bnfl import _atomic
+from bnfl._figure import STYLE, new_figure, palette_color, palette_marker, style
 from bnfl._version import __version__, git_commit
-
-if not os.environ.get("MPLBACKEND") and matplotlib.get_backend().lower() not in {"agg"}:
-    # Headless by default (CI, CLI); notebooks set their own inline backend.
-    try:  # pragma: no cover - depends on the environment
-        import IPython  # noqa: F401
-
-        if IPython.get_ipython() is None:
-            matplotlib.use("Agg")
-    except ImportError:  # pragma: no cover
-        matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from bnfl.methods import METHODS
 
 __all__ = [
     "STYLE",
@@ -47,69 +36,28 @@ __all__ = [
     "style",
 ]
 
-#: rcParams applied by :func:`style` and :func:`new_figure`.
-STYLE: dict[str, Any] = {
-    "figure.dpi": 110,
-    "savefig.dpi": 150,
-    "savefig.bbox": "tight",
-    "font.size": 10,
-    "axes.titlesize": 11,
-    "axes.labelsize": 10,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "grid.linewidth": 0.6,
-    "legend.frameon": False,
-    "legend.fontsize": 9,
-    "lines.linewidth": 1.8,
-    "svg.fonttype": "none",
-    "svg.hashsalt": "bnfl",
-}
-
-_FALLBACK = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
-
-
 def _method(name: str) -> Any:
     """The :class:`~bnfl.methods.Method` named by an id or a label (case-insensitive); ``None``
     when none matches."""
-    from bnfl.methods import METHODS
-
+    methods = list(METHODS.values())
     key = name.lower()
-    if key in METHODS:
-        return METHODS[key]
-    by_label = {m.label.lower(): m for m in METHODS.values()}
+    by_id = {m.id: m for m in methods}
+    if key in by_id:
+        return by_id[key]
+    by_label = {m.label.lower(): m for m in methods}
     return by_label.get(key)
 
 
 def color_for(method: str, index: int = 0) -> str:
     """Colour of a method (id or label of :data:`bnfl.methods.METHODS`), else palette colour ``index``."""
     m = _method(method)
-    return m.color if m is not None else _FALLBACK[index % len(_FALLBACK)]
+    return m.color if m is not None else palette_color(index)
 
 
 def marker_for(method: str, index: int = 0) -> str:
     """Marker of a method (id or label of :data:`bnfl.methods.METHODS`), else a marker by ``index``."""
     m = _method(method)
-    return m.marker if m is not None else "osD^v<>ph"[index % 9]
-
-
-def style() -> None:
-    """Apply bnfl's figure style to matplotlib's global rcParams."""
-    plt.rcParams.update(STYLE)
-
-
-def new_figure(
-    nrows: int = 1, ncols: int = 1, *, width: float = 4.2, height: float = 3.2, **kwargs: Any
-) -> tuple[Figure, Any]:
-    """A styled figure with ``nrows x ncols`` panels of ``width x height`` inches each.
-
-    Returns ``(fig, axes)`` as :func:`matplotlib.pyplot.subplots` does.
-    """
-    style()
-    kwargs.setdefault("squeeze", True)
-    kwargs.setdefault("layout", "constrained")
-    return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), **kwargs)
+    return m.marker if m is not None else palette_marker(index)
 
 
 def forest(ax: Any, items: Sequence[Mapping[str, Any]], *, xlabel: str = "", null: float | None = 0.0) -> None:

@@ -11,7 +11,7 @@ Computing, plotting and writing stay apart, as in the experiments::
 
 Runs that differ only in their seed are one *configuration*: their curves are drawn as the mean
 over seeds with a band, and their final accuracy is reported with an interval, both the 95%
-Student t-interval over seeds the reports use (:func:`bnfl.experiments.intervals.t_interval`).
+Student t-interval over seeds the reports use (:func:`bnfl.intervals.t_interval`).
 ``bnfl plot DIR [DIR ...]`` does all of this from the command line (docs/runs.md).
 """
 
@@ -26,6 +26,7 @@ from typing import Any
 from bnfl._run_groups import SEED_FIELDS, Group, group_runs, plot_runs  # noqa: F401  (re-exported)
 from bnfl.fl._history_file import read_rows
 from bnfl.fl._run import History
+from bnfl.intervals import t_interval
 
 __all__ = ["Group", "compare", "find_runs", "format_comparison", "group_runs", "load_run", "plot_runs"]
 
@@ -88,8 +89,6 @@ def compare(runs: Sequence[History]) -> list[dict[str, Any]]:
     """One row per configuration: its seeds, rounds, final test accuracy (mean over seeds, with the
     95% t-interval over seeds when there are two or more), bytes communicated and wall time
     (means over seeds)."""
-    from bnfl.experiments.intervals import t_interval
-
     out = []
     for g in group_runs(runs):
         finals = [next((r["test_acc"] for r in reversed(h.rows) if r.get("test_acc") is not None), None)

@@ -6,14 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
+
+from bnfl import runs
+
 FORMATS = (".png", ".svg", ".pdf")
 
 
 def _plot(args: argparse.Namespace) -> int:
-    import matplotlib.pyplot as plt
-
-    from bnfl import runs
-
     out = Path(args.out)
     if out.suffix.lower() not in FORMATS:
         raise ValueError(f"--out {out}: the figure's format comes from its suffix, one of {', '.join(FORMATS)}")

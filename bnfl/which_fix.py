@@ -25,6 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from bnfl.experiments import training
+from bnfl.experiments.core import Context
+from bnfl.methods import METHODS as ALL
+from bnfl.methods import get
+from bnfl.models import build
+from bnfl.nn.batched import batching_obstacle
+
 __all__ = ["HEADLINES", "METHODS", "PROFILES", "Profile", "benchmark", "benchmark_markdown", "communication",
            "engines", "headlines", "markdown"]
 
@@ -85,8 +94,6 @@ PROFILES: dict[str, Profile] = {
 
 
 def _label(method: str) -> str:
-    from bnfl.methods import METHODS as ALL
-
     return ALL[method].label
 
 
@@ -103,15 +110,10 @@ def communication(methods: tuple[str, ...] = ("fedavg+bn", *METHODS)) -> dict[st
     (HBN's statistics-only round ``T+1`` comes after it and is not counted).
     Returns ``{method: {"bytes": ..., "rounds": ..., "vs_bn": bytes / FedAvg+BN's bytes}}``.
     """
-    import torch
-
-    from bnfl.experiments.core import Context
-    from bnfl.experiments.training import train
-
     torch.set_num_threads(1)
     out: dict[str, dict[str, float]] = {}
     for m in methods:
-        run = train(Context(profile="smoke"), {**_COMM_SPEC, "method": m})
+        run = training.train(Context(profile="smoke"), {**_COMM_SPEC, "method": m})
         b, r = run["bytes_total"], run["comm_rounds"]
         out[m] = {"bytes": float(b[1] - b[0]), "rounds": float(r[1] - r[0])}
     base = out.get("fedavg+bn", {}).get("bytes")
@@ -124,10 +126,6 @@ def engines(method: str) -> list[str]:
     """The engines ``method`` runs on: ``sequential`` (always), ``batched`` (its clients as one
     computation, :mod:`bnfl.fl.batched`), ``torch.distributed`` and ``Flower`` (no coupled step:
     a Flower node keeps no autograd graph between messages)."""
-    from bnfl.methods import get
-    from bnfl.models import build
-    from bnfl.nn.batched import batching_obstacle
-
     m = get(method)
     alg = m.algorithm()
     out = ["sequential"]

@@ -15,10 +15,11 @@ import re
 import sys
 from pathlib import Path
 
+from bnfl.experiments.vocabulary import PAPER_NAMES
+
 ENTRY = re.compile(
     r"^\*\*([a-z]+-(?:fig|tab)[0-9A-Za-z]+)(?:\s*…\s*([a-z]+-tab\d+))?\*\*\s*(?:\(([^)]*)\))?:?\s*(.*)$"
 )
-PAPERS = {"fedtan": "FedTAN", "hbn": "HBN", "fixbn": "FixBN", "fedbn": "FedBN"}
 
 
 def extract(text: str) -> list[dict[str, str]]:
@@ -38,7 +39,7 @@ def extract(text: str) -> list[dict[str, str]]:
             b = last.rsplit("tab", 1)[1]
             ids = [f"{stem}tab{k}" for k in range(int(a), int(b) + 1)]
         for entry_id in ids:
-            entries.append({"id": entry_id, "paper": PAPERS[entry_id.split("-")[0]], "title": title})
+            entries.append({"id": entry_id, "paper": PAPER_NAMES[entry_id.split("-")[0]], "title": title})
     return entries
 
 

@@ -1,14 +1,16 @@
-"""No import cycle among bnfl's modules, counting imports inside functions (read with ``ast``).
+"""No import cycle among bnfl's modules, counting every import a reader sees (read with ``ast``).
 
-An import inside a function hides a cycle from Python's import machinery but not from a reader:
-the two modules still depend on each other. Imports under ``if TYPE_CHECKING:`` are left out (they
-never run). A module's edges go to the modules it names (``from bnfl.fl import engine`` names
+An import inside a function, or under ``if TYPE_CHECKING:``, hides a cycle from Python's import
+machinery but not from a reader: the two modules still depend on each other (a type named in a
+signature is a dependency too). So every ``import`` statement in a module's file counts, wherever it
+stands. A module's edges go to the modules it names (``from bnfl.fl import engine`` names
 ``bnfl.fl.engine``; ``from bnfl.fl import Simulation`` names the package ``bnfl.fl``).
 
-There is none. The last one, ``bnfl.fl.config`` <-> ``bnfl.fl.flower`` (``run(cfg, engine="flower")``
-runs Flower, and Flower's ``setup_from_config`` built from a run config), went with issue 26's
-split of config.py into a schema (:mod:`bnfl.fl.config_schema`) and a builder
-(:mod:`bnfl.fl.builder`) that Flower imports instead. The test fails on any cycle.
+Issue 37 made the test see ``TYPE_CHECKING`` imports. That found ``bnfl._run_groups`` <->
+``bnfl.fl._run`` (a ``History`` annotation; ``_run_groups`` now names the two fields it reads as a
+protocol) and ``bnfl.diagnosis._core`` <-> ``bnfl.diagnosis.report`` (``Diagnosis`` now lives with
+its formatting in ``report``), and the five-module circle inside ``bnfl.fl`` that
+:data:`KNOWN_FL_CYCLES` names until the engine refactor of the same issue removes it.
 """
 
 from __future__ import annotations
@@ -28,26 +30,12 @@ def modules(root: Path, package: str) -> dict[str, Path]:
     return out
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If):
-            test = node.test
-            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
-            if name == "TYPE_CHECKING":
-                skip |= {id(n) for n in ast.walk(node)}
-    return skip
-
-
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The modules of ``known`` that module ``name`` imports, anywhere in its file."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_nodes(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -117,12 +105,36 @@ def test_the_detector_sees_a_cycle_through_a_function_level_import(tmp_path):
     (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import d\n"
                               "def g():\n    import pkg.a\n")
     (pkg / "d.py").write_text("import pkg.c\n")
-    assert import_cycles(tmp_path, "pkg") == [frozenset({"pkg.a", "pkg.sub.b", "pkg.c"})]  # not pkg.d
+    assert import_cycles(tmp_path, "pkg") == [frozenset({"pkg.a", "pkg.sub.b", "pkg.c", "pkg.d"})]
+
+
+#: bnfl/fl cycles removed by the engine refactor (issue 37): the backends' circle, closed through
+#: TYPE_CHECKING and function-level imports. Temporary: the set may only shrink, and is emptied
+#: when the refactor lands.
+KNOWN_FL_CYCLES: tuple[frozenset[str], ...] = (
+    frozenset({"bnfl.fl.engine", "bnfl.fl.engine_choice", "bnfl.fl.batched", "bnfl.fl.batched_together",
+               "bnfl.fl.augment"}),
+)
+
+
+def new_cycles(found: list[frozenset[str]], known: tuple[frozenset[str], ...]) -> list[frozenset[str]]:
+    """The cycles of ``found`` that are not within one of ``known`` (a known cycle may lose modules
+    or vanish; it may not grow, and no other may appear)."""
+    return [c for c in found if not any(c <= k for k in known)]
+
+
+def test_the_known_set_only_shrinks():
+    assert all(m.startswith("bnfl.fl.") for k in KNOWN_FL_CYCLES for m in k), "only bnfl/fl cycles are known"
+    known = KNOWN_FL_CYCLES
+    assert new_cycles([frozenset({"bnfl.fl.engine", "bnfl.fl.batched"})], known) == []
+    grown = known[0] | {"bnfl.fl.config"}
+    assert new_cycles([grown], known) == [grown]
+    assert new_cycles([frozenset({"bnfl.runs", "bnfl.fl._run"})], known) != []
 
 
 def test_bnfl_has_no_import_cycle():
-    found = import_cycles(ROOT, "bnfl")
-    assert not found, "import cycles (imports inside functions count): " + "; ".join(
+    found = new_cycles(import_cycles(ROOT, "bnfl"), KNOWN_FL_CYCLES)
+    assert not found, "import cycles (imports inside functions and under TYPE_CHECKING count): " + "; ".join(
         " <-> ".join(sorted(c)) for c in found)
 
 

@@ -12,7 +12,7 @@ from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
 from bnfl.data.datasets import as_index_array
-from bnfl.plots import color_for, new_figure
+from bnfl._figure import new_figure, palette_color
 
 __all__ = ["PartitionSummary", "describe", "plot_partition"]
 
@@ -139,7 +139,7 @@ def describe(
 def _class_colors(c: int) -> list:
     """bnfl's palette for up to 8 classes; a qualitative colour map beyond (no repeats)."""
     if c <= 8:
-        return [color_for(f"class-{j}", j) for j in range(c)]
+        return [palette_color(j) for j in range(c)]
     cmap = colormaps["tab10" if c <= 10 else "tab20" if c <= 20 else "viridis"]
     return [cmap(j if c <= 20 else j / max(1, c - 1)) for j in range(c)]
 
@@ -182,7 +182,7 @@ def plot_partition(
     if kind == "bubble":
         cc, kk = np.meshgrid(np.arange(c), clients)
         area = 200.0 * counts / max(1, counts.max())
-        ax.scatter(kk.ravel(), cc.ravel(), s=area.ravel(), color=color_for("fedavg+bn"),
+        ax.scatter(kk.ravel(), cc.ravel(), s=area.ravel(), color=palette_color(0),
                    alpha=0.7, linewidths=0)
         ax.set_yticks(np.arange(c))
         ax.set_yticklabels(names)

@@ -93,6 +93,7 @@ def stratified_split(x: Tensor, labels: np.ndarray, *, form: str, seed: int, tes
     """The digit loaders' split (:func:`digits`, :func:`bnfl.data.mnist5k`): stratified by class
     with ``seed``, each side put into its ``form`` by ``convert``, standardised with the training
     side's statistics (per channel for ``"cifar"``, per pixel otherwise), with the indices in ``meta``."""
+    # seconds to import; only the split needs it
     from sklearn.model_selection import train_test_split
 
     idx_train, idx_test = train_test_split(

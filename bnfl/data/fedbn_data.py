@@ -126,6 +126,7 @@ def _idx_file(folder: Path, stem: str) -> Path | None:
 
 
 def _mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    # costly to import; only the .mat files of the digit domains need it
     from scipy.io import loadmat
 
     m = loadmat(path)
@@ -183,6 +184,7 @@ def _raw_partitions(folder: Path, name: str) -> tuple[list[tuple[np.ndarray, np.
     pooled = _raw_pool(folder, name)
     if pooled is None:
         return None
+    # seconds to import; only this split needs it
     from sklearn.model_selection import StratifiedShuffleSplit
 
     x, y = pooled

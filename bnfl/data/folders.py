@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from bnfl.data.datasets import Split
 from bnfl.data.loaders import _finish, _load_image, _missing, _size
@@ -41,8 +42,6 @@ def _label_lut() -> np.ndarray:
 
 
 def _load_mask(path: Path, size: tuple[int, int]) -> np.ndarray:
-    from PIL import Image
-
     with Image.open(path) as im:
         if im.size != (size[1], size[0]):
             im = im.resize((size[1], size[0]), Image.NEAREST)  # labels: nearest neighbour

@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from PIL import Image
+from tqdm.auto import tqdm
 
 from bnfl.data.datasets import Split
 from bnfl.data.loaders import IMAGE_SUFFIXES, _missing, _size
@@ -59,8 +61,6 @@ def _files(folder: Path) -> list[Path]:
 
 def _load(path: Path, hw: tuple[int, int], short: int) -> np.ndarray:
     """RGB image with its shorter side resized to ``short`` (bilinear), centre crop ``hw``: (3, H, W) uint8."""
-    from PIL import Image
-
     with Image.open(path) as im:
         im = im.convert("RGB")
         w, h = im.size
@@ -82,7 +82,7 @@ def _devkit_files(root: Path) -> tuple[Path, Path] | None:
 
 def _devkit_wnids(meta: Path) -> dict[int, str]:
     """ILSVRC2012_ID -> WNID from the devkit's ``meta.mat`` (its ``synsets`` struct array)."""
-    from scipy.io import loadmat
+    from scipy.io import loadmat  # costly to import; only the devkit's meta.mat needs it
 
     synsets = loadmat(meta, squeeze_me=True)["synsets"]
     return {int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in np.atleast_1d(synsets)}
@@ -233,8 +233,6 @@ def prepare_imagenet(root: str | Path, *, size: int | tuple[int, int] = 224, max
 
 def _write_parts(root: Path, out: Path, classes: list[str], max_per_class: int | None, val_items: list,
                  n_train: int, hw: tuple[int, int], tag: str, pool: Any) -> None:
-    from tqdm.auto import tqdm
-
     sums, sq = np.zeros(3), np.zeros(3)  # per channel, pixels in [0, 1] (float64)
     val_short = round(max(hw) * 256 / 224)  # the evaluation resize before the centre crop
     for part, n, items, short in (("train", n_train, _train_items(root, classes, max_per_class), max(hw)),

@@ -35,9 +35,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 
 from bnfl.data import _safe_pickle as safe_pickle
 from bnfl.data.datasets import Split, standardise
+from bnfl.data.fedbn_folders import fedbn_split
 
 __all__ = ["cifar10", "cifar100", "image_domains", "mnist", "read_idx", "tiny_imagenet"]
 
@@ -219,8 +221,6 @@ def mnist(root: str | Path, *, standardize: bool = True, flatten: bool = False) 
 
 
 def _load_image(path: Path, size: tuple[int, int]) -> np.ndarray:
-    from PIL import Image
-
     with Image.open(path) as im:
         im = im.convert("RGB")
         if im.size != (size[1], size[0]):
@@ -358,8 +358,6 @@ def image_domains(
     hw = _size(size)
     out: dict[str, list] = {k: [] for k in ("xtr", "ytr", "dtr", "xte", "yte", "dte")}
     for j, d in enumerate(names):
-        from bnfl.data.fedbn_folders import fedbn_split
-
         listed = fedbn_split(root, d, list(classes))
         if listed is None:
             items = [(p, ci) for ci, c in enumerate(classes) if (root / d / c).is_dir()

@@ -10,7 +10,8 @@ fix costs in communication. ``bnfl diagnose --config FILE`` runs it on a run con
 from __future__ import annotations
 
 from bnfl.diagnosis import measure, rules
-from bnfl.diagnosis._core import Diagnosis, client_samples, diagnose
+from bnfl.diagnosis._core import client_samples, diagnose
+from bnfl.diagnosis.report import Diagnosis
 from bnfl.diagnosis.rules import (
            RULES,
            Facts,

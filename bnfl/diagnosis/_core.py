@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -13,72 +12,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
+from tqdm.auto import tqdm
 
 from bnfl.diagnosis import measure, rules
+from bnfl.diagnosis.report import Diagnosis
 
 __all__ = ["Diagnosis", "client_samples", "diagnose"]
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """What :func:`diagnose` measured and recommends (``asdict`` gives the ``--json`` output).
-
-    Attributes
-    ----------
-    layers : list of dict
-        Per BN layer (module order): ``name``, ``channels``, ``var`` (union variance, mean over
-        channels), ``avg_var`` (FedAvg's :math:`\\sum_i p_i\\sigma_i^2`), ``between`` (between-client
-        share = relative bias of ``avg_var``), ``between_given_label``, ``batch_noise``
-        (:func:`bnfl.diagnosis.measure.layer_shares`).
-    grad_error : dict[str, float]
-        First-step aggregated-gradient error against the centralized gradient, by coupling:
-        ``"none"`` FedAvg+BN, ``"stats"`` FedAvg+Algorithm 2, ``"fedtan"`` FedTAN (~0).
-    grad_error_floor : dict[str, float]
-        The same on an i.i.d. re-partition of the sampled data (same batch sizes): what batch
-        noise alone costs at this batch size.
-    mean_b2 : dict[str, float]
-        Mean over clients of the gradient deviation :math:`B_i^2` by coupling.
-    update_error : dict[str, float]
-        Error of one round's update after ``local_steps`` steps (``"none"``, ``"fedtan"``).
-    label_divergence, label_floor : float or None
-        :math:`D_y` and its value on an i.i.d. re-partition (``None`` without class labels).
-    feature_shift, feature_floor : float or None
-        First BN layer's ``between_given_label`` and its i.i.d. floor (``None`` when no class
-        is held by two clients); without class labels its ``between`` share and floor.
-    shift : str
-        ``"none"``, ``"label"``, ``"feature"`` or ``"label+feature"`` (:func:`rules.classify_shift`).
-    small_batch : bool
-    recommendation : rules.Recommendation
-    communication : list of dict
-        :func:`rules.communication` of the fixes on this model.
-    setting : dict
-        Clients, their sizes, batch size, local steps, lr, seed, options, seconds.
-    """
-
-    layers: list[dict[str, Any]]
-    grad_error: dict[str, float]
-    grad_error_floor: dict[str, float]
-    mean_b2: dict[str, float]
-    update_error: dict[str, float]
-    label_divergence: float | None
-    label_floor: float | None
-    feature_shift: float | None
-    feature_floor: float | None
-    shift: str
-    small_batch: bool
-    recommendation: rules.Recommendation
-    communication: list[dict[str, Any]]
-    setting: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable dict."""
-        return asdict(self)
-
-    def __str__(self) -> str:
-        """The report table ``bnfl diagnose`` prints (:func:`bnfl.diagnosis.report.format_table`)."""
-        from bnfl.diagnosis.report import format_table
-
-        return format_table(self)
 
 
 def client_samples(data: Any) -> list[tuple[Tensor, Tensor]]:
@@ -273,8 +212,6 @@ def _diagnose(model: nn.Module, data: Any, *, batch_size: int, local_steps: int,
               sync_rounds_ok: bool, permutations: int, seed: int, progress: bool,
               device: str | torch.device | None) -> Diagnosis:
     """:func:`diagnose` at the thread count it chose."""
-    from tqdm.auto import tqdm
-
     start = time.perf_counter()
     clients = client_samples(data)
     _check(model, clients, batch_size, local_steps)

@@ -12,8 +12,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import torch
 from torch import nn
+
+from bnfl import _safe_torch, models
+from bnfl.diagnosis import diagnose, report
+from bnfl.fl import FederatedData, _rundir
+from bnfl.fl.builder import check_labels
+from bnfl.fl.config import as_config, load_data, partition
+from bnfl.methods import get
 
 __all__ = ["diagnose_config", "load_setting", "register"]
 
@@ -38,12 +46,6 @@ def load_setting(cfg: Any, *, checkpoint: str | Path | None = None, data_root: s
         ``per_client_models`` (the method is personalised, e.g. FedBN) and ``sync_rounds_ok``
         (the method already exchanges statistics inside a step, e.g. FedTAN).
     """
-    from bnfl import models
-    from bnfl.fl import FederatedData
-    from bnfl.fl.builder import check_labels
-    from bnfl.fl.config import as_config, load_data, partition
-    from bnfl.methods import get
-
     cfg = as_config(cfg)
     method = get(cfg.method)
     try:  # the config's method options are checked as bnfl train checks them, though nothing trains
@@ -82,9 +84,6 @@ def _load_checkpoint(model: nn.Module, path: Path, cfg: Any, name: str) -> None:
     load (nothing in the file runs), refused in one line when the file is unreadable or of a run
     other than ``cfg`` (model, data, partition or seed differ; the method may differ: the
     diagnosis is of BN on the config's partition, whatever trained the weights)."""
-    from bnfl import _safe_torch
-    from bnfl.fl import _rundir
-
     path = path / _rundir.CHECKPOINT if path.is_dir() else path
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}; pass the --out folder of a bnfl train run")
@@ -114,8 +113,6 @@ def _load_checkpoint(model: nn.Module, path: Path, cfg: Any, name: str) -> None:
 def diagnose_config(cfg: Any, *, checkpoint: str | Path | None = None, data_root: str | Path | None = None,
                     **overrides: Any):
     """:func:`bnfl.diagnose` on a run config (``overrides``: its keyword options)."""
-    from bnfl.diagnosis import diagnose
-
     model, data, options = load_setting(cfg, checkpoint=checkpoint, data_root=data_root)
     return diagnose(model, data, **{**options, **{k: v for k, v in overrides.items() if v is not None}})
 
@@ -128,8 +125,6 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _diagnose(args: argparse.Namespace) -> int:
-    from bnfl.diagnosis import report
-
     d = diagnose_config(
         args.config, checkpoint=args.checkpoint, data_root=args.data_root, batch_size=args.batch_size,
         local_steps=args.local_steps, lr=args.lr, seed=args.seed, stat_samples=args.stat_samples,
@@ -142,8 +137,6 @@ def _diagnose(args: argparse.Namespace) -> int:
         where = f"checkpoint {args.checkpoint}" if args.checkpoint else "model at initialisation"
         print(report.format_table(d, title=f"{args.config}, {where}"))
     if args.figure:
-        import matplotlib.pyplot as plt
-
         fig = report.figure(d)
         Path(args.figure).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(args.figure)

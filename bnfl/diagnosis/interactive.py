@@ -14,7 +14,11 @@ from typing import Any
 
 import torch
 
-from bnfl.diagnosis._core import Diagnosis, diagnose
+from bnfl.data import digits, partition
+from bnfl.demo import build_model
+from bnfl.diagnosis._core import diagnose
+from bnfl.diagnosis.report import Diagnosis, figure, to_html
+from bnfl.display import image
 
 __all__ = ["digits_clients", "digits_diagnosis", "explorer", "show"]
 
@@ -25,8 +29,6 @@ def digits_clients(*, phi: float, clients: int, seed: int = 0) -> list[tuple[tor
     Small ``phi`` (0.05) gives clients of one or two classes, large ``phi`` (100) an i.i.d.-like
     split (:func:`bnfl.data.partition.dirichlet`, at least 8 samples per client).
     """
-    from bnfl.data import digits, partition
-
     split = digits(form="flat", seed=0)
     parts = partition.dirichlet(split.y_train.numpy(), clients, phi, seed, min_size=8)
     return [(split.x_train[torch.as_tensor(p)], split.y_train[torch.as_tensor(p)]) for p in parts]
@@ -38,21 +40,16 @@ def digits_diagnosis(*, phi: float = 0.3, clients: int = 5, batch_size: int = 32
 
     ``options`` go to :func:`bnfl.diagnose` (``per_client_models``, ``sync_rounds_ok``, ``lr``...).
     """
-    from bnfl.demo import build_model
-
     return diagnose(build_model(seed), digits_clients(phi=phi, clients=clients, seed=seed), batch_size=batch_size,
                     local_steps=local_steps, seed=seed, stat_samples=stat_samples, progress=False, **options)
 
 
 def show(d: Diagnosis) -> None:
     """Display the report of ``d`` in a notebook: its HTML tables and verdict, then the figure."""
-    from IPython.display import HTML, display
-
-    from bnfl.diagnosis.report import figure, to_html
-    from bnfl.experiments import notebook
+    from IPython.display import HTML, display  # optional (the notebooks extra): a notebook shows it
 
     display(HTML(to_html(d)))
-    notebook.image(figure(d))
+    image(figure(d))
 
 
 def explorer(*, phi: float = 0.3, clients: int = 5, batch_size: int = 32, local_steps: int = 2,
@@ -65,7 +62,7 @@ def explorer(*, phi: float = 0.3, clients: int = 5, batch_size: int = 32, local_
     ipywidgets.VBox
         Display it in a notebook with a live kernel.
     """
-    import ipywidgets as w
+    import ipywidgets as w  # optional (the notebooks extra): sliders need a live kernel
 
     style = {"description_width": "11em"}
     layout = w.Layout(width="32em")

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
+import numpy as np
+
+from bnfl import plots
 from bnfl.diagnosis import rules
+from bnfl.display import html_table
+from bnfl.methods import METHODS
 
-if TYPE_CHECKING:  # annotations only: Diagnosis.__str__ (in _core) formats through this module
-    from bnfl.diagnosis._core import Diagnosis
-
-__all__ = ["COUPLINGS", "SHIFT_WORDS", "cost_rows", "figure", "format_table", "gradient_rows", "layer_rows", "to_html",
+__all__ = ["COUPLINGS", "SHIFT_WORDS", "Diagnosis", "cost_rows", "figure", "format_table", "gradient_rows", "layer_rows", "to_html",
            "to_json", "verdict_lines"]
 
 #: FedTAN's BN couplings of the first local step and the method each stands for.
@@ -22,9 +26,67 @@ SHIFT_WORDS = {"none": "no shift (i.i.d.-like)", "label": "label skew", "feature
                "label+feature": "label skew and feature shift"}
 
 
-def _label(mid: str) -> str:
-    from bnfl.methods import METHODS
+@dataclass(frozen=True)
+class Diagnosis:
+    """What :func:`~bnfl.diagnosis.diagnose` measured and recommends (``asdict`` gives the ``--json`` output).
 
+    Attributes
+    ----------
+    layers : list of dict
+        Per BN layer (module order): ``name``, ``channels``, ``var`` (union variance, mean over
+        channels), ``avg_var`` (FedAvg's :math:`\\sum_i p_i\\sigma_i^2`), ``between`` (between-client
+        share = relative bias of ``avg_var``), ``between_given_label``, ``batch_noise``
+        (:func:`bnfl.diagnosis.measure.layer_shares`).
+    grad_error : dict[str, float]
+        First-step aggregated-gradient error against the centralized gradient, by coupling:
+        ``"none"`` FedAvg+BN, ``"stats"`` FedAvg+Algorithm 2, ``"fedtan"`` FedTAN (~0).
+    grad_error_floor : dict[str, float]
+        The same on an i.i.d. re-partition of the sampled data (same batch sizes): what batch
+        noise alone costs at this batch size.
+    mean_b2 : dict[str, float]
+        Mean over clients of the gradient deviation :math:`B_i^2` by coupling.
+    update_error : dict[str, float]
+        Error of one round's update after ``local_steps`` steps (``"none"``, ``"fedtan"``).
+    label_divergence, label_floor : float or None
+        :math:`D_y` and its value on an i.i.d. re-partition (``None`` without class labels).
+    feature_shift, feature_floor : float or None
+        First BN layer's ``between_given_label`` and its i.i.d. floor (``None`` when no class
+        is held by two clients); without class labels its ``between`` share and floor.
+    shift : str
+        ``"none"``, ``"label"``, ``"feature"`` or ``"label+feature"`` (:func:`rules.classify_shift`).
+    small_batch : bool
+    recommendation : rules.Recommendation
+    communication : list of dict
+        :func:`rules.communication` of the fixes on this model.
+    setting : dict
+        Clients, their sizes, batch size, local steps, lr, seed, options, seconds.
+    """
+
+    layers: list[dict[str, Any]]
+    grad_error: dict[str, float]
+    grad_error_floor: dict[str, float]
+    mean_b2: dict[str, float]
+    update_error: dict[str, float]
+    label_divergence: float | None
+    label_floor: float | None
+    feature_shift: float | None
+    feature_floor: float | None
+    shift: str
+    small_batch: bool
+    recommendation: rules.Recommendation
+    communication: list[dict[str, Any]]
+    setting: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable dict."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        """The report table ``bnfl diagnose`` prints (:func:`format_table`)."""
+        return format_table(self)
+
+
+def _label(mid: str) -> str:
     return METHODS[mid].label
 
 
@@ -145,10 +207,6 @@ def format_table(d: Diagnosis, *, title: str = "") -> str:
 
 def to_html(d: Diagnosis) -> str:
     """The report as HTML (notebooks): the three tables and the verdict."""
-    import html
-
-    from bnfl.experiments.notebook import html_table
-
     verdict = "<br>".join(html.escape(line).replace("   ", "&nbsp;&nbsp;&nbsp;") for line in verdict_lines(d))
     return "\n".join([
         html_table(layer_rows(d), caption="BN layers: share of each input's variance (mean over channels; "
@@ -188,10 +246,6 @@ def figure(d: Diagnosis, *, columns: int = 3):
     matplotlib.figure.Figure
         Nothing is written (:func:`bnfl.plots.save_figure` or ``fig.savefig`` do that).
     """
-    import numpy as np
-
-    from bnfl import plots
-
     if columns not in (1, 3):
         raise ValueError(f"columns must be 1 or 3, got {columns!r}")
     shape = (1, 3) if columns == 3 else (3, 1)

@@ -78,6 +78,11 @@ from typing import Any
 
 from torch import nn
 
+from bnfl.fl.accounting import comm_volume
+from bnfl.fl.state import bn_modules
+from bnfl.methods import METHODS
+from bnfl.nn import replace_norm
+
 __all__ = [
     "FEATURE_SHIFT_MIN_EXCESS",
     "FEATURE_SHIFT_RATIO",
@@ -233,9 +238,6 @@ def _hbn_round_bytes(model: nn.Module, num_clients: int, element_size: int) -> t
     per BN layer instead of running statistics; round T+1 sends the model down and the moments
     up once. Equal to what :class:`bnfl.fl.comm.Channel` counts (tests/test_diagnose.py).
     """
-    from bnfl.fl.accounting import comm_volume
-    from bnfl.fl.state import bn_modules
-
     base = comm_volume(model, num_clients, "fedavg+bn", element_size=element_size)
     bns = bn_modules(model)
     moments = sum(2 * b.num_features + 1 for _, b in bns)
@@ -257,10 +259,6 @@ def communication(model: nn.Module, num_clients: int, *, element_size: int = 4) 
         round), ``extra`` (bytes relative to FedAvg+BN), ``leaves_client`` (what a client sends
         besides its model), ``note``.
     """
-    from bnfl.fl.accounting import comm_volume
-    from bnfl.methods import METHODS
-    from bnfl.nn import replace_norm
-
     base = comm_volume(model, num_clients, "fedavg+bn", element_size=element_size).bytes
     sends = {"fedavg+bn": "running statistics inside the model", "fedtan": "per-layer batch means, variances and stat-gradients",
              "fedavg+alg2": "per-layer batch means and variances",

@@ -15,6 +15,10 @@ import json
 import os
 from typing import Any
 
+from bnfl.experiments.core import Result, _resolve_data_root, _seed_list
+from bnfl.experiments.registry import get
+from bnfl.experiments.runner import _command, result_path
+
 __all__ = ["EntryFolderError", "check_entry_folder"]
 
 
@@ -30,10 +34,6 @@ def check_entry_folder(out: str | os.PathLike[str], experiment_id: str, *, profi
                        seeds: int | None, data_root: str | os.PathLike[str] | None, batched: str) -> None:
     """Raise :class:`EntryFolderError` naming each differing setting if ``out/<id>/result.json`` holds
     a result of other settings than these (``bnfl run``'s arguments)."""
-    from bnfl.experiments.core import Result, _resolve_data_root, _seed_list
-    from bnfl.experiments.registry import get
-    from bnfl.experiments.runner import _command, result_path
-
     path = result_path(out, experiment_id)
     if not path.is_file():
         return

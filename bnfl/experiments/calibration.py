@@ -44,9 +44,11 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments import training
 from bnfl.experiments.core import Context, deep_merge
+from bnfl.experiments.training import final, mean_over_clients
 
-__all__ = ["CANDIDATES", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS", "ROUNDS", "ClaimEffect",
+__all__ = ["CANDIDATES", "metric", "score", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS", "ROUNDS", "ClaimEffect",
            "measure", "recommend", "resolution", "resolves", "scaled_effect", "seeds_needed", "table"]
 
 #: Seeds a headline claim runs (issue 25: 5 for the headline claims).
@@ -243,9 +245,22 @@ def recommend(options: Sequence[Mapping[str, Any]]) -> str:
 # ------------------------------------------------------------------------------------ measuring
 
 
-def _score(family: str, run: Mapping[str, Any]) -> float:
-    from bnfl.experiments.benchmarks.bn_fixes_settings import score
+def metric(setting: str) -> str:
+    """``"own domain"`` for the feature-shift setting (FedBN's protocol: each client's model, or the
+    global model, on each domain's own test set, equal weights), else ``"global test set"`` (the
+    global model on the whole test set; a per-client method, FedBN: its client models' mean there,
+    FedTAN's protocol)."""
+    return "own domain" if setting == "feature shift" else "global test set"
 
+
+def score(setting: str, run: Mapping[str, Any]) -> float:
+    """A run's final accuracy (%) under :func:`metric` (NaN when it diverged)."""
+    if run.get("diverged"):
+        return float("nan")
+    return mean_over_clients(run) if metric(setting) == "own domain" else final(run)
+
+
+def _score(family: str, run: Mapping[str, Any]) -> float:
     return score("feature shift" if family == "feature shift" else "label skew", run)
 
 
@@ -254,13 +269,11 @@ def measure(ctx: Context, family: str, candidate: str, *, override: Mapping[str,
     """Centralized BN and FedAvg+BN on ``candidate`` in ``family``, ``ctx.seeds`` in lock-step:
     per-seed accuracies, the damage (mean of centralized - federated), the federated seed std and
     the test size behind one sample (per domain for the feature shift)."""
-    from bnfl.experiments.training import train_seeds
-
     if family not in FAMILIES or candidate not in CANDIDATES.get(family, {}):
         raise ValueError(f"unknown calibration {family!r} / {candidate!r}; families: {', '.join(FAMILIES)}")
     base = deep_merge(deep_merge(FAMILIES[family], {"data": CANDIDATES[family][candidate]}), override or {})
-    fed = train_seeds(ctx, {**base, "method": "fedavg+bn"})
-    central = train_seeds(ctx, {**base, "method": "centralized"})
+    fed = training.train_seeds(ctx, {**base, "method": "fedavg+bn"})
+    central = training.train_seeds(ctx, {**base, "method": "centralized"})
     a, b = [_score(family, r) for r in central], [_score(family, r) for r in fed]
     n_test = int(fed[0].get("n_test") or 0)
     if family == "feature shift":

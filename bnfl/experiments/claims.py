@@ -89,14 +89,8 @@ def at_least(name: str, statement: str, measured: float | Sequence[float], thres
     e.g. ``{"baseline": bn_per_seed, "seeds": [0, 1, 2], "n_test": 360, "method": "t"}`` for the
     paired difference ``measured - baseline``; ``soft`` and ``noise`` do not apply then.
     """
-    if _per_seed(measured):
-        return _by_interval(name, statement, measured, threshold, "above", detail=detail, why=why, kind=kind,
-                            interval=interval)
-    m, t = _finite(measured), float(threshold)
-    margin = None if m is None else m - t
-    text = detail or f"measured {m if m is None else round(m, 4)} >= {round(t, 4)}"
-    return _judge(name, statement, m, t, margin, text, soft=soft, noise=noise, noise_label=noise_label,
-                  why=why, kind=kind)
+    return _bound("above", name, statement, measured, threshold, detail=detail, soft=soft, noise=noise,
+                  noise_label=noise_label, why=why, kind=kind, interval=interval)
 
 
 def at_most(name: str, statement: str, measured: float | Sequence[float], threshold: float, *, detail: str = "",
@@ -104,12 +98,20 @@ def at_most(name: str, statement: str, measured: float | Sequence[float], thresh
             kind: str = "reproduction", interval: Mapping[str, Any] | None = None) -> Claim:
     """Claim ``measured <= threshold``; margin ``threshold - measured`` (options, and ``measured``
     per seed: see :func:`at_least`)."""
+    return _bound("below", name, statement, measured, threshold, detail=detail, soft=soft, noise=noise,
+                  noise_label=noise_label, why=why, kind=kind, interval=interval)
+
+
+def _bound(side: str, name: str, statement: str, measured: float | Sequence[float], threshold: float, *,
+           detail: str, soft: bool, noise: float | None, noise_label: str, why: str, kind: str,
+           interval: Mapping[str, Any] | None) -> Claim:
+    """:func:`at_least` (``side="above"``) and :func:`at_most` (``"below"``)."""
     if _per_seed(measured):
-        return _by_interval(name, statement, measured, threshold, "below", detail=detail, why=why, kind=kind,
+        return _by_interval(name, statement, measured, threshold, side, detail=detail, why=why, kind=kind,
                             interval=interval)
     m, t = _finite(measured), float(threshold)
-    margin = None if m is None else t - m
-    text = detail or f"measured {m if m is None else round(m, 4)} <= {round(t, 4)}"
+    margin = None if m is None else (m - t if side == "above" else t - m)
+    text = detail or f"measured {m if m is None else round(m, 4)} {'>=' if side == 'above' else '<='} {round(t, 4)}"
     return _judge(name, statement, m, t, margin, text, soft=soft, noise=noise, noise_label=noise_label,
                   why=why, kind=kind)
 

@@ -14,7 +14,16 @@ import textwrap
 import time
 from pathlib import Path
 
+from bnfl import _folder_lock
+from bnfl.experiments import runner
+from bnfl.experiments._outdir import check_entry_folder
 from bnfl.experiments.core import PROFILES
+from bnfl.experiments.dryrun import dry_run
+from bnfl.experiments.headlines import HEADLINES
+from bnfl.experiments.registry import get, ids
+from bnfl.experiments.report import claim_counts
+from bnfl.experiments.runner import load_result
+from bnfl.fl import config_schema
 
 __all__ = ["register"]
 
@@ -47,9 +56,6 @@ LIST_WIDTH = 100
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from bnfl.experiments.registry import get, ids
-    from bnfl.experiments.runner import load_result
-
     out = Path(args.out)
     rows = []
     for eid in ids(args.paper):
@@ -82,8 +88,6 @@ def _print_result(result) -> None:  # noqa: ANN001 - Result
 
 def _dry_run(eids: list[str], args: argparse.Namespace) -> int:
     """Print each entry's plan (:func:`bnfl.experiments.dryrun.dry_run`); 1 if any lacks data or fails."""
-    from bnfl.experiments.dryrun import dry_run
-
     bad = []
     for eid in eids:
         plan = dry_run(eid, profile=args.profile, device=args.device, seeds=args.seeds, data_root=args.data_root)
@@ -96,8 +100,6 @@ def _dry_run(eids: list[str], args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from bnfl.experiments.registry import get
-
     try:
         get(args.id)  # only an unknown id is reported as such; an entry's own errors propagate
     except KeyError as err:
@@ -105,7 +107,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         return _dry_run([args.id], args)
-    from bnfl import _folder_lock
 
     _check_device(args.device)
     with _folder_lock.locked(args.out, what="run or reproduce"):  # one writer per --out
@@ -113,15 +114,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_entry(args: argparse.Namespace) -> int:
-    from bnfl.experiments._outdir import check_entry_folder
-    from bnfl.experiments.runner import run, save_figures
-
     if not args.overwrite:  # a result of other settings is never replaced silently (bnfl.experiments._outdir)
         check_entry_folder(args.out, args.id, profile=args.profile, device=args.device, seeds=args.seeds,
                            data_root=args.data_root, batched=args.batched)
-    result = run(args.id, profile=args.profile, device=args.device, seeds=args.seeds, out=args.out,
+    result = runner.run(args.id, profile=args.profile, device=args.device, seeds=args.seeds, out=args.out,
                  data_root=args.data_root, force=args.force, progress=True, batched=args.batched)
-    written = save_figures(result, Path(args.out) / args.id)
+    written = runner.save_figures(result, Path(args.out) / args.id)
     _print_result(result)
     print(f"wrote {Path(args.out) / args.id / 'result.json'} and "
           + ", ".join(str(p) for p in written.values()))
@@ -131,17 +129,12 @@ def _run_entry(args: argparse.Namespace) -> int:
 def _check_device(device: str | None) -> None:
     """A ``--device`` this machine cannot use is an error before anything runs or is stored."""
     if device is not None:
-        from bnfl.fl.config_schema import _check_device as check
-
-        check(device)
+        config_schema._check_device(device)
 
 
 def _headline_entries(args: argparse.Namespace) -> list[str]:
     """``--headline``: the entries that hold the claims of REPORT.md's headline table
     (:data:`bnfl.experiments.headlines.HEADLINES`), in registry order, of ``--paper`` if given."""
-    from bnfl.experiments.headlines import HEADLINES
-    from bnfl.experiments.registry import ids
-
     if args.only:
         raise ValueError("--headline picks its own entries; leave out --only")
     wanted = {h.entry for h in HEADLINES}
@@ -152,8 +145,6 @@ def _headline_entries(args: argparse.Namespace) -> list[str]:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from bnfl.experiments.registry import get, ids
-
     try:  # unknown ids and papers, before any work (an entry's own errors propagate)
         todo = [get(eid).id for eid in args.only] if args.only else ids(args.paper)
         if args.headline:
@@ -163,7 +154,6 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         return _dry_run(todo, args)
-    from bnfl import _folder_lock
 
     _check_device(args.device)
     # one writer per --out while this command runs; its --jobs workers are its own (spawned, they
@@ -173,11 +163,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from bnfl.experiments.runner import reproduce
-
     start = time.perf_counter()
     try:
-        results = reproduce(args.paper, profile=args.profile, out=args.out, device=args.device,
+        results = runner.reproduce(args.paper, profile=args.profile, out=args.out, device=args.device,
                             seeds=args.seeds, data_root=args.data_root, force=args.force,
                             only=args.only, progress=True, jobs=args.jobs, batched=args.batched,
                             report_only=args.report_only)
@@ -185,7 +173,6 @@ def _reproduce(args: argparse.Namespace) -> int:
         print(f"bnfl reproduce: error: {err.args[0]}", file=sys.stderr)
         return 2
     elapsed = time.perf_counter() - start
-    from bnfl.experiments.report import claim_counts
 
     for r in results:
         c = claim_counts([r])

@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from bnfl.experiments.core import Result
-from bnfl.experiments.intervals import t_quantile
+from bnfl.experiments.dashboard import entry_order
+from bnfl.experiments.verdicts import judge_claim_record
+from bnfl.intervals import t_quantile
 
 __all__ = ["ClaimDiff", "compare_folders", "compare_results", "load_folder", "main", "register", "summary_line"]
 
@@ -94,8 +96,6 @@ class ClaimDiff:
 
 
 def _word(claim: Any) -> str:
-    from bnfl.experiments.verdicts import judge_claim_record
-
     iv = getattr(claim, "interval", None) or {}
     if iv.get("low") is None:
         return claim.verdict
@@ -124,8 +124,6 @@ def _combined(ia: Mapping[str, Any], ib: Mapping[str, Any]) -> float | None:
 
 def compare_results(a: Mapping[str, Result], b: Mapping[str, Result]) -> list[ClaimDiff]:
     """Every claim of an entry both ``a`` and ``b`` hold, in entry order (see the module docstring)."""
-    from bnfl.experiments.dashboard import entry_order
-
     out: list[ClaimDiff] = []
     for eid in sorted(set(a) & set(b), key=entry_order):
         claims_b = {c.name: c for c in b[eid].claims}

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from bnfl.experiments.claims import Claim
 
 __all__ = [
@@ -136,9 +139,6 @@ def machine() -> dict[str, str]:
     ``ATEN_CPU_CAPABILITY`` overrides it), and the Python, torch and numpy versions (``bnfl compare``
     and ``REPORT.md`` show them beside the numbers)."""
     import platform
-
-    import numpy as np
-    import torch
 
     cpu = platform.processor() or platform.machine()
     try:

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments import training
 from bnfl.experiments.core import Context, deep_merge
+from bnfl.experiments.training import final, mean_std
 
 __all__ = [
     "accuracy_row",
@@ -44,15 +46,11 @@ def merge_specs(base: Mapping[str, Any], *overrides: Mapping[str, Any]) -> dict[
 
 def train_runs(ctx: Context, spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One training run of ``spec`` per seed of ``ctx`` (cached; see :mod:`bnfl.experiments.training`)."""
-    from bnfl.experiments.training import train_seeds
-
-    return train_seeds(ctx, spec)
+    return training.train_seeds(ctx, spec)
 
 
 def final_stats(runs: Sequence[Mapping[str, Any]], key: str = "test_acc") -> tuple[float, float]:
     """Mean and sample std over seeds of the last evaluated ``key`` (std NaN for one seed)."""
-    from bnfl.experiments.training import final, mean_std
-
     return mean_std([final(r, key) for r in runs])
 
 

@@ -15,13 +15,14 @@ parameter counts, arithmetic) as ``structural``; the stored kind is unchanged.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from bnfl.display import display_number, display_value, round_numbers
 from bnfl.experiments.headlines import DATA_STAND_INS, HEADLINES, STAND_INS, Headline, StandIn
 from bnfl.experiments.verdicts import NOT_TESTABLE, WORDS, Verdict, judge_claim
+from bnfl.experiments.vocabulary import PAPER_NAMES, PAPER_ORDER, VERDICT_MARKS, paper_title
 
 __all__ = [
     "COUNT_KINDS",
@@ -53,13 +54,8 @@ __all__ = [
     "why_lines",
 ]
 
-#: Papers in the order the dashboard shows them; the benchmark (no paper) comes last.
-PAPER_ORDER: tuple[str, ...] = ("fedtan", "hbn", "fixbn", "fedbn", "bench")
-PAPER_NAMES: dict[str, str] = {"fedtan": "FedTAN", "hbn": "HBN", "fixbn": "FixBN", "fedbn": "FedBN",
-                               "bench": "Benchmark (no paper)"}
 #: The kinds :func:`claim_kind` counts apart.
 COUNT_KINDS: tuple[str, ...] = ("reproduction", "structural", "consistency")
-_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "info": "info", "n/a": "n/a"}
 _VERDICTS = ("pass", "fail", "inconclusive", "info")
 
 
@@ -76,43 +72,6 @@ def entry_order(eid: str) -> tuple[Any, ...]:
     rank = PAPER_ORDER.index(paper) if paper in PAPER_ORDER else len(PAPER_ORDER)
     kind = 0 if rest.startswith("fig") else 1 if rest.startswith("tab") else 2
     return (rank, paper, kind, natural_key(rest))
-
-
-def display_number(value: Any) -> str:
-    """A number as a reader wants it: 2 decimals from 1 up (``97.77766666666666 -> "97.78"``), 3
-    significant digits below 1, integers as they are; anything else as ``str``."""
-    if value is None:
-        return "–"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if not math.isfinite(value):
-        return str(value)
-    if value == 0:
-        return "0"
-    if abs(value) >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
-
-
-def display_value(value: Any) -> str:
-    """A stored table value as a table shows it: below 10 with up to 4 decimals (an entry that
-    stores ``2.1388`` to set beside the paper's printed ``2.1388`` keeps it), from 10 up with 2
-    (``97.77766666666666 -> "97.78"``), very large or small ones in 4 significant digits; non-floats
-    as :func:`display_number`."""
-    if not isinstance(value, float) or not math.isfinite(value):
-        return display_number(value)
-    if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
-        return f"{value:.4g}"
-    return f"{value:.4f}".rstrip("0").rstrip(".") if abs(value) < 10 else f"{value:.2f}"
-
-
-def round_numbers(text: str, *, digits: int = 5) -> str:
-    """``text`` with every decimal of ``digits`` or more fractional digits shown by :func:`display_number`
-    (``"|97.77766666666666 - 97.4| = 0.3703"`` -> ``"|97.78 - 97.4| = 0.3703"``)."""
-    pattern = re.compile(r"(?<![\w.])([-+]?\d+\.\d{" + str(int(digits)) + r",})(?![\d])")
-    return pattern.sub(lambda m: display_number(float(m.group(1))), str(text))
 
 
 def claim_kind(result: Any, claim: Any) -> str:
@@ -269,7 +228,7 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
     rows = []
     for h in headlines:
         c = find_claim(results, h)
-        row = {"paper": PAPER_NAMES.get(h.paper, h.paper), "claim": h.topic, "paper's effect": h.paper_effect}
+        row = {"paper": paper_title(h.paper), "claim": h.topic, "paper's effect": h.paper_effect}
         if c is None:
             row.update({"ours": "–", "threshold": "–", "stand-in (quick)": h.stand_in, "verdict": "not run",
                         "word": "not run", "entry": h.entry, "why": f"No stored result has claim {h.claim!r}."})
@@ -284,7 +243,7 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
                  _precondition_note(results, h, v) if v is not None else ""]
         row.update({"ours": _ours(c, h), "threshold": t, "threshold_reason": h.threshold_reason,
                     "stand-in (quick)": h.stand_in,
-                    "verdict": v.text.upper() if v is not None else _MARK[c.verdict],
+                    "verdict": v.text.upper() if v is not None else VERDICT_MARKS[c.verdict],
                     "word": v.word if v is not None else c.verdict, "entry": h.entry,
                     "why": _one_line(" ".join(p for p in parts if p))})
         rows.append(row)
@@ -345,7 +304,7 @@ def counts_markdown(results: Iterable[Any]) -> str:
              "|---|" + "---|" * len(COUNT_KINDS)]
     for paper in sorted(counts, key=lambda p: entry_order(p + "-")):
         cells = ["/".join(str(counts[paper][k][v]) for v in _VERDICTS) for k in COUNT_KINDS]
-        lines.append(f"| {PAPER_NAMES.get(paper, paper)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {paper_title(paper)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -410,14 +369,14 @@ def entries_markdown(results: Iterable[Any], *, link: Callable[[str], str] | Non
     lines: list[str] = []
     for paper, group in by_paper.items():
         if heading:
-            lines += [f"{heading} {PAPER_NAMES.get(paper, paper)}", ""]
+            lines += [f"{heading} {paper_title(paper)}", ""]
         rows = []
         for r in group:
             pairs = paper_pairs(r)
             first = (f"{pairs[0][2]} / {pairs[0][3]} ({pairs[0][0]}{', ' if pairs[0][0] else ''}{pairs[0][1]})"
                      if pairs else "–")
             rows.append({"entry": link(r.id) if link else r.id, "title": r.title,
-                         "verdict": _MARK.get(r.verdict, r.verdict), "claims by kind": _counts_cell(r),
+                         "verdict": VERDICT_MARKS.get(r.verdict, r.verdict), "claims by kind": _counts_cell(r),
                          "seeds": str(len(r.seeds)), "paper / ours": first})
         lines += _table(rows, ["entry", "title", "verdict", "claims by kind", "seeds", "paper / ours"]) + [""]
     return "\n".join(lines)

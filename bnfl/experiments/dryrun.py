@@ -24,10 +24,20 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import torch
+
+from bnfl import models
+from bnfl.data import DATASETS, morpho_mnist
+from bnfl.data.imagenet_store import imagenet_layout
+from bnfl.data.stored import decode
+from bnfl.experiments import registry
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.core import Context, _resolve_data_root, _seed_list, config_hash, deep_merge
+from bnfl.experiments.sources import source
+from bnfl.experiments.training import canonical, load_data
 from bnfl.methods import get as get_method
 
 __all__ = ["DataCheck", "ModelCheck", "Plan", "PlanCache", "dry_run"]
@@ -126,9 +136,7 @@ class PlanCache(RunCache):
 
 
 def _personalized(method: str) -> bool:
-    from bnfl.methods import get
-
-    return bool(get(method).personalized)
+    return bool(get_method(method).personalized)
 
 
 def _num_clients(spec: Mapping[str, Any], split: Any) -> int:
@@ -147,8 +155,6 @@ def _evaluated(spec: Mapping[str, Any]) -> list[int]:
 def stand_in(key: Mapping[str, Any], data_root: str | None) -> dict[str, Any]:
     """A summary shaped like a finished run of ``key["spec"]`` (every field the three run recorders
     write), at chance accuracy; ``dry_run: True`` marks it."""
-    from bnfl.experiments.training import load_data
-
     spec = key.get("spec") or {}
     if "data" not in spec:
         return {"dry_run": True, "diverged": False}
@@ -194,8 +200,6 @@ def stand_in(key: Mapping[str, Any], data_root: str | None) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ data
 def _data_specs(value: Any) -> Iterator[dict[str, Any]]:
     """Every ``data`` mapping with a registered ``name`` in a configuration (any depth)."""
-    from bnfl.data import DATASETS
-
     if isinstance(value, Mapping):
         for k, v in value.items():
             if k == "data" and isinstance(v, Mapping) and v.get("name") in DATASETS:
@@ -218,8 +222,6 @@ def _morpho_styles(value: Any) -> set[str]:
 
 
 def _missing_line(name: str, root: str | None, err: BaseException | None) -> str:
-    from bnfl.experiments.sources import source
-
     src = source(name)
     where = "no --data-root given (or $BNFL_DATA)" if root is None else f"not found under {root}"
     why = "" if err is None else f" [{str(err).splitlines()[0].split(' Expected layout')[0]}]"
@@ -227,9 +229,6 @@ def _missing_line(name: str, root: str | None, err: BaseException | None) -> str
 
 
 def _check_data(config: Mapping[str, Any], root: str | None) -> tuple[list[DataCheck], list[str]]:
-    from bnfl.data import DATASETS
-    from bnfl.experiments.training import load_data
-
     checks: dict[str, DataCheck] = {}
     missing: list[str] = []
     seen: set[str] = set()
@@ -250,8 +249,6 @@ def _check_data(config: Mapping[str, Any], root: str | None) -> tuple[list[DataC
             checks.pop(name, None)
             continue
         except (ValueError, OSError, KeyError, EOFError) as err:  # there, but not in the layout its loader reads
-            from bnfl.experiments.sources import source
-
             missing.append(f"{name}: unreadable under {root} ({type(err).__name__}: {str(err).splitlines()[0]}); "
                            f"expects {source(name).layout}")
             checks.pop(name, None)
@@ -260,9 +257,6 @@ def _check_data(config: Mapping[str, Any], root: str | None) -> tuple[list[DataC
         checks.setdefault(name, DataCheck(name, True, f"{name}: {len(split.y_train):,} train / {len(split.y_test):,} "
                                                       f"test, {shape}, {split.num_classes} classes"))
     for style in sorted(_morpho_styles(config)):
-        from pathlib import Path
-
-        from bnfl.data import morpho_mnist
         try:
             if root is None:
                 raise FileNotFoundError("no data root")
@@ -278,11 +272,6 @@ def _imagenet_undecoded(d: Mapping[str, Any], root: str) -> str | None:
     from the memory maps like any data set). Decoding 1.33M images takes hours, so a dry run only
     checks the folders (:func:`bnfl.data.imagenet_store.imagenet_layout`; a missing part raises
     FileNotFoundError naming the layout)."""
-    from pathlib import Path
-
-    from bnfl.data import DATASETS
-    from bnfl.data.imagenet_store import imagenet_layout
-
     folder = Path(root).expanduser()
     entry = DATASETS["imagenet"]
     sub = next((s for s in (entry.subdir, *entry.aliases) if s and (folder / s).is_dir()), None)
@@ -298,23 +287,15 @@ def _imagenet_undecoded(d: Mapping[str, Any], root: str) -> str | None:
 
 # ------------------------------------------------------------------------------ models and timing
 def _sync(device: str) -> None:
-    import torch
-
     if device.startswith("cuda") and torch.cuda.is_available():
         torch.cuda.synchronize()
 
 
 def _time_model(spec: Mapping[str, Any], split: Any, device: str, steps: int) -> tuple[ModelCheck, float | None]:
     """Build the model of ``spec`` as its run does and time ``steps`` SGD steps on one batch."""
-    import torch
-
-    from bnfl import models
-    from bnfl.data.stored import decode
-    from bnfl.methods import get
-
     opts = dict(spec["model"])
     name = opts.pop("name")
-    norm = get(spec["method"]).norm
+    norm = get_method(spec["method"]).norm
     b = int(spec["train"]["batch_size"])
     meta = getattr(split, "meta", None) or {}
     norm_px = (torch.as_tensor(meta["mean"]).reshape(-1), torch.as_tensor(meta["std"]).reshape(-1)) \
@@ -387,10 +368,7 @@ def dry_run(experiment_id: str, *, profile: str = "paper", device: str = "cpu", 
         ``plan.ok`` is False when a data set (or a pretrained weights file) is missing, each
         named in ``plan.missing``, or when resolving the runs failed (``plan.errors``).
     """
-    from bnfl.experiments.registry import get
-    from bnfl.experiments.training import canonical, load_data
-
-    entry = get(experiment_id)
+    entry = registry.get(experiment_id)
     config = deep_merge(entry.config(profile), overrides)
     root = _resolve_data_root(data_root)
     plan = Plan(entry.id, profile, entry.kind, device, _seed_list(int(entry.default_seeds.get(profile, 1)), seeds))

@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bnfl.experiments.dashboard import PAPER_NAMES, find_claim, headline_verdict
+from matplotlib.lines import Line2D
+
+from bnfl.experiments.dashboard import find_claim, headline_verdict
 from bnfl.experiments.headlines import HEADLINES, Headline
 from bnfl.experiments.verdicts import (
     CONTRADICTED,
@@ -24,6 +26,8 @@ from bnfl.experiments.verdicts import (
     UNDECIDED,
     judge_claim_record,
 )
+from bnfl.experiments.vocabulary import paper_title
+from bnfl.plots import forest, new_figure
 
 __all__ = ["FOREST_ID", "WORD_COLORS", "forest_items", "headline_forest"]
 
@@ -53,7 +57,7 @@ def forest_items(results: Mapping[str, Any], headlines: Sequence[Headline] = HEA
         iv = getattr(c, "interval", None) or {}
         if c is None or v is None or not iv:
             continue
-        label = _label(f"{i}. {h.topic}" if h.paper == "bench" else f"{i}. {PAPER_NAMES.get(h.paper, h.paper)}: {h.topic}")
+        label = _label(f"{i}. {h.topic}" if h.paper == "bench" else f"{i}. {paper_title(h.paper)}: {h.topic}")
         if "items" in iv and "low" not in iv:  # a count: its items, each judged on its own
             for name, rec in iv["items"].items():
                 if not rec or rec.get("low") is None:
@@ -61,7 +65,7 @@ def forest_items(results: Mapping[str, Any], headlines: Sequence[Headline] = HEA
                 word = judge_claim_record(rec, null=h.null).word
                 if v.word == NOT_TESTABLE:
                     word = NOT_TESTABLE
-                out["pts"].append({"label": _label(f"{i}. {PAPER_NAMES.get(h.paper, h.paper)}: {h.topic}, {name}"), "estimate": rec["estimate"],
+                out["pts"].append({"label": _label(f"{i}. {paper_title(h.paper)}: {h.topic}, {name}"), "estimate": rec["estimate"],
                                    "low": rec["low"], "high": rec["high"], "threshold": rec.get("threshold"),
                                    "color": WORD_COLORS[word], "word": word})
             continue
@@ -81,10 +85,6 @@ def forest_items(results: Mapping[str, Any], headlines: Sequence[Headline] = HEA
 
 def headline_forest(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES) -> Any:
     """The forest plot of the headline effects (a matplotlib Figure; nothing written)."""
-    from matplotlib.lines import Line2D
-
-    from bnfl.plots import forest, new_figure
-
     items = forest_items(results, headlines)
     pts, share = items["pts"], items["share"]
     if not pts and not share:

@@ -1,4 +1,4 @@
-"""Claims judged by a 95% interval over seeds (:mod:`bnfl.experiments.intervals`).
+"""Claims judged by a 95% interval over seeds (:mod:`bnfl.intervals`).
 
 These build the same :class:`~bnfl.experiments.claims.Claim` as :mod:`bnfl.experiments.claims`,
 with the verdict taken from an interval instead of a margin against a noise number, and the
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bnfl.experiments._claim import Claim, _finite, no_interval
-from bnfl.experiments.intervals import (
+from bnfl.intervals import (
     Interval,
     detectable_effect,
     estimate,
@@ -86,7 +86,7 @@ def interval_claim(name: str, statement: str, a: Sequence[float], b: Sequence[fl
     """Claim ``mean(a) (- mean(b)) >= threshold`` (``side="above"``) or ``<= threshold`` (``"below"``).
 
     ``a``, ``b``: per-seed values in the order of ``seeds`` (paired by position when ``paired``).
-    The verdict is :func:`bnfl.experiments.intervals.verdict` of the ``level`` interval by ``method``;
+    The verdict is :func:`bnfl.intervals.verdict` of the ``level`` interval by ``method``;
     the margin is the near end's distance to the threshold (``>= 0`` exactly when it passes), the
     noise the interval's half width. ``n_test``: the test set's size (one sample = ``100/n_test``
     points floors the detectable effect). ``why``: prefixed to the reason of a fail.

@@ -22,16 +22,21 @@ the notebook shows.
 from __future__ import annotations
 
 import html
-import io
 import json
 import os
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from bnfl.display import cell_text, html_table, image, png
+from bnfl.display import show_html as _show_html
 from bnfl.experiments.core import labels_first
+from bnfl.experiments.dashboard import data_names, stand_in_title, stand_ins_of, why_lines
 from bnfl.experiments.registry import get
+from bnfl.experiments.report import claim_rows
 from bnfl.experiments.runner import load_result, plot, result_path, run
+from bnfl.experiments.vocabulary import PAPER_NAMES, VERDICT_COLOURS, VERDICT_MARKS
 from bnfl.plots import figures_dir
 
 __all__ = [
@@ -49,31 +54,9 @@ __all__ = [
     "tables_html",
 ]
 
-#: Verdict -> (shown text, CSS colour) in the claims table.
-_VERDICT = {"pass": ("PASS", "#1a7f37"), "fail": ("FAIL", "#cf222e"), "inconclusive": ("INCONCLUSIVE", "#9a6700"),
-            "info": ("info", "#57606a"), "n/a": ("n/a", "#57606a")}
-
-
 def profile() -> str:
     """The profile a notebook runs at: ``$BNFL_PROFILE``, default ``"quick"``."""
     return os.environ.get("BNFL_PROFILE", "").strip() or "quick"
-
-
-def _display(obj: Any) -> None:
-    """Show ``obj`` when IPython runs this code (a notebook); do nothing in a plain interpreter."""
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:  # IPython is not installed: nothing to show into
-        return
-    if get_ipython() is not None:
-        display(obj)
-
-
-def _show_html(text: str) -> None:
-    from IPython.display import HTML
-
-    _display(HTML(text))
 
 
 def _shown(path: Path) -> str:
@@ -122,8 +105,6 @@ def result(experiment_id: str, *, profile_name: str | None = None,
     if device is None:
         device = "cpu"
         if name == "paper":
-            import torch
-
             device = "cuda" if torch.cuda.is_available() else "cpu"
     why = (f"the stored one in {_shown(folder)} is at profile {stored.profile!r}" if stored is not None
            else f"no stored result in {_shown(folder)}")
@@ -134,88 +115,9 @@ def result(experiment_id: str, *, profile_name: str | None = None,
     return computed
 
 
-def png(fig: Any, *, dpi: int | None = None) -> bytes:
-    """The PNG bytes of a matplotlib figure (which is closed afterwards)."""
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    try:
-        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": "bnfl"})
-    finally:
-        plt.close(fig)
-    return buf.getvalue()
-
-
-def image(fig: Any, *, dpi: int | None = None) -> None:
-    """Show a matplotlib figure as an inline PNG image and close it.
-
-    Unlike displaying the Figure object (which prints ``<Figure size ...>`` when no inline
-    backend is active, e.g. under ``MPLBACKEND=Agg``), a PNG is shown by every front end:
-    JupyterLab, nbclient, myst-nb.
-    """
-    from IPython.display import Image
-
-    _display(Image(data=png(fig, dpi=dpi), format="png"))
-
-
 def figure(experiment_id: str, result: Any) -> None:
     """Plot ``result`` with its entry's plot function and show it as a PNG (see :func:`image`)."""
     image(plot(experiment_id, result))
-
-
-def _cell(value: Any) -> str:
-    """One value as table-cell text: numbers as a reader compares them
-    (:func:`bnfl.experiments.dashboard.display_value`: ``97.77766666666666 -> "97.78"``, ``2.1388``
-    as stored), long decimals inside text rounded, lists joined."""
-    from bnfl.experiments.dashboard import display_value, round_numbers
-
-    if value is None or isinstance(value, float):
-        return display_value(value)
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_cell(v) for v in value)
-    return round_numbers(str(value))
-
-
-def html_table(rows: Sequence[Mapping[str, Any]], *, caption: str = "",
-               styles: Mapping[str, Any] | None = None) -> str:
-    """An HTML ``<table>`` of ``rows`` (columns: the union of keys, in first-seen order).
-
-    Parameters
-    ----------
-    rows : sequence of mapping
-        One mapping per row; a missing key is an empty cell.
-    caption : str, optional
-        Shown above the table (plain text; escaped).
-    styles : mapping, optional
-        ``{column: callable(value) -> CSS declarations}`` for cells of that column.
-
-    Returns
-    -------
-    str
-        ``<p><em>(none)</em></p>`` when ``rows`` is empty. Numbers are right-aligned.
-    """
-    if not rows:
-        return "<p><em>(none)</em></p>"
-    cols: list[str] = []
-    for r in rows:
-        cols += [k for k in r if k not in cols]
-    out = ['<table class="table bnfl-table">']  # "table": the docs theme's table style
-    if caption:
-        out.append(f"<caption>{html.escape(caption)}</caption>")
-    out.append("<thead><tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in cols) + "</tr></thead>")
-    out.append("<tbody>")
-    for r in rows:
-        cells = []
-        for c in cols:
-            v = r.get(c, "")
-            css = "text-align:right;" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
-            if styles and c in styles:
-                css += styles[c](v)
-            attr = f' style="{css}"' if css else ""
-            cells.append(f"<td{attr}>{html.escape(_cell(v))}</td>")
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
-    return "\n".join(out)
 
 
 def tables_html(result: Any) -> str:
@@ -240,8 +142,6 @@ def claims_html(result: Any) -> str:
     """
     if not result.claims:
         return "<p>This entry checks no claim.</p>"
-    from bnfl.experiments.dashboard import why_lines
-    from bnfl.experiments.report import claim_rows
 
     rows = []
     for i, (row, c) in enumerate(zip(claim_rows(result), result.claims, strict=True), 1):
@@ -250,15 +150,15 @@ def claims_html(result: Any) -> str:
         if c.counted_in:
             check += f" (re-reads {c.counted_in}; counted there)"
         rows.append({**{k: v for k, v in row.items() if k != "why"}, "check": check,
-                     "verdict": _VERDICT[c.verdict][0]})
-    colour = {text: col for text, col in _VERDICT.values()}
+                     "verdict": VERDICT_MARKS[c.verdict]})
+    colour = {VERDICT_MARKS[v]: VERDICT_COLOURS[v] for v in VERDICT_MARKS}
     counted = [c for c in result.claims if c.counted]
     counts = {v: sum(c.verdict == v for c in counted) for v in ("pass", "fail", "inconclusive", "info")}
     linked = len(result.claims) - len(counted)
     caption = (f"{counts['pass']} pass, {counts['fail']} fail, {counts['inconclusive']} inconclusive, "
                f"{counts['info']} reported only"
                + (f" ({linked} more re-read from other entries, counted there)" if linked else "")
-               + f"; overall {_VERDICT[result.verdict][0]}")
+               + f"; overall {VERDICT_MARKS[result.verdict]}")
     table = html_table(rows, caption=caption,
                        styles={"verdict": lambda v: f"color:{colour.get(v, 'inherit')};font-weight:bold;"})
     lines = why_lines([c.why for c in result.claims])
@@ -273,7 +173,7 @@ def provenance_html(result: Any) -> str:
     parts = []
     if result.notes:
         parts.append("<p><strong>Notes</strong></p><ul>"
-                     + "".join(f"<li>{html.escape(_cell(str(n)))}</li>" for n in result.notes) + "</ul>")
+                     + "".join(f"<li>{html.escape(cell_text(str(n)))}</li>" for n in result.notes) + "</ul>")
     facts = [
         ("profile", result.profile),
         ("seeds", ", ".join(str(s) for s in result.seeds)),
@@ -286,7 +186,7 @@ def provenance_html(result: Any) -> str:
     ]
     body = "".join(f"<tr><th style=\"text-align:left\">{html.escape(k)}</th>"
                    f"<td><code>{html.escape(str(v))}</code></td></tr>" for k, v in facts)
-    body += "".join(f"<tr><th style=\"text-align:left\">deviation</th><td>{html.escape(_cell(str(d)))}</td></tr>"
+    body += "".join(f"<tr><th style=\"text-align:left\">deviation</th><td>{html.escape(cell_text(str(d)))}</td></tr>"
                     for d in result.deviations)
     parts.append(f'<details class="bnfl-provenance"><summary>Provenance: how this result was '
                  f"made</summary><table>{body}</table></details>")
@@ -311,9 +211,6 @@ def provenance(result: Any) -> None:
 # --------------------------------------------------------------------------------------------
 # The notebook's source, generated from the registry (scripts/make_notebooks.py writes it)
 # --------------------------------------------------------------------------------------------
-
-#: Paper key -> the name a heading uses (``bench``: the entries no paper has, :mod:`bnfl.experiments.benchmarks`).
-PAPER_NAMES = {"fedtan": "FedTAN", "hbn": "HBN", "fixbn": "FixBN", "fedbn": "FedBN", "bench": "Benchmark"}
 
 #: First line of every generated notebook's markdown; ``make_notebooks.py`` recognises its files by it.
 GENERATED_MARK = "Generated by `scripts/make_notebooks.py` from the registry"
@@ -348,8 +245,6 @@ def label(experiment_id: str) -> str:
 
 def _datasets(config: Any) -> list[str]:
     """Names of the data sets a configuration trains on (:func:`bnfl.experiments.dashboard.data_names`)."""
-    from bnfl.experiments.dashboard import data_names
-
     return data_names(config)
 
 
@@ -379,8 +274,6 @@ def prose(experiment_id: str) -> str:
     stand-in data, :func:`bnfl.experiments.dashboard.stand_in_title`); the quick profile's deviations and
     the paper profile's data sets, seeds and deviations come from its configurations.
     """
-    from bnfl.experiments.dashboard import stand_in_title, stand_ins_of
-
     entry = get(experiment_id)
     parts = [f"# {label(entry.id)}: {stand_in_title(entry.title, stand_ins_of(entry))}", _sentence(entry.summary)]
     look_for = str(getattr(entry, "look_for", "") or "").strip()

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bnfl.experiments.calibration import CANDIDATES, FACTOR, FAMILIES, HEADLINE_SEEDS
 from bnfl.experiments.core import deep_merge
 
 __all__ = ["CHOICES", "ProxyChoice", "choice_note", "proxy_config", "proxy_spec"]
@@ -74,8 +75,6 @@ def proxy_spec(entry: str, claim: str, *parts: Mapping[str, Any]) -> dict[str, A
     """The run spec of ``entry``'s ``claim`` on its calibrated proxy: the calibration's setting
     (:data:`~bnfl.experiments.calibration.FAMILIES`) on the chosen data set, then ``parts`` merged in
     order (the method, the entry's own additions, a smoke override)."""
-    from bnfl.experiments.calibration import CANDIDATES, FAMILIES
-
     c = _choice(entry, claim)
     out = deep_merge(FAMILIES[c.family], {"data": dict(CANDIDATES[c.family][c.chosen])})
     for p in parts:
@@ -87,8 +86,6 @@ def proxy_config(entry: str, claim: str, *, override: Mapping[str, Any] | None =
     """The ``"proxy"`` table of an entry's configuration: the chosen data set (so the entry's title
     names the stand-in and its configuration hash changes with the choice) and a run ``override``
     (the smoke profile's few rounds)."""
-    from bnfl.experiments.calibration import CANDIDATES
-
     c = _choice(entry, claim)
     return {"claim": claim, "data": dict(CANDIDATES[c.family][c.chosen]), "override": dict(override or {})}
 
@@ -96,8 +93,6 @@ def proxy_config(entry: str, claim: str, *, override: Mapping[str, Any] | None =
 def choice_note(entry: str, claim: str, *, recipe: str = "") -> str:
     """One sentence for the entry's deviations: where the claim moved, why, with the calibration
     numbers, and the recipe it runs (``recipe`` adds what the entry changes in the setting)."""
-    from bnfl.experiments.calibration import FACTOR, FAMILIES, HEADLINE_SEEDS
-
     c = _choice(entry, claim)
     fam = FAMILIES[c.family]
     train = fam["train"]

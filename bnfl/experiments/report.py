@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
+
 from bnfl.experiments.core import Result, labels_first
 from bnfl.experiments.dashboard import (
     counts_markdown,
@@ -16,6 +18,7 @@ from bnfl.experiments.dashboard import (
     entries_markdown,
     entry_order,
     headline_markdown,
+    headline_word_counts,
     missing_intervals,
     no_interval_claims,
     paper_pairs,
@@ -25,7 +28,10 @@ from bnfl.experiments.dashboard import (
     stand_ins_of,
     why_lines,
 )
+from bnfl.experiments.forest import FOREST_ID, headline_forest
 from bnfl.experiments.registry import get
+from bnfl.experiments.vocabulary import VERDICT_MARKS
+from bnfl.plots import save_figure
 
 __all__ = ["HEADLINE_INTRO", "claim_counts", "claim_rows", "claims_table", "headline_words_line", "interval_text",
            "machine_line", "markdown_table", "write_report"]
@@ -48,8 +54,6 @@ HEADLINE_INTRO = (
 
 def headline_words_line(results: Mapping[str, Result]) -> str:
     """One sentence: how many headline rows carry each verdict word."""
-    from bnfl.experiments.dashboard import headline_word_counts
-
     counts = headline_word_counts(results)
     return ("Headline rows: " + ", ".join(f"{n} {w}" for w, n in counts.items()) + ".") if counts else ""
 
@@ -88,20 +92,15 @@ COUNTS_KEY = ("Key: each cell is *pass/fail/inconclusive/info* claims (the store
 def _write_forest(results: Mapping[str, Result], out: Path) -> list[str]:
     """Write the headline forest plot beside REPORT.md; the markdown lines that show it (none when no
     headline claim stores an interval)."""
-    from bnfl.experiments.forest import FOREST_ID, headline_forest
-    from bnfl.plots import save_figure
-
     try:
         fig = headline_forest(results)
     except ValueError:
         return []
-    import matplotlib.pyplot as plt
 
     save_figure(fig, FOREST_ID, out_dir=out, provenance={"what": "headline forest plot, read from result.json"})
     plt.close(fig)
     return [f"![Headline effects: 95% intervals coloured by verdict]({FOREST_ID}.png)", ""]
 
-_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "info": "info", "n/a": "n/a"}
 _COUNTED = ("pass", "fail", "inconclusive", "info")
 
 
@@ -185,7 +184,7 @@ def claim_rows(result: Result, *, link: Callable[[str], str] | None = None) -> l
             "check": c.statement + ({"consistency": " *(consistency check)*", "structural": " *(structural check)*"}
                                     .get(c.kind, ""))
             + (f" *(re-reads {link(c.counted_in)}; counted there)*" if c.counted_in else ""),
-            "verdict": _MARK[c.verdict],
+            "verdict": VERDICT_MARKS[c.verdict],
             "measured": c.measured,
             "threshold": c.threshold,
             "margin": c.margin,
@@ -318,14 +317,14 @@ def write_report(
                   "| id | check | verdict | why |", "|---|---|---|---|"]
         lines += [f"| [{r.id}](#{r.id.lower()}) | {_fmt(c.statement)}"
                   + (f" *(re-reads [{c.counted_in}](#{c.counted_in.lower()}); counted there)*" if c.counted_in else "")
-                  + f" | {_MARK[c.verdict]} | {_fmt(c.why)} |" for r, c in open_claims]
+                  + f" | {VERDICT_MARKS[c.verdict]} | {_fmt(c.why)} |" for r, c in open_claims]
         lines.append("")
     for r in results:
         entry = get(r.id)
         lines += [
             f"## {r.id}",
             "",
-            f"**{_entry_title(r, entry)}** — verdict: **{_MARK[r.verdict]}** (profile `{r.profile}`, "
+            f"**{_entry_title(r, entry)}** — verdict: **{VERDICT_MARKS[r.verdict]}** (profile `{r.profile}`, "
             f"{len(r.seeds)} seed{'s' if len(r.seeds) != 1 else ''}, device `{r.device}`, "
             f"{r.duration_s:.1f} s, commit `{r.git_commit}`"
             + (f", {r.machine.get('cpu')} / {r.machine.get('torch_cpu_capability')}" if r.machine else "") + ")",

@@ -27,6 +27,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
+import torch
+from tqdm.auto import tqdm
+
 from bnfl import _atomic
 from bnfl.experiments.cache import RunBusy, RunCache
 from bnfl.experiments.core import (
@@ -41,7 +46,10 @@ from bnfl.experiments.core import (
     machine,
 )
 from bnfl.experiments.registry import get, ids
-from bnfl.plots import git_commit
+from bnfl.experiments.report import write_report
+from bnfl.experiments.stacking import STACK_MODES, default_stack, stack_entry
+from bnfl.fl.batched import BATCHED_MODES
+from bnfl.plots import git_commit, save_figure
 
 __all__ = ["load_result", "plot", "provenance", "reproduce", "result_path", "run", "save_figures"]
 
@@ -160,13 +168,10 @@ def run(
         <bnfl.experiments.core.Context>`; default: CUDA graphs with ``stack="entry"`` on a CUDA
         device, nothing otherwise); options that are on join the result's hash.
     """
-    from bnfl.fl.batched import BATCHED_MODES
-
     if batched not in BATCHED_MODES:
         raise ValueError(f"batched must be one of {', '.join(BATCHED_MODES)}; got {batched!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
-    from bnfl.experiments.stacking import STACK_MODES, default_stack, stack_entry
 
     stack = default_stack(profile, device, batched) if stack is None else stack
     if stack not in STACK_MODES:
@@ -243,10 +248,6 @@ def provenance(result: Result) -> dict[str, Any]:
 
 def save_figures(result: Result, figures_dir: str | os.PathLike[str]) -> dict[str, Path]:
     """Plot ``result`` and write ``<figures_dir>/<id>.png/.svg/.json`` through :func:`bnfl.plots.save_figure`."""
-    import matplotlib.pyplot as plt
-
-    from bnfl.plots import save_figure
-
     fig = plot(result.id, result)
     try:
         return save_figure(fig, result.id, out_dir=figures_dir, provenance=provenance(result))
@@ -275,9 +276,6 @@ def _run_entry(eid: str, options: Mapping[str, Any], *, cache: RunCache | None =
 
 
 def _worker_init() -> None:
-    import matplotlib
-    import torch
-
     matplotlib.use("Agg")
     torch.set_num_threads(1)
 
@@ -320,8 +318,6 @@ class _Progress:
     are shown beside it."""
 
     def __init__(self, todo: Sequence[str], out: Path, *, desc: str, progress: bool) -> None:
-        from tqdm.auto import tqdm
-
         self.expected = _expected_seconds(todo, out)
         self.total, self.done = len(todo), 0
         self.bar = tqdm(total=round(sum(self.expected.values()), 3), desc=desc, disable=not progress,
@@ -452,8 +448,6 @@ def reproduce(
     list of Result
         In registry order.
     """
-    from bnfl.experiments.report import write_report
-
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     of_paper = ids(paper)  # an unknown paper fails before any work

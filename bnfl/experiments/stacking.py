@@ -34,7 +34,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from bnfl.experiments import training
 from bnfl.experiments.core import Context, config_hash
+from bnfl.experiments.dryrun import PlanCache
+from bnfl.fl import lockstep
+from bnfl.fl.stack_depth import max_rows
+from bnfl.methods import get
 
 __all__ = ["STACK_MODES", "default_stack", "stack_entry"]
 
@@ -51,8 +56,6 @@ def default_stack(profile: str, device: str, batched: str) -> str:
 def _plan(ctx: Context, compute: Callable[[Context], Any]) -> list[dict[str, Any]]:
     """The run keys ``compute`` asks ``train`` for (recorded, nothing trained); the global random
     states are restored afterwards (the real computation starts where it would have)."""
-    from bnfl.experiments.dryrun import PlanCache
-
     cache = PlanCache(ctx.data_root)
     plan_ctx = dataclasses.replace(ctx, cache=cache, progress=False, runs_used={})
     state = torch.get_rng_state(), np.random.get_state(), random.getstate()
@@ -69,8 +72,6 @@ def _plan(ctx: Context, compute: Callable[[Context], Any]) -> list[dict[str, Any
 
 def _shape_key(spec: Mapping[str, Any]) -> str:
     """Runs with equal keys build the same architecture on the same samples and batch size."""
-    from bnfl.methods import get
-
     t = spec.get("train") or {}
     return json.dumps([spec["data"], spec["model"], get(spec["method"]).norm, t.get("batch_size"),
                        t.get("dtype", "float32")], sort_keys=True, default=str)
@@ -80,10 +81,6 @@ def stack_entry(ctx: Context, compute: Callable[[Context], Any]) -> dict[str, An
     """Train the runs of ``compute`` (an entry's compute with its configuration bound) stacked
     (module docstring) and store their summaries in ``ctx.cache``; returns what was stacked:
     ``{"planned": runs, "stacked": runs trained here, "groups": [{"runs", "depth", ...}]}``."""
-    from bnfl.experiments import training
-    from bnfl.fl.lockstep import run_lockstep
-    from bnfl.fl.stack_depth import max_rows
-
     if ctx.stack != "entry" or ctx.cache is None or ctx.batched == "off":
         return {"planned": 0, "stacked": 0, "groups": []}
     keys = [k for k in _plan(ctx, compute) if ctx.cache.get(k) is None]
@@ -106,7 +103,7 @@ def stack_entry(ctx: Context, compute: Callable[[Context], Any]) -> dict[str, An
             del first
             for at in range(0, len(todo), runs_at_once):
                 chunk = todo[at:at + runs_at_once]
-                _train_chunk(ctx, chunk, depth.rows, depth.as_dict(), run_lockstep)
+                _train_chunk(ctx, chunk, depth.rows, depth.as_dict(), lockstep.run_lockstep)
                 report["stacked"] += len(chunk)
                 report["groups"].append({"runs": len(chunk), "method": sorted({k["spec"]["method"] for k in chunk}),
                                          **depth.as_dict()})
@@ -118,8 +115,6 @@ def stack_entry(ctx: Context, compute: Callable[[Context], Any]) -> dict[str, An
 
 def _train_chunk(ctx: Context, keys: list[dict[str, Any]], rows: int, depth: dict[str, Any],
                  run_lockstep: Callable[..., Any]) -> None:
-    from bnfl.experiments import training
-
     start = time.perf_counter()
     options = training.device_options(ctx)
     built = [(k, *training._build(k["spec"], device=ctx.device, data_root=ctx.data_root, progress=False,

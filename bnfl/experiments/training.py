@@ -27,10 +27,17 @@ from typing import Any
 
 import numpy as np
 
+from bnfl import fl
+from bnfl.data import DATASETS, load
 from bnfl.experiments.core import Context, config_hash
 from bnfl.experiments.observers import Observer, observer_keys
+from bnfl.fl import lockstep
+from bnfl.fl.device_options import DeviceOptions
+from bnfl.fl.engine import accuracy
+from bnfl.methods import get
 
-__all__ = ["canonical", "device_options", "final", "load_data", "mean_std", "train", "train_seeds"]
+__all__ = ["canonical", "device_options", "domain_accuracies", "final", "load_data", "mean_over_clients", "mean_std",
+           "train", "train_seeds"]
 
 #: Training defaults of the experiments (``spec["train"]``), filled in before hashing.
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -55,13 +62,10 @@ def canonical(spec: Mapping[str, Any]) -> dict[str, Any]:
     (:meth:`~bnfl.methods.Method.for_rounds`: FedTAN-II whose switch M >= R never switches, it
     is FedTAN).
     """
-    from bnfl.methods import get
-
     out = copy.deepcopy(dict(spec))
     for key in ("data", "partition", "model", "method", "rounds"):
         if key not in out:
             raise ValueError(f"run spec lacks {key!r}: {dict(spec)}")
-    from bnfl.data import DATASETS
 
     method = get(out["method"])
     out["method"] = method.id
@@ -89,8 +93,6 @@ def canonical(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 @lru_cache(maxsize=16)
 def _load_cached(key: tuple, data_root: str | None) -> Any:
-    from bnfl.data import DATASETS, load
-
     d = _thaw(key)
     name = d.pop("name")
     local = name in DATASETS and DATASETS[name].local
@@ -129,8 +131,6 @@ def device_options(ctx: Context) -> Any:
     """The :class:`~bnfl.fl.device_options.DeviceOptions` of ``ctx``'s batched runs: its own, or
     CUDA graphs when the entry's runs are stacked (``ctx.stack == "entry"``) on a CUDA device, or
     none (the default everywhere else: the quick profile's runs are as they were)."""
-    from bnfl.fl.device_options import DeviceOptions
-
     if ctx.device_options is not None:
         return ctx.device_options
     return DeviceOptions(cuda_graphs=ctx.stack == "entry" and str(ctx.device).startswith("cuda"))
@@ -140,8 +140,6 @@ def _build(spec: dict[str, Any], *, device: str, data_root: str | None, progress
            batched: str = "off", observers: Sequence[Observer] = (), options: Any = None) -> tuple[Any, Any]:
     """The :class:`bnfl.fl.Simulation` of ``spec`` and its data split (``observers`` attached;
     ``options``: the batched engine's :class:`~bnfl.fl.device_options.DeviceOptions`, default none)."""
-    from bnfl import fl
-
     split = load_data(spec["data"], data_root=data_root)
     cfg = fl.RunConfig.from_dict({**spec, "device": device,
                                   "train": {**spec["train"], "progress": progress, "batched": batched}})
@@ -165,8 +163,6 @@ def _run(spec: dict[str, Any], *, device: str, data_root: str | None, progress: 
 def _outcome(sim: Any) -> Any:
     """``sim.run()``: its History, or the DivergenceError it stopped with (which keeps the
     history so far)."""
-    from bnfl import fl
-
     try:
         return sim.run()
     except fl.DivergenceError as err:
@@ -178,9 +174,6 @@ def _summary(spec: dict[str, Any], sim: Any, split: Any, outcome: Any, *, batche
     """The compact record of a finished run (``outcome``: its History, or the DivergenceError
     it stopped with; any other exception is raised), with the fields each of ``observers``
     records (:meth:`~bnfl.experiments.observers.Observer.record`)."""
-    from bnfl import fl
-    from bnfl.fl.engine import accuracy
-
     if isinstance(outcome, BaseException) and not isinstance(outcome, fl.DivergenceError):
         raise outcome
     diverged = isinstance(outcome, fl.DivergenceError)
@@ -231,8 +224,6 @@ def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None,
          observers: Sequence[Observer] = ()) -> dict[str, Any]:
     """The cache key of the canonical ``spec`` run under ``ctx`` (``group``: the seeds it trained
     beside, :func:`train_seeds`; ``observers``: what it records beyond the summary)."""
-    from bnfl.data import DATASETS
-
     key = {"spec": spec, "device": ctx.device}
     if DATASETS[spec["data"]["name"]].local:
         key["data_root"] = ctx.data_root
@@ -308,13 +299,11 @@ def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int
 
 def _lockstep_compute(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int],
                       observers: Sequence[Observer]) -> dict[str, dict[str, Any]]:
-    from bnfl.fl.lockstep import run_lockstep
-
     start = time.perf_counter()
     built = [(s, *_build(s, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress,
                          batched=ctx.batched, observers=observers, options=device_options(ctx))) for s in specs]
     together = [sim for _, sim, _ in built if sim._batched is not None]
-    outcomes = dict(zip(map(id, together), run_lockstep(together), strict=True)) if len(together) > 1 else {}
+    outcomes = dict(zip(map(id, together), lockstep.run_lockstep(together), strict=True)) if len(together) > 1 else {}
     for _, sim, _ in built:
         if id(sim) not in outcomes:
             outcomes[id(sim)] = _outcome(sim)
@@ -345,6 +334,34 @@ def final(run: Mapping[str, Any], key: str = "test_acc") -> float:
         return float("nan")
     vals = run.get(key) or []
     return float(vals[-1]) if vals else float("nan")
+
+
+def domain_accuracies(run: Mapping[str, Any]) -> list[float]:
+    """Test accuracy (%) of each client on its own domain's test set (FedBN's protocol).
+
+    Personalised runs (``domain_acc_clients``): each client's model on its own domain (the mean over
+    a domain's clients when it has several, ``client_domain``). Shared-model runs
+    (``domain_acc_global``): the global model on each domain. A diverged run gives NaNs.
+    """
+    if run.get("diverged"):
+        n = len(run.get("domains") or [])
+        return [float("nan")] * n
+    if "domain_acc" in run:  # bnfl.experiments.papers.fedbn.runs.fedbn_run
+        return [float(v) for v in run["domain_acc"]]
+    if "domain_acc_clients" in run:
+        table = run["domain_acc_clients"]
+        owner = run.get("client_domain") or list(range(len(table)))  # client -> its domain
+        n = len(run.get("domains") or table)
+        per = [[float(table[c][owner[c]]) for c in range(len(table)) if owner[c] == j] for j in range(n)]
+        return [float(np.mean(v)) for v in per]  # several clients of a domain: their mean
+    if "domain_acc_global" in run:
+        return [float(v) for v in run["domain_acc_global"][:-1]]  # the last entry is the whole test set
+    raise ValueError("run has no per-domain accuracies: train it on data with domains (partition kind 'by_domain')")
+
+
+def mean_over_clients(run: Mapping[str, Any]) -> float:
+    """The equal-weight mean over clients of :func:`domain_accuracies` (FedBN's row mean)."""
+    return float(np.mean(domain_accuracies(run)))
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:

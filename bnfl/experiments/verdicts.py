@@ -20,7 +20,7 @@ paper's statement takes, the seeds and the per-seed spread) and says, without re
 ``undecided``
     the interval contains the threshold; the verdict says which way the estimate leans (towards the
     paper: it lies on the paper's side of the threshold) and about how many seeds would decide it
-    at the observed per-seed spread (:func:`bnfl.experiments.intervals.seeds_to_decide`);
+    at the observed per-seed spread (:func:`bnfl.intervals.seeds_to_decide`);
 ``not testable here``
     the claim needs a precondition (the damage a fix repairs, measured with BN-only runs of the same
     entry) and the stored interval of that precondition does not show it: the stand-in lacks what
@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bnfl.experiments.intervals import Interval, seeds_to_decide
+from bnfl.intervals import Interval, seeds_to_decide
 
 __all__ = [
     "CONTRADICTED",
@@ -104,7 +104,7 @@ def _iv_text(estimate: float, low: float, high: float) -> str:
 
 
 def interval_of(record: Mapping[str, Any]) -> Interval | None:
-    """The :class:`~bnfl.experiments.intervals.Interval` a claim's stored ``interval`` record holds
+    """The :class:`~bnfl.intervals.Interval` a claim's stored ``interval`` record holds
     (``None`` for a record without one: a count over items, :func:`bnfl.experiments._claim.no_interval`)."""
     if not record or "low" not in record or record.get("low") is None:
         return None

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from bnfl.models.fixup import FixupResNet
+
 __all__ = ["AUTHORS_INIT", "INITS", "apply_init", "he_normal_"]
 
 #: The accepted values of ``init``.
@@ -71,7 +73,6 @@ def apply_init(net: nn.Module, init: str, *, model: str) -> nn.Module:
         init = AUTHORS_INIT[model][2]
     if init == "pytorch":
         return net
-    from bnfl.models.fixup import FixupResNet
 
     if isinstance(net, FixupResNet):
         raise ValueError(f"init={init!r} would overwrite FixUp's initialisation, which is the method of "

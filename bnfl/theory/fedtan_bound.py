@@ -31,7 +31,12 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
+from bnfl import fedtan, models
+from bnfl._checks import check_weights
+from bnfl.data.digits import digits
+from bnfl.data.partition import classes_per_client
 from bnfl.plots import color_for, new_figure
 
 __all__ = [
@@ -205,8 +210,6 @@ def estimate_B(
     ``aggregate="none"`` is FedAvg+BN, ``"stats"`` FedAvg+Algorithm 2. Shape (N,). The model is
     left unchanged.
     """
-    from bnfl import fedtan
-
     b2 = torch.as_tensor(fedtan.gradient_deviation(model, batches, loss_fn, aggregate=aggregate))
     return b2.clamp_min(0).sqrt()
 
@@ -220,8 +223,6 @@ def estimate_V(
     Uses :func:`bnfl.fedtan.client_gradients` with ``aggregate="fedtan"`` (the gradients at the
     correct, global statistics). ``weights`` default to the batch-size shares. Shape (N,).
     """
-    from bnfl import fedtan
-
     if len(batches) == 0:
         raise ValueError("no client batches given")
     grads = fedtan.client_gradients(model, batches, loss_fn, weights=weights, aggregate="fedtan")
@@ -230,8 +231,6 @@ def estimate_V(
         sizes = torch.tensor([float(len(y)) for _, y in batches], dtype=g.dtype)
         p = sizes / sizes.sum()
     else:
-        from bnfl._checks import check_weights
-
         p = check_weights(weights, len(batches)).to(g.dtype)
     g_bar = p @ g  # (n_params,)
     return (g - g_bar).norm(dim=1)
@@ -254,12 +253,6 @@ def digits_deviation(
         ``k`` (K,), ``B`` and ``V`` (K, N): the per-client :math:`\hat B_i`, :math:`\hat V_i`;
         ``sum_pB2`` and ``sum_pV2`` (K,): :math:`\sum_i p_i \hat B_i^2`, :math:`\sum_i p_i \hat V_i^2`.
     """
-    from tqdm.auto import tqdm
-
-    from bnfl import models
-    from bnfl.data.digits import digits
-    from bnfl.data.partition import classes_per_client
-
     if batch_size < 2 or n_batches < 1:
         raise ValueError("batch_size must be >= 2 (BN needs a batch) and n_batches >= 1")
     data = digits("flat", seed=0)

@@ -38,6 +38,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from bnfl.data.synthetic import fedbn_synthetic
 from bnfl.plots import color_for, new_figure
 
 __all__ = [
@@ -274,8 +275,6 @@ def make_synthetic_clients(
     Each client's BN matrix :math:`S_i` is its empirical second moment :math:`E[x x^\top]`
     (Assumption 4.1: the inputs are centred, the two classes being symmetric around 0).
     """
-    from bnfl.data.synthetic import fedbn_synthetic
-
     if n_per_class < 1 or d < 1:
         raise ValueError("n_per_class and d must be >= 1")
     split = fedbn_synthetic(seed, dim=d, n_per_class=n_per_class, n_test_per_class=1,

@@ -44,12 +44,14 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from bnfl.experiments.vocabulary import PAPER_NAMES, PAPER_ORDER, paper_title
+
 logger = logging.getLogger(__name__)
 
 DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
 GEN = DOCS / "_generated"
-PAPER_PREFIX = {"fedtan": "FedTAN", "hbn": "HBN", "fixbn": "FixBN", "fedbn": "FedBN", "bench": "Benchmarks"}
+PAPER_PREFIX = {**PAPER_NAMES, "bench": "Benchmarks"}  # the docs' section of the benchmark entries is plural
 PAPER_TITLE = {
     "FedTAN": "FedTAN: Why Batch Normalization Damage Federated Learning on Non-IID Data?",
     "HBN": "HBN: Hybrid Batch Normalisation",
@@ -957,7 +959,7 @@ def notebook_groups(entries: list[str]) -> list[tuple[str, list[str]]]:
     """The notebook pages (``"<folder>/<name>"``) grouped by folder: the papers in the dashboard's
     order (FedTAN, HBN, FixBN, FedBN), then other folders (the theory walkthroughs), then the
     non-paper benchmark last; each group in natural order (``fig2`` before ``fig10``)."""
-    from bnfl.experiments.dashboard import PAPER_NAMES, PAPER_ORDER, entry_order, natural_key
+    from bnfl.experiments.dashboard import entry_order, natural_key
 
     groups: dict[str, list[str]] = {}
     for name in entries:
@@ -972,7 +974,7 @@ def notebook_groups(entries: list[str]) -> list[tuple[str, list[str]]]:
 
     out = []
     for folder in sorted(groups, key=rank):
-        title = PAPER_NAMES.get(folder) or (folder.capitalize() if folder else "Other")
+        title = (paper_title(folder) if folder in PAPER_ORDER else folder.capitalize()) if folder else "Other"
         names = sorted(groups[folder], key=lambda n: (entry_order(n.rsplit("/", 1)[-1]), natural_key(n)))
         out.append((title, names))
     return out

@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from bnfl.experiments.benchmarks.bn_fixes_settings import (
     CALIBRATION,
@@ -40,8 +41,12 @@ from bnfl.experiments.benchmarks.bn_fixes_settings import (
 from bnfl.experiments.core import Context, Result, deep_merge
 from bnfl.experiments.curves import train_runs
 from bnfl.experiments.interval_claims import interval_claim
-from bnfl.experiments.intervals import estimate
 from bnfl.experiments.registry import entry, plotter
+from bnfl.fl.algorithms import FixBN
+from bnfl.intervals import estimate
+from bnfl.methods import METHODS as ALL
+from bnfl.methods import get
+from bnfl.plots import color_for, new_figure
 
 __all__ = ["FIXES", "METHODS"]
 
@@ -61,8 +66,6 @@ _PAPER: dict[str, Any] = {**_QUICK, "deviations": ["no paper has this benchmark:
 
 
 def _label(method: str) -> str:
-    from bnfl.methods import METHODS as ALL
-
     return ALL[method].label
 
 
@@ -90,9 +93,6 @@ def _setting(ctx: Context, config: dict[str, Any], setting: str) -> dict[str, An
 
 def _t_star(method: str) -> int | None:
     """The last round FixBN updates its statistics under the benchmark's recipe (None for other methods)."""
-    from bnfl.fl.algorithms import FixBN
-    from bnfl.methods import get
-
     alg = get(method).algorithm()
     if not isinstance(alg, FixBN):
         return None
@@ -140,8 +140,6 @@ def _mean_iv(values: list[float]) -> tuple[float, float, float]:
     configs={"smoke": _SMOKE_CFG, "quick": _QUICK, "paper": _PAPER},
 )
 def compute_bench_bn_fixes(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from tqdm.auto import tqdm
-
     data: dict[str, dict[str, Any]] = {}
     for setting in tqdm(SETTINGS, desc="bench-bn-fixes", unit="setting", disable=not ctx.progress):
         data[setting] = _setting(ctx, config, setting)
@@ -225,8 +223,6 @@ def compute_bench_bn_fixes(ctx: Context, config: dict[str, Any]) -> dict[str, An
 
 @plotter("bench-bn-fixes")
 def plot_bench_bn_fixes(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     settings = s["settings"]
     fig, axes = new_figure(1, len(settings), width=3.6, height=3.4, squeeze=False)

@@ -26,8 +26,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from bnfl.experiments import training
+from bnfl.experiments.calibration import metric, score
 from bnfl.experiments.core import Context, deep_merge
-from bnfl.experiments.intervals import Interval, estimate
+from bnfl.intervals import Interval, estimate
 
 __all__ = ["CALIBRATION", "CANDIDATES", "CHOSEN", "DAMAGE_MIN", "SETTINGS", "calibrate", "choose", "metric",
            "setting_spec"]
@@ -71,24 +75,6 @@ CANDIDATES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
 SETTINGS: tuple[str, ...] = tuple(CANDIDATES)
 
 
-def metric(setting: str) -> str:
-    """``"own domain"`` for the feature-shift setting (FedBN's protocol: each client's model, or the
-    global model, on each domain's own test set, equal weights), else ``"global test set"`` (the
-    global model on the whole test set; a per-client method, FedBN: its client models' mean there,
-    FedTAN's protocol)."""
-    return "own domain" if setting == "feature shift" else "global test set"
-
-
-def score(setting: str, run: Mapping[str, Any]) -> float:
-    """A run's final accuracy (%) under :func:`metric` (NaN when it diverged)."""
-    from bnfl.experiments.papers.fedbn.setups import mean_over_clients
-    from bnfl.experiments.training import final
-
-    if run.get("diverged"):
-        return float("nan")
-    return mean_over_clients(run) if metric(setting) == "own domain" else final(run)
-
-
 def setting_spec(setting: str, candidate: str, method: str, *, control: bool = False) -> dict[str, Any]:
     """The run spec of ``method`` in ``setting`` at scale ``candidate`` (``control``: its iid split)."""
     skewed, iid = CANDIDATES[setting][candidate]
@@ -98,10 +84,8 @@ def setting_spec(setting: str, candidate: str, method: str, *, control: bool = F
 def damage(ctx: Context, setting: str, candidate: str) -> tuple[Interval, list[float], list[float]]:
     """FedAvg+BN's damage at ``candidate``: the paired t-interval of (iid control - skewed) over
     ``ctx.seeds``, with both per-seed accuracies."""
-    from bnfl.experiments.training import train_seeds
-
-    skew = [score(setting, r) for r in train_seeds(ctx, setting_spec(setting, candidate, "fedavg+bn"))]
-    iid = [score(setting, r) for r in train_seeds(ctx, setting_spec(setting, candidate, "fedavg+bn", control=True))]
+    skew = [score(setting, r) for r in training.train_seeds(ctx, setting_spec(setting, candidate, "fedavg+bn"))]
+    iid = [score(setting, r) for r in training.train_seeds(ctx, setting_spec(setting, candidate, "fedavg+bn", control=True))]
     return estimate(iid, skew, paired=True, method="t"), iid, skew
 
 
@@ -118,8 +102,6 @@ def choose(damages: Mapping[str, Interval]) -> str:
 def calibrate(ctx: Context, settings: Sequence[str] = SETTINGS) -> dict[str, dict[str, Any]]:
     """Run FedAvg+BN (only) on every candidate of ``settings``; ``{setting: {"chosen": name,
     "candidates": {name: {"damage": [low, est, high], "iid": mean, "skewed": mean}}}}``."""
-    import numpy as np
-
     out: dict[str, dict[str, Any]] = {}
     for setting in settings:
         ivs, rows = {}, {}

@@ -13,11 +13,14 @@ import math
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from bnfl.experiments import calibration as C
 from bnfl.experiments.claims import info
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.headlines import HEADLINES
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import new_figure
 
 __all__: list[str] = []
 
@@ -34,8 +37,6 @@ _PAPER: dict[str, Any] = {**_QUICK, "deviations": [*_QUICK["deviations"], "the p
 
 
 def _measure_all(ctx: Context, config: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    from tqdm.auto import tqdm
-
     only = config.get("only") or {}  # {family: [candidates]} to measure fewer (smoke); default: all
     jobs = [(f, c) for f in C.FAMILIES for c in C.CANDIDATES[f] if c in only.get(f, C.CANDIDATES[f])]
     measured: dict[str, dict[str, Any]] = {}
@@ -66,8 +67,6 @@ def _measure_all(ctx: Context, config: dict[str, Any]) -> tuple[dict[str, dict[s
     configs={"smoke": _SMOKE, "quick": _QUICK, "paper": _PAPER},
 )
 def compute_calib_proxies(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.experiments.headlines import HEADLINES
-
     measured, skipped = _measure_all(ctx, config)
     if len(ctx.seeds) < 2:  # no seed spread: the table shows damages but no resolution
         skipped.append(f"{len(ctx.seeds)} seed: no seed spread, so no resolution and no recommendation; run with "
@@ -118,8 +117,6 @@ def compute_calib_proxies(ctx: Context, config: dict[str, Any]) -> dict[str, Any
 
 @plotter("bench-calib-proxies")
 def plot_calib_proxies(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     order = list(dict.fromkeys(c for cs in C.CANDIDATES.values() for c in cs))  # Q-DIG, Q-GAUSS(10), MNIST-5K, Q-DOM
     color = dict(zip(order, ("#0072B2", "#CC79A7", "#009E73", "#E69F00"), strict=False))

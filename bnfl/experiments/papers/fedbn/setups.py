@@ -31,6 +31,7 @@ from bnfl.experiments.claims import per_seed_claim as _per_seed_claim
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.curves import merge_specs
 from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_CODE
+from bnfl.experiments.training import domain_accuracies, mean_over_clients
 
 __all__ = [
     "FEDAVG_LIKE", "METHODS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
@@ -71,35 +72,7 @@ def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
     return merge_specs({}, *parts)
 
 
-# -- the per-client protocol ---------------------------------------------------------------------
-def domain_accuracies(run: Mapping[str, Any]) -> list[float]:
-    """Test accuracy (%) of each client on its own domain's test set (FedBN's protocol).
-
-    Personalised runs (``domain_acc_clients``): each client's model on its own domain (the mean over
-    a domain's clients when it has several, ``client_domain``). Shared-model runs
-    (``domain_acc_global``): the global model on each domain. A diverged run gives NaNs.
-    """
-    if run.get("diverged"):
-        n = len(run.get("domains") or [])
-        return [float("nan")] * n
-    if "domain_acc" in run:  # bnfl.experiments.papers.fedbn.runs.fedbn_run
-        return [float(v) for v in run["domain_acc"]]
-    if "domain_acc_clients" in run:
-        table = run["domain_acc_clients"]
-        owner = run.get("client_domain") or list(range(len(table)))  # client -> its domain
-        n = len(run.get("domains") or table)
-        per = [[float(table[c][owner[c]]) for c in range(len(table)) if owner[c] == j] for j in range(n)]
-        return [float(np.mean(v)) for v in per]  # several clients of a domain: their mean
-    if "domain_acc_global" in run:
-        return [float(v) for v in run["domain_acc_global"][:-1]]  # the last entry is the whole test set
-    raise ValueError("run has no per-domain accuracies: train it on data with domains (partition kind 'by_domain')")
-
-
-def mean_over_clients(run: Mapping[str, Any]) -> float:
-    """The equal-weight mean over clients of :func:`domain_accuracies` (FedBN's row mean)."""
-    return float(np.mean(domain_accuracies(run)))
-
-
+# -- the per-client protocol (domain_accuracies, mean_over_clients: bnfl.experiments.training) -----
 def per_domain_stats(runs: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     """Mean and sample std (NaN for one seed) over seeds of each client's accuracy."""
     table = np.array([domain_accuracies(r) for r in runs], dtype=float)  # (seeds, clients)
