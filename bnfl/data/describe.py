@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
-from bnfl.data.datasets import as_index_array
 from bnfl._figure import new_figure, palette_color
+from bnfl.data.datasets import as_index_array
 
 __all__ = ["PartitionSummary", "describe", "plot_partition"]
 
