@@ -104,8 +104,7 @@ def batched_obstacle(sim: Simulation) -> str | None:
     FedSAM's perturbed weights); a model needs layers that
     :func:`~bnfl.nn.batched.batching_obstacle` accepts.
     """
-    base = next(c for c in reversed(type(sim).__mro__) if "_run_clients" in vars(c))  # Simulation (no import cycle)
-    if type(sim)._run_clients is not base._run_clients:
+    if sim.clients_elsewhere:
         return "this engine runs the clients itself (on Flower: each on its own node), not as one computation here"
     why = sim.algorithm.batching_obstacle()
     return why if why is not None else batching_obstacle(sim.model)
@@ -590,21 +589,17 @@ class BatchedClients:
             return {name: b[j].clone() for name, b in mom.items()}
         uploads = {}
         for j, row in enumerate(rows):
-            sim, c, alg = row.sim, row.client, row.sim.algorithm
-            if sim in failed:
+            if row.sim in failed:
                 continue
-            if sim.local_keys:
-                sim.client_local[c] = {key: tensors[key][j].clone() for key in sim.local_keys}
-            up = ({key: tensors[key][j].clone() if copy else tensors[key][j] for key in sim.upload_keys}
-                  if alg.communicates else {})  # copy: the stacked tensors are kept for the next round
-            if self.hooks["extra_upload"]:
-                up.update(scope.call(j, "extra_upload", contexts[j], views[j], row.steps, opt.lr_of(j)))
-            up.update(alg.final_momentum(contexts[j], lambda j=j: momentum(j)))  # kept or uploaded: the algorithm's
-            if contexts[j].state or c in sim.client_algorithm:  # the client's algorithm state, back to its store
-                sim.client_algorithm[c] = contexts[j].state
-            if alg.centralized:
-                sim.global_state = {key: tensors[key][j].clone() for key in sim.global_state}
-            uploads[row] = up
+
+            def extra(j: int = j, row: _Row = row) -> Mapping[str, Tensor]:
+                if not self.hooks["extra_upload"]:
+                    return {}
+                return scope.call(j, "extra_upload", contexts[j], views[j], row.steps, opt.lr_of(j))
+
+            # copy: the stacked tensors are kept for the next round
+            uploads[row] = row.sim.keep_client(row.client, contexts[j], {key: rows_[j] for key, rows_ in tensors.items()},
+                                               extra=extra, momentum=lambda j=j: momentum(j), copy_upload=copy)
         return uploads
 
 

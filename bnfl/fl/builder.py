@@ -117,6 +117,12 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     ``engine``: ``"simulation"`` (one process), ``"distributed"`` (this process is one rank of
     the torch.distributed job that torchrun started: :mod:`bnfl.fl.distributed`) or ``"auto"``.
     """
+    return _build(cfg, data_root=data_root, split=split, engine=resolve_engine(engine))
+
+
+def _build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None, split: Any,
+           engine: str) -> Simulation:
+    """:func:`build` on an ``engine`` already resolved (:func:`resolve_engine`, once per run)."""
     from bnfl import models
     from bnfl.method_table import get_method as get
 
@@ -141,10 +147,10 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     tc = cfg.train_config()
     run_meta = {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
                 "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition)}
-    if resolve_engine(engine) == "flower":
+    if engine == "flower":
         raise ValueError("build() makes a Simulation in this process; for the Flower engine use "
                          "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.flower.setup_from_config + run_flower")
-    if resolve_engine(engine) == "simulation":
+    if engine == "simulation":
         sim = Simulation(model, data, method.algorithm(**cfg.method_options), tc)
         sim.run_config = run_meta  # what resuming checks against, besides the Simulation's own (bnfl.fl._rundir)
         return sim

@@ -57,7 +57,7 @@ from bnfl.fl._run import TRAIN_MAX_LOSS, History
 # The schema (RunConfig, load_config, as_config) is bnfl.fl.config_schema; the builder and the
 # engine table (build, load_data, partition, ENGINES, resolve_engine) are bnfl.fl.builder; this
 # module runs a config on an engine and is ``bnfl train``.
-from bnfl.fl.builder import ENGINES, build, load_data, partition, resolve_engine
+from bnfl.fl.builder import ENGINES, _build, build, load_data, partition, resolve_engine
 from bnfl.fl.config_schema import _SCHEDULE_KEYS as _SCHEDULE_KEYS
 from bnfl.fl.config_schema import RunConfig, as_config, load_config
 
@@ -73,18 +73,22 @@ def run(cfg: RunConfig | Mapping[str, Any] | str | Path, *, resume: bool = False
     ``resume``/``overwrite``: a folder holding a run needs one of them (:mod:`bnfl.fl._rundir`).
     The folder is locked while the run writes to it (:mod:`bnfl._folder_lock`): a second run into
     it is refused in one line naming this one's pid."""
+    return _run(as_config(cfg), resume=resume, engine=resolve_engine(engine), overwrite=overwrite)
+
+
+def _run(cfg: RunConfig, *, resume: bool, engine: str, overwrite: bool) -> History:
+    """:func:`run` on an ``engine`` already resolved (:func:`resolve_engine`, once per run)."""
     from bnfl import _folder_lock
 
-    cfg = as_config(cfg)
-    writer = resolve_engine(engine) != "distributed" or os.environ.get("RANK", "0") == "0"  # rank 0 writes
+    writer = engine != "distributed" or os.environ.get("RANK", "0") == "0"  # rank 0 writes
     with _folder_lock.locked(cfg.out if writer else None):
-        return _run(cfg, resume=resume, engine=engine, overwrite=overwrite)
+        return _run_locked(cfg, resume=resume, engine=engine, overwrite=overwrite)
 
 
-def _run(cfg: RunConfig, *, resume: bool, engine: str | None, overwrite: bool) -> History:
+def _run_locked(cfg: RunConfig, *, resume: bool, engine: str, overwrite: bool) -> History:
     from bnfl.fl._provenance import describe
 
-    if resolve_engine(engine) == "flower":
+    if engine == "flower":
         from bnfl.fl._rundir import prepare
 
         if not resume:
@@ -94,8 +98,8 @@ def _run(cfg: RunConfig, *, resume: bool, engine: str | None, overwrite: bool) -
         if cfg.out:
             hist.to_json(Path(cfg.out) / "history.json")
         return hist
-    sim = build(cfg, engine=engine)
-    sim.history.meta.update(describe(cfg, resolve_engine(engine)))  # what ran, where: the folder says it
+    sim = _build(cfg, data_root=None, split=None, engine=engine)
+    sim.history.meta.update(describe(cfg, engine))  # what ran, where: the folder says it
     hist = sim.run(resume=resume, overwrite=overwrite)
     if cfg.out and getattr(sim, "rank", 0) == 0:
         out = Path(cfg.out)
@@ -149,7 +153,7 @@ def _cli_run(args: argparse.Namespace) -> int:
         d["train"].setdefault("max_loss", TRAIN_MAX_LOSS)  # bnfl train stops a diverging run (TrainConfig.max_loss)
     cfg = RunConfig.from_dict(d)
     engine = resolve_engine(args.engine)
-    hist = run(cfg, resume=args.resume, engine=engine, overwrite=args.overwrite)
+    hist = _run(cfg, resume=args.resume, engine=engine, overwrite=args.overwrite)
     if engine == "distributed":
         import torch.distributed as dist
 

@@ -191,7 +191,7 @@ class CrossSiloSimulation(DistributedSimulation):
         if config is not None and getattr(config, "augment", "none") != "none":
             raise ValueError(f"augment={config.augment!r}: cross-silo runs do not augment yet (the rank sees its "
                              "silo, not the whole data set the augmenter is set up from); use augment='none'")
-        if algorithm.centralized:
+        if algorithm.round_plan(1).server_trains:
             raise ValueError(f"{type(algorithm).__name__} pools every client's data in one place; a centralised "
                              "baseline cannot run cross-silo (run it with the simulator on data you may pool)")
         assert silo.clients is not None

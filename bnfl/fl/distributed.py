@@ -155,6 +155,8 @@ class DistributedSimulation(Simulation):
     Raises :class:`RankLostError` on every surviving rank when a rank dies or hangs, at the start
     of a round or inside it."""
 
+    exchanges_in_process = False  # a coupled step's exchanges are all-reduces across the ranks
+
     def __init__(self, model: nn.Module, data: FederatedData, algorithm: Algorithm, config: TrainConfig | None = None,
                  *, barrier_timeout_s: float | None = None, **kwargs: Any) -> None:
         if not dist.is_initialized():
@@ -181,7 +183,8 @@ class DistributedSimulation(Simulation):
 
     def _place_clients(self, data: FederatedData, algorithm: Algorithm) -> list[list[int]]:
         """The clients of each rank: contiguous blocks (:func:`client_blocks`)."""
-        return client_blocks(1 if algorithm.centralized else len(data.clients), self.world_size)
+        clients, _ = algorithm.partition(data.clients, 1)  # as the simulator partitions them (pooled: one)
+        return client_blocks(len(clients), self.world_size)
 
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """Only the samples of this rank's clients (``_rows``: -1 for another rank's sample)."""

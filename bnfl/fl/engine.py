@@ -25,7 +25,7 @@ import copy
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -62,11 +62,21 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
 
     Attributes
     ----------
+    clients_elsewhere : bool, class attribute
+        Whether this backend's clients train in other processes that it messages (Flower's
+        ServerApp): nothing of theirs can be batched here.
+    exchanges_in_process : bool, class attribute
+        Whether a coupled first step's exchanges are this process's channel all-reduce (the
+        simulator's; a torch.distributed rank or Flower supplies its own exchange), so the
+        batched engine may run the step itself.
     round_hooks : list of callable
         Observers ``hook(sim, r) -> mapping or None`` called after round ``r``'s training, before its
         evaluation, on every engine (each rank; Flower's ServerApp); a returned mapping is added to the
         round's history row (e.g. :class:`bnfl.fl.statistics_log.StatisticsLog`). Empty by default.
     """
+
+    clients_elsewhere: ClassVar[bool] = False
+    exchanges_in_process: ClassVar[bool] = True
 
     def __init__(self, model: nn.Module, data: FederatedData, algorithm: Algorithm,
                  config: TrainConfig | None = None, *, loss_fn: Callable[[Tensor, Tensor], Tensor] = _cross_entropy,
@@ -93,12 +103,9 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         self.x_test = keep_or_move(data.x_test, self.device, dtype)  # stored uint8 pixels stay on the host
         self.y_test = data.y_test.to(self.device)
         self.data = data
-        if algorithm.centralized:
-            self.client_indices = [np.concatenate(data.clients)]
-            self.batch_size = self.config.batch_size * len(data.clients)
-        else:
-            self.client_indices = list(data.clients)
-            self.batch_size = self.config.batch_size
+        #: the clients' sample ids and the local batch size, as the algorithm partitions them at build
+        #: time (centralized learning: all clients pooled into one, batch N*B)
+        self.client_indices, self.batch_size = algorithm.partition(data.clients, self.config.batch_size)
         self.num_clients = len(self.client_indices)
         groups = state_groups(self.model)
         self.groups = groups
@@ -120,6 +127,8 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
                                      "client_sizes": [len(c) for c in self.client_indices], "config": cfg_meta})
         self.round = 0
         self.frozen = False
+        #: the message plan of the current round (:meth:`Algorithm.round_plan <bnfl.fl.Algorithm.round_plan>`)
+        self.plan = algorithm.round_plan(1)
         #: what the algorithm's server hooks see (:mod:`bnfl.fl.context`); they never see the Simulation
         self.server = ServerContext(model=self.model, config=self.config, groups=groups, upload_keys=self.upload_keys,
                                     download_keys=self.download_keys, local_keys=self.local_keys,
@@ -131,9 +140,10 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         self._orders = None  # the clients' batch orders (bnfl.fl.batch_orders.BatchOrders), on first use
         from bnfl.data.partition import Participation
 
-        rate = 1.0 if algorithm.centralized else self.config.participation
-        #: each round's participants, drawn when the round asks (nothing allocated per round up front)
-        self._participants = Participation(self.num_clients, rate, self.config.rounds, self.config.seed)
+        #: each round's participants, drawn when the round asks (nothing allocated per round up front;
+        #: a pooled partition's one client takes part in every round whatever the rate)
+        self._participants = Participation(self.num_clients, self.config.participation, self.config.rounds,
+                                           self.config.seed)
         #: per BN layer, the union's element count of the coupled first step when this process
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
@@ -281,9 +291,10 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         update = alg.begin_round(self.server, r, clients, self.global_state)
         if update:
             self.global_state = {**self.global_state, **update}
-        frozen = alg.frozen_stats(r)
+        plan = self.plan = alg.round_plan(r)  # what this round sends: the algorithm's description
+        frozen = plan.freeze_bn
         self.frozen = self.server.frozen = frozen
-        if alg.communicates:
+        if plan.download:
             payload = {k: self.global_state[k] for k in self.download_keys}
             payload.update(alg.extra_download(self.server))
             payload.update(alg.momentum_download(self.server))
@@ -291,8 +302,8 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         else:
             received = [{} for _ in clients]
         first = None
-        step = alg.coupled_step(r)  # the algorithm's coupled first step, run with this backend's exchange
-        if step is not None and self._batched is not None and self._batched_first_step():
+        step = plan.coupled  # the algorithm's coupled first step, run with this backend's exchange
+        if step is not None and self._batched is not None and self.exchanges_in_process:
             first = self._batched.defer_first_step(step, p, frozen)  # step 1 of the batched clients
         if step is not None and first is None:
             exchange = self._coupled_exchange(clients, p)  # a backend that cannot exchange in a step refuses here
@@ -306,21 +317,13 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         if answered != clients:  # a backend reported failed clients: the rest, weights re-normalised
             clients = self._round_clients = answered
             p = self.weights(clients)
-        if alg.communicates:
+        if plan.upload:
             uploads = ch.gather(uploads)
             self.global_state = alg.aggregate(self.server, self.global_state, clients, p, uploads)
             alg.aggregate_momentum(self.server, p, uploads)
         return {"round": r, "lr": lr, "clients": clients,
                 "train_loss": float(np.dot(p, losses)), "frozen_stats": bool(frozen),
                 "coupled_first_step": step.name if step is not None else ""}
-
-    def _batched_first_step(self) -> bool:
-        """Whether the batched engine may run FedTAN's coupled first step itself: only where this
-        class's own :meth:`_run_clients` and :meth:`_coupled_first_step` run the round (a backend
-        that overrides either exchanges the statistics its own way)."""
-        cls = type(self)
-        return (cls._run_clients is Simulation._run_clients and cls._coupled_first_step is Simulation._coupled_first_step
-                and cls._coupled_exchange is Simulation._coupled_exchange)
 
     def _run_clients(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
                      frozen: bool, first: CoupledStep | None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
@@ -375,17 +378,32 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
             opt.step()
             alg.after_step(client, t, work, opt, first)
             total += float(loss.detach())
-        sd = work.state_dict()
+        up = self.keep_client(c, client, work.state_dict(), extra=lambda: alg.extra_upload(client, work, steps, lr),
+                              momentum=lambda: self._momentum_of(work, opt))
+        return up, total / steps
+
+    def keep_client(self, c: int, client: ClientContext, trained: Mapping[str, Tensor], *,
+                    extra: Callable[[], Mapping[str, Tensor]], momentum: Callable[[], dict[str, Tensor]],
+                    copy_upload: bool = True) -> dict[str, Tensor]:
+        """The end of client ``c``'s round on every engine (sequential and batched): keep its local
+        state (from ``trained``, its model's tensors by state key), its algorithm state and momentum
+        as the algorithm says, and return its upload as the round's plan says: the upload keys
+        (cloned unless ``copy_upload`` is False: the caller's tensors are the round's own), the
+        algorithm's ``extra()`` upload and what :meth:`Algorithm.final_momentum
+        <bnfl.fl.Algorithm.final_momentum>` returns of ``momentum()``. A plan whose server trains
+        (pooled data) takes ``trained`` as the global state."""
+        plan = self.plan
         if self.local_keys:
-            self.client_local[c] = {k: sd[k].detach().clone() for k in self.local_keys}
-        up = {k: sd[k].detach().clone() for k in self.upload_keys} if alg.communicates else {}
-        up.update(alg.extra_upload(client, work, steps, lr))
-        up.update(alg.final_momentum(client, lambda: self._momentum_of(work, opt)))  # kept or uploaded: the algorithm's
+            self.client_local[c] = {k: trained[k].detach().clone() for k in self.local_keys}
+        up = ({k: trained[k].detach().clone() if copy_upload else trained[k] for k in self.upload_keys}
+              if plan.upload else {})
+        up.update(extra())
+        up.update(self.algorithm.final_momentum(client, momentum))  # kept or uploaded: the algorithm's
         if client.state or c in self.client_algorithm:  # the client's algorithm state goes back to the store
             self.client_algorithm[c] = client.state
-        if alg.centralized:
-            self.global_state = {k: v.detach().clone() for k, v in sd.items()}
-        return up, total / steps
+        if plan.server_trains:
+            self.global_state = {k: trained[k].detach().clone() for k in self.global_state}
+        return up
 
     # -- where the clients run (a distributed backend overrides these) ------------------------------
     def _local_clients(self, clients: Sequence[int]) -> list[int]:

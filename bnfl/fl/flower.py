@@ -99,6 +99,9 @@ def stops_on_failure(algorithm: Algorithm) -> bool:
 class _ServerSide(Simulation):
     """The simulator's rounds with every client on a Flower node, reached through the ``grid``."""
 
+    clients_elsewhere = True  # every client trains on its node
+    exchanges_in_process = False  # a step's exchange is Flower's (a refusal)
+
     def __init__(self, setup: FlowerSetup, grid: Grid, run: int = 0) -> None:
         self.grid = grid
         self.run_index = run

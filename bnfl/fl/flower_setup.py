@@ -81,15 +81,16 @@ class FlowerSetup:
         if cfg.checkpoint_dir is not None:
             raise ValueError("checkpoints are not supported over Flower (the clients' state lives in the nodes' "
                              "Contexts); set checkpoint_dir=None and give FlowerSetup(out=...) for the history")
-        if alg.centralized or not alg.communicates:
-            raise ValueError(f"{alg.name} does not run over Flower: it trains {'one pooled model' if alg.centralized else 'without communication'}; "
-                             "use the simulation engine")
-        for r in range(1, cfg.rounds + 1):  # a round's coupled step gets Flower's exchange: refused at setup
-            if alg.coupled_step(r) is not None:
+        for r in range(1, cfg.rounds + 1):  # every round's plan must travel in Flower's messages: refused at setup
+            plan = alg.round_plan(r)
+            if plan.server_trains or not (plan.download and plan.upload):
+                raise ValueError(f"{alg.name} does not run over Flower: its round {r} "
+                                 f"{'trains one pooled model on the server' if plan.server_trains else 'sends no model both ways'}; "
+                                 "use the simulation engine")
+            if plan.coupled is not None:  # an in-step exchange gets Flower's exchange, which refuses
                 flower_exchange(self.model, alg.name, r)
-        if getattr(alg, "alpha_sharing", "local") != "local":
-            raise ValueError("HBN alpha_sharing='averaged' gives first-time clients the server's average alpha "
-                             "outside the messages; over Flower use alpha_sharing='local' (the paper's)")
+            if plan.outside_messages:
+                raise ValueError(f"{alg.name} does not run over Flower: {plan.outside_messages}")
 
 
 def samples_crc(ids: Any) -> int:
