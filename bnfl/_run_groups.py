@@ -10,10 +10,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from bnfl.fl._run import History
+
+class _History(Protocol):
+    """What grouping and plotting read of a :class:`bnfl.fl.History` (this module sits below
+    :mod:`bnfl.fl._run`, whose ``History.plot`` calls :func:`plot_runs`)."""
+
+    rows: list[dict[str, Any]]
+    meta: dict[str, Any]
 
 __all__ = ["SEED_FIELDS", "Group", "group_runs", "plot_runs"]
 
@@ -22,12 +27,12 @@ SEED_FIELDS = ("seed",)
 
 
 # -- grouping seeds ---------------------------------------------------------------------------------
-def _seed(h: History) -> Any:
+def _seed(h: _History) -> Any:
     run = h.meta.get("run")
     return run.get("seed") if isinstance(run, dict) else (h.meta.get("config") or {}).get("seed")
 
 
-def _key(h: History) -> str:
+def _key(h: _History) -> str:
     """What makes a run's configuration: its ``meta["run"]`` without the seed (older folders: the
     algorithm and training settings without seed and folder)."""
     run = h.meta.get("run")
@@ -40,7 +45,7 @@ def _key(h: History) -> str:
     return json.dumps(what, sort_keys=True, default=str)
 
 
-def _name(h: History) -> str:
+def _name(h: _History) -> str:
     run = h.meta.get("run")
     if isinstance(run, dict) and run.get("method"):
         return str(run["method"])
@@ -62,14 +67,14 @@ class Group:
 
     label: str
     method: str
-    runs: list[History]
+    runs: list[_History]
 
     @property
     def seeds(self) -> list[Any]:
         return [_seed(h) for h in self.runs]
 
 
-def group_runs(runs: Sequence[History]) -> list[Group]:
+def group_runs(runs: Sequence[_History]) -> list[Group]:
     """Runs grouped by configuration, in the order each configuration first appears."""
     groups: dict[str, Group] = {}
     for h in runs:
@@ -102,7 +107,7 @@ def _band(values: list[float]) -> tuple[float, float, float]:
 
 
 # -- the figure -------------------------------------------------------------------------------------
-def plot_runs(runs: Sequence[History], *, loss: str = "auto"):
+def plot_runs(runs: Sequence[_History], *, loss: str = "auto"):
     """Test accuracy and loss against rounds: one line per configuration, the seeds of one
     configuration as their mean with a band (the 95% t-interval over seeds).
 

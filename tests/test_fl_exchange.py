@@ -29,7 +29,7 @@ FL = ROOT / "bnfl" / "fl"
 #: the modules that run an algorithm (issue 26's backends)
 BACKENDS = ["engine.py", "_local.py", "_evaluate.py", "batched.py", "batched_sgd.py", "batched_together.py",
             "lockstep.py", "distributed.py", "cross_silo.py", "flower.py", "flower_client.py", "flower_setup.py",
-            "_flower_records.py", "_checkpoint.py", "engine_choice.py"]
+            "_flower_records.py", "_checkpoint.py"]
 #: traits of the coupled-step and momentum families, and the mode strings they were spelled with
 TRAITS = {"first_step", "momentum_mode"}
 MODES = {"fedtan", "stats", "local", "global", "reset"}

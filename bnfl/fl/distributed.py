@@ -55,6 +55,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep, Exchange
 from bnfl.fl import _rundir
+from bnfl.fl._launch import in_torchrun
 from bnfl.fl._run import FederatedData, TrainConfig
 from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.engine import Simulation
@@ -100,11 +101,6 @@ def probe_seconds(timeout_s: float) -> float:
     """How long a surviving rank looks for the others' marks after a failed collective: the
     timeout, at most 5 s (a rank that died is seen at once; one that hung is never seen)."""
     return min(5.0, float(timeout_s))
-
-
-def in_torchrun() -> bool:
-    """Whether this process was started by ``torchrun`` (its ``WORLD_SIZE``/``RANK`` are set)."""
-    return "WORLD_SIZE" in os.environ and "RANK" in os.environ and "MASTER_ADDR" in os.environ
 
 
 def init_from_env(*, rank: int | None = None, world_size: int | None = None, timeout_s: float | None = None) -> None:

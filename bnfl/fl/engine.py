@@ -31,6 +31,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from bnfl import _folder_lock
+from bnfl.data.datasets import as_index_array
+from bnfl.data.partition import Participation
 from bnfl.data.stored import decode, keep_or_move
 from bnfl.fedtan import CoupledStep, Exchange
 from bnfl.fl._checkpoint import CheckpointMixin
@@ -38,6 +41,9 @@ from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_glo
 from bnfl.fl._local import LocalOptimizerMixin
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
+from bnfl.fl.augment import make_augmenter
+from bnfl.fl.batch_orders import BatchOrders
+from bnfl.fl.batched import choose
 from bnfl.fl.comm import Channel
 from bnfl.fl.context import ClientContext, ServerContext
 from bnfl.fl.coupled import channel_exchange
@@ -138,8 +144,6 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         self._work = copy.deepcopy(self.model)
         self._eval_model = copy.deepcopy(self.model)
         self._orders = None  # the clients' batch orders (bnfl.fl.batch_orders.BatchOrders), on first use
-        from bnfl.data.partition import Participation
-
         #: each round's participants, drawn when the round asks (nothing allocated per round up front;
         #: a pooled partition's one client takes part in every round whatever the rate)
         self._participants = Participation(self.num_clients, self.config.participation, self.config.rounds,
@@ -148,14 +152,12 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
         self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []  # see Attributes
-        from bnfl.fl.augment import make_augmenter
-        from bnfl.fl.engine_choice import choose
 
         #: training-time augmentation of every drawn batch (:mod:`bnfl.fl.augment`), or None
         self._augment = make_augmenter(self.config, data)
 
         #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None; the
-        #: choice and its reason in ``history.meta["batched"]`` (:mod:`bnfl.fl.engine_choice`)
+        #: choice and its reason in ``history.meta["batched"]`` (:func:`bnfl.fl.batched.choose`)
         self._batched, self.history.meta["batched"] = choose(self)
 
     # -- weights and batches ---------------------------------------------------------------
@@ -222,9 +224,6 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         # = list(iterate_batches(idx, min(B, n_c), seed=seed * 1_000_003 + c, epoch=epoch, drop_last=True)),
         # drawn for many clients and epochs at once (bitwise the same streams)
         if self._orders is None:
-            from bnfl.data.datasets import as_index_array
-            from bnfl.fl.batch_orders import BatchOrders
-
             self._orders = BatchOrders([as_index_array(i) for i in self.client_indices], self.batch_size,
                                        self.config.seed)
         return self._orders.batches(c, epoch, self.cursors)
@@ -234,7 +233,7 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         ``config.augment`` says so: :mod:`bnfl.fl.augment`)."""
         ids = self.next_batch_ids(c)
         x, y = self._samples(ids)
-        return (x, y) if self._augment is None else (self._augment.augment(x, self._augment.drawn(self, c, len(ids))), y)
+        return (x, y) if self._augment is None else (self._augment.augment(x, self._augment.drawn(self.cursors, c, len(ids))), y)
 
     def next_batch_ids(self, c: int) -> Tensor:
         """The sample ids of client ``c``'s next mini-batch (:meth:`next_batch` without the samples)."""
@@ -472,8 +471,6 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         bnfl._folder_lock.FolderBusyError
             Another process is writing to ``config.checkpoint_dir``.
         """
-        from bnfl import _folder_lock
-
         with _folder_lock.locked(self.config.checkpoint_dir if getattr(self, "rank", 0) == 0 else None):
             return self._run(resume=resume, stop_after=stop_after, overwrite=overwrite)
 
@@ -482,7 +479,9 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         loaded = self._start(resume=resume, overwrite=overwrite)
         if not loaded and self.round == 0:
             torch.manual_seed(cfg.seed)
-        from tqdm.auto import tqdm
+        from tqdm.auto import (
+            tqdm,  # probes for a notebook's widgets: loaded when a run starts, not with bnfl
+        )
 
         last = cfg.rounds if stop_after is None else min(cfg.rounds, stop_after)
         bar = tqdm(range(self.round + 1, last + 1), desc=self.algorithm.name, disable=not cfg.progress, leave=False)
