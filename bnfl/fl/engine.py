@@ -4,7 +4,8 @@ One :class:`Simulation` holds the global model, the clients' persistent state (l
 momentum buffers, batch cursors) and a :class:`~bnfl.fl.comm.Channel` through which every
 exchange goes. A round ``r`` (1-based):
 
-1. the round's clients are drawn (seeded; :func:`bnfl.data.partition.participation`);
+1. the round's clients are drawn (seeded; :func:`bnfl.data.partition.participation`) and the
+   algorithm describes the round's messages (:class:`~bnfl.fl.RoundPlan`), which the engine obeys;
 2. the server broadcasts every state key that is not client-local (plus algorithm extras);
 3. each client loads what it received over its own local state and takes ``E`` local SGD steps
    (``local_unit="steps"``) or epochs; an algorithm that couples the first step across clients

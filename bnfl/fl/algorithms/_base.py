@@ -26,6 +26,8 @@ class Algorithm:
     server_state: ClassVar[frozenset[str]] = frozenset()
     weighting: ClassVar[str] = "size"
     personalized: ClassVar[bool] = False  # evaluate each client's own model (FedTAN protocol)
+    #: descriptions that :meth:`round_plan` and :meth:`partition` turn into the round's plan and the
+    #: build-time pooling; no backend reads them (``tests/test_fl_exchange.py``)
     communicates: ClassVar[bool] = True
     centralized: ClassVar[bool] = False
     #: SGD momentum across rounds (:mod:`bnfl.fl.algorithms._momentum`): by default the run's

@@ -291,7 +291,7 @@ class HBN(_ServerStatistics, Algorithm):
         return new
 
     def round_plan(self, r):
-        plan = self.solver.round_plan(r)  # a shared-model FedAvg-type solver's (checked in __init__)
+        plan = super().round_plan(r)  # its coupled_step and frozen_stats: the solver's (forwarded), or a subclass's
         if self.alpha_sharing == "averaged":  # client_start reads the server's state, no message carries it
             plan = dataclasses.replace(plan, outside_messages=(
                 "HBN alpha_sharing='averaged' gives first-time clients the server's average alpha outside the "
