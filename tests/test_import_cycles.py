@@ -133,4 +133,4 @@ def test_config_and_flower_import_one_way():
     for flower in ("bnfl.fl.flower", "bnfl.fl.flower_setup", "bnfl.fl.flower_client"):
         assert "bnfl.fl.config" not in imports(flower, known[flower], known), flower
     assert "bnfl.fl.flower" in imports("bnfl.fl.config", known["bnfl.fl.config"], known)
-    assert "bnfl.fl.builder" in imports("bnfl.fl.flower_setup", known["bnfl.fl.flower_setup"], known)
+    assert "bnfl.fl.builder" in imports("bnfl.fl.flower", known["bnfl.fl.flower"], known)  # setup_from_config
