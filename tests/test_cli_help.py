@@ -79,6 +79,8 @@ def test_user_errors_name_no_private_functions():
         fl.Simulation(sim.model, bad, sim.algorithm, sim.config)
 
     class OwnClients(fl.Simulation):  # a backend that trains its clients itself, as Flower's does
+        clients_elsewhere = True
+
         def _run_clients(self, r, clients, received, *, lr, frozen, first):
             return super()._run_clients(r, clients, received, lr=lr, frozen=frozen, first=first)
 

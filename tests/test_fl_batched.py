@@ -321,9 +321,12 @@ def test_unbatchable_conv_layers_fall_back_and_are_named(method):
 
 
 def test_a_backend_that_runs_its_own_clients_is_not_batched():
-    """A backend overriding ``_run_clients`` (Flower) runs the round itself: History.meta says so."""
+    """A backend whose clients train elsewhere (Flower) says so (``clients_elsewhere``, a class
+    attribute, not inferred from which methods it overrides): History.meta says it is not batched."""
 
     class OwnClients(fl.Simulation):
+        clients_elsewhere = True
+
         def _run_clients(self, r, clients, received, *, lr, frozen, first):
             return super()._run_clients(r, clients, received, lr=lr, frozen=frozen, first=first)
 

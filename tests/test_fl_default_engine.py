@@ -11,7 +11,7 @@ import pytest
 
 from bnfl import fl
 from bnfl.fl import config
-from bnfl.fl.engine_choice import engine_line
+from bnfl.fl.batched import engine_line
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fedtan_digits.toml"
 

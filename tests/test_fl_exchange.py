@@ -15,6 +15,7 @@ only the exchange; ``bnfl.fl`` reads the Method table where it is defined, not t
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ FL = ROOT / "bnfl" / "fl"
 #: the modules that run an algorithm (issue 26's backends)
 BACKENDS = ["engine.py", "_local.py", "_evaluate.py", "batched.py", "batched_sgd.py", "batched_together.py",
             "lockstep.py", "distributed.py", "cross_silo.py", "flower.py", "flower_client.py", "flower_setup.py",
-            "_flower_records.py", "_checkpoint.py", "engine_choice.py"]
+            "_flower_records.py", "_checkpoint.py"]
 #: traits of the coupled-step and momentum families, and the mode strings they were spelled with
 TRAITS = {"first_step", "momentum_mode"}
 MODES = {"fedtan", "stats", "local", "global", "reset"}
@@ -50,18 +51,9 @@ def _trait_reads(path: Path) -> list[str]:
     return found
 
 
-#: branches on other families' traits that remain (issue 26, not yet policies): HBN's refusal on Flower
-REMAINING = {"flower_setup.py": ("alpha_sharing",)}
-
-
 def test_no_backend_reads_a_coupled_step_or_momentum_trait():
     assert all((FL / f).exists() for f in BACKENDS)
-    found = []
-    for f in BACKENDS:
-        lines = (FL / f).read_text(encoding="utf-8").splitlines()
-        found += [hit for hit in _trait_reads(FL / f)
-                  if not any(t in lines[int(hit.split(":")[1].split()[0]) - 1] for t in REMAINING.get(f, ()))]
-    assert found == []
+    assert [hit for f in BACKENDS for hit in _trait_reads(FL / f)] == []
 
 
 def test_the_trait_scan_finds_what_it_looks_for(tmp_path):
@@ -69,6 +61,102 @@ def test_the_trait_scan_finds_what_it_looks_for(tmp_path):
     p = tmp_path / "old.py"
     p.write_text("if alg.first_step(r) == 'fedtan':\n    pass\nif sim.momentum_mode in ('local', 'global'):\n    pass\n")
     assert len(_trait_reads(p)) == 4  # two reads, two comparisons
+
+
+# -- issue 37: algorithms describe their round (RoundPlan), backends obey ------------------------------
+#: the traits a round's plan replaces (``communicates``: an empty plan; ``centralized``: a partition
+#: transform at build time; ``frozen_stats``: the plan's ``freeze_bn``; HBN's ``alpha_sharing``: the
+#: plan's ``outside_messages``); only the algorithms read them
+PLAN_TRAITS = {"centralized", "communicates", "frozen_stats", "alpha_sharing"}
+#: modules of bnfl/fl that run no round, and why their strings may spell a method id
+NOT_BACKENDS = {
+    "config_schema.py": "the run config's schema: its default method id",
+    "accounting.py": "the communication-volume calculator: its default method id",
+    "_volume.py": "the volume formulas, keyed by the Method table's communication schemes",
+    "coupled.py": "the coupled step's own aggregate modes ('fedtan', 'stats')",
+    "methods.py": "the Method table itself: where every method id is defined, once",
+}
+
+
+def _method_ids() -> set[str]:
+    """Every method id of the Method table and every algorithm name."""
+    from bnfl import methods
+
+    return set(methods.METHODS.available()) | set(fl.ALGORITHMS.available())
+
+
+def _plan_trait_reads(path: Path, ids: set[str]) -> list[str]:
+    """``file:line`` of every read of a :data:`PLAN_TRAITS` attribute (also by ``getattr``/``hasattr``)
+    and every string constant that is a method id (docstrings aside)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in PLAN_TRAITS:
+            found.append(f"{path.name}:{node.lineno} .{node.attr}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in PLAN_TRAITS):
+            found.append(f"{path.name}:{node.lineno} {node.func.id}(..., {node.args[1].value!r})")
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ids
+              and id(node) not in docs):
+            found.append(f"{path.name}:{node.lineno} names method {node.value!r}")
+    return found
+
+
+def _backend_modules() -> list[Path]:
+    """Every module of bnfl/fl that runs a round: all but the algorithms and :data:`NOT_BACKENDS`."""
+    return [f for f in sorted(FL.glob("*.py")) if f.name not in NOT_BACKENDS]
+
+
+def test_no_backend_reads_a_method_trait_or_names_a_method():
+    backends = _backend_modules()
+    assert {f.name for f in backends} >= set(BACKENDS) and all((FL / f).exists() for f in NOT_BACKENDS)
+    ids = _method_ids()
+    assert {"fedavg+bn", "fedtan", "centralized", "hbn", "fixbn"} <= ids
+    assert [hit for f in backends for hit in _plan_trait_reads(f, ids)] == []
+
+
+def test_the_plan_trait_scan_finds_what_it_looks_for(tmp_path):
+    """The scan above fails on the branches bnfl 4f21679 had (13 sites: engine.py, batched.py,
+    distributed.py, cross_silo.py, flower_setup.py)."""
+    p = tmp_path / "old.py"
+    p.write_text("if alg.centralized or not alg.communicates:\n    frozen = alg.frozen_stats(r)\n"
+                 "if getattr(alg, 'alpha_sharing', 'local') != 'local' or alg.name == 'hbn':\n    pass\n"
+                 "def f():\n    '''A docstring naming fedtan is no read.'''\n")
+    assert len(_plan_trait_reads(p, _method_ids())) == 5
+
+
+def test_a_backend_refuses_from_the_plan_never_from_the_class():
+    """A user's algorithm that keeps the default traits but plans what Flower cannot carry is
+    refused from its plan; the paper's HBN travels, its averaged-alpha ablation does not."""
+    from bnfl.fl.flower_setup import FlowerSetup
+
+    class Outside(fl.FedAvg):
+        def round_plan(self, r):
+            return dataclasses.replace(super().round_plan(r), outside_messages="my clients read the server's state")
+
+    class Silent(fl.FedAvg):
+        def round_plan(self, r):
+            return fl.RoundPlan(download=False, upload=False) if r == 2 else super().round_plan(r)
+
+    cfg = _cfg(checkpoint_dir=None)
+    with pytest.raises(ValueError, match="my clients read the server's state"):
+        FlowerSetup(model=_model(), data=_data(), algorithm=Outside(), config=cfg)
+    with pytest.raises(ValueError, match="round 2 sends no model"):
+        FlowerSetup(model=_model(), data=_data(), algorithm=Silent(), config=cfg)
+    with pytest.raises(ValueError, match="alpha_sharing='local'"):
+        FlowerSetup(model=_model(), data=_data(), algorithm=fl.HBN(alpha_sharing="averaged"), config=cfg)
+    FlowerSetup(model=_model(), data=_data(), algorithm=fl.HBN(), config=cfg)  # the paper's HBN travels
+
+
+def test_an_empty_plan_sends_nothing_and_pooling_is_a_partition():
+    silent = _run(fl.SingleNet())
+    assert fl.SingleNet().round_plan(1).empty and silent.channel.bytes_up == silent.channel.bytes_down == 0
+    pooled = fl.Simulation(_model(), _data(), fl.Centralized(), _cfg())
+    assert pooled.num_clients == 1 and pooled.batch_size == 5 * 4
+    assert np.array_equal(pooled.client_indices[0], np.concatenate(_data().clients))
 
 
 def _imported(path: Path) -> set[str]:

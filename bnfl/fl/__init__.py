@@ -35,6 +35,7 @@ from bnfl.fl.algorithms import (
     FedWon,
     FixBN,
     MomentumPolicy,
+    RoundPlan,
     Scaffold,
     SiloBN,
     SingleNet,
@@ -61,7 +62,7 @@ from bnfl.fl.state import state_groups
 
 __all__ = [
     "ALGORITHMS", "ClientContext", "FBN", "HBN", "ServerContext", "RunConfig", "build", "load_config", "run", "Algorithm", "Centralized", "Channel", "CommVolume", "CoupledStep",
-    "CoupledFirstStep", "MomentumPolicy",
+    "CoupledFirstStep", "MomentumPolicy", "RoundPlan",
     "DivergenceError", "FedACG", "FedAdam", "FedSAM", "FedWon", "MOON", "FedAvg", "FedAvgAlg2", "FedBN", "FedProx", "FedTAN", "FedTAN2",
     "FederatedData", "FixBN", "History", "Schedule", "Scaffold", "SiloBN", "Simulation",
     "SingleNet", "TrainConfig", "accuracy", "comm_volume", "coupled_first_step", "ema_global_stats", "hbn_client_stats",

@@ -14,7 +14,6 @@ import torch
 
 from bnfl.fl import _rundir
 from bnfl.fl._history_file import HistoryFile, read_rows
-from bnfl.fl._run import History
 
 
 def to_device(value: Any, device: torch.device) -> Any:
@@ -76,7 +75,7 @@ class CheckpointMixin:
         if "history" in s:
             h = s["history"]
             h = json.loads(h) if isinstance(h, str) else h  # a JSON string; a dict before
-            self.history = History(rows=h["rows"], meta=self.history.meta)
+            self.history = type(self.history)(rows=h["rows"], meta=self.history.meta)
         torch.set_rng_state(s["torch_rng"])
         _rundir.set_numpy_rng_state(s["numpy_rng"])
         if s.get("cuda_rng") is not None and self.device.type == "cuda":
@@ -119,7 +118,7 @@ class CheckpointMixin:
                                               f"is at row {n}: the history was cut; start again with --overwrite")
         self.load_state_dict(s)
         if rows is not None:
-            self.history = History(rows=rows[:n], meta=self.history.meta)
+            self.history = type(self.history)(rows=rows[:n], meta=self.history.meta)
         self.global_state = {k: v.to(self.device) for k, v in self.global_state.items()}
         self.client_algorithm = {c: to_device(v, self.device) for c, v in self.client_algorithm.items()}
         self.server.state = to_device(self.server.state, self.device)

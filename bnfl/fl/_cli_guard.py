@@ -10,13 +10,13 @@ import sys
 import warnings
 from collections.abc import Callable
 
+from bnfl.fl._run import DivergenceError
+from bnfl.fl._rundir import ResumeWarning
+from bnfl.fl.distributed import RankLostError
+
 
 def guarded(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """``fn(args)`` with its errors as ValueErrors (one line) and resume warnings as lines on stderr."""
-    from bnfl.fl._run import DivergenceError
-    from bnfl.fl._rundir import ResumeWarning
-    from bnfl.fl.distributed import RankLostError
-
     with warnings.catch_warnings():
         warnings.simplefilter("always", ResumeWarning)
         show = warnings.showwarning

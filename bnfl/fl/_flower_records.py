@@ -33,7 +33,7 @@ from bnfl import _safe_torch
 from bnfl.fl._checkpoint import to_device
 
 if TYPE_CHECKING:
-    from bnfl.fl.engine import Simulation
+    from bnfl.fl._host import ClientHost
 
 __all__ = ["from_arrays", "load_client_state", "save_client_state", "state_from_bytes", "state_to_bytes", "to_arrays"]
 
@@ -66,7 +66,7 @@ def state_from_bytes(data: bytes, device: torch.device | str = "cpu") -> dict[st
     return to_device(_safe_torch.load(io.BytesIO(bytes(data)), map_location=None), torch.device(device))
 
 
-def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
+def save_client_state(sim: ClientHost, c: int, state: RecordDict, run: int = 0) -> None:
     """Write client ``c``'s persistent state in run ``run`` from the client-side ``sim`` into
     ``state`` (its node's ``Context.state``): local groups, batch cursor, algorithm state."""
     LOCAL, CLIENT = _names(run)
@@ -77,7 +77,7 @@ def save_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) 
                                   "algorithm": state_to_bytes(sim.client_algorithm.get(c, {}))})
 
 
-def load_client_state(sim: Simulation, c: int, state: RecordDict, run: int = 0) -> None:
+def load_client_state(sim: ClientHost, c: int, state: RecordDict, run: int = 0) -> None:
     """Restore what :func:`save_client_state` wrote for run ``run`` into the client-side ``sim``
     (nothing on a client's first message). Refuses a Context that holds another client's state."""
     LOCAL, CLIENT = _names(run)

@@ -31,7 +31,7 @@ def env_bin_on_path(environ: dict[str, str] | Any = os.environ) -> Path:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    try:
+    try:  # Flower is an optional dependency (the [flower] extra)
         from flwr.cli.app import app
     except ImportError as err:
         raise ValueError(f"bnfl flwr needs Flower ({err}); install the extra: pip install -e '.[flower]'") from None

@@ -20,14 +20,22 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bnfl import _atomic
-from bnfl.fl._run import History
 
 __all__ = ["HistoryFile", "read_rows"]
 
 _CLOSE = b"\n]}\n"
+
+
+class _History(Protocol):
+    """What is written of a :class:`bnfl.fl.History` (this module sits below :mod:`bnfl.fl._run`)."""
+
+    rows: list[dict[str, Any]]
+    meta: dict[str, Any]
+
+    def dumps(self) -> str: ...
 
 
 @dataclass
@@ -39,7 +47,7 @@ class HistoryFile:
     _rows: int = 0
     _size: int = -1
 
-    def sync(self, history: History) -> None:
+    def sync(self, history: _History) -> None:
         """Write the rows added since the last sync (the whole file when the meta changed, rows
         were removed, or the file is not the one written last)."""
         meta = json.dumps(history.meta)

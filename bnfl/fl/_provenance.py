@@ -5,8 +5,13 @@ in ``history.json``'s meta by :func:`bnfl.fl.run` so that a folder found later c
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from typing import Any
+
+import torch
+
+from bnfl._version import __version__, git_commit
 
 __all__ = ["describe", "machine"]
 
@@ -16,12 +21,6 @@ def machine() -> dict[str, Any]:
     """The machine and software a run used: CPU model, cores, OS, Python, torch (and its CUDA
     build), bnfl version and the git commit of the checkout bnfl is imported from (``None``
     outside a git checkout)."""
-    import os
-
-    import torch
-
-    from bnfl._version import __version__, git_commit
-
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

@@ -17,7 +17,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from bnfl import (
+    _atomic,
+    _run_groups,  # the module, not its name: _run_groups draws with plots, which reads the
+)
+
+# method table in bnfl.fl, so a first import of bnfl.runs reaches this module while _run_groups is half made
 from bnfl.data import as_index_array
+from bnfl.data.augment import AUGMENTATIONS, black_value
 from bnfl.fl.schedules import Schedule
 
 #: History fields that depend on the machine, not the computation.
@@ -33,7 +40,6 @@ TRAIN_MAX_LOSS = 1000.0
 
 class DivergenceError(RuntimeError):
     """A local loss became NaN or Inf. ``.history`` holds every completed round."""
-
     def __init__(self, message: str, history: History) -> None:
         super().__init__(message)
         self.history = history
@@ -98,7 +104,6 @@ class TrainConfig:
         ``bnfl train`` sets :data:`TRAIN_MAX_LOSS` unless ``[train] max_loss`` is given
         (``inf`` turns it off). A non-finite local loss stops every run, whatever this is.
     """
-
     rounds: int = 10
     local_steps: int = 1
     local_unit: str = "steps"
@@ -147,7 +152,6 @@ class TrainConfig:
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
         if self.batched not in ("off", "auto", "on"):
             raise ValueError(f"batched must be 'off', 'auto' or 'on', got {self.batched!r}")
-        from bnfl.data.augment import AUGMENTATIONS
 
         if self.augment not in AUGMENTATIONS:
             raise ValueError(f"augment must be one of {', '.join(map(repr, AUGMENTATIONS))}, got {self.augment!r}")
@@ -184,7 +188,6 @@ class FederatedData:
         Per-channel mean and std of stored uint8 pixels (``x_train``/``x_test`` uint8): each batch
         is standardised with them on the device (:mod:`bnfl.data.stored`).
     """
-
     x_train: Tensor
     y_train: Tensor
     x_test: Tensor
@@ -259,8 +262,6 @@ class FederatedData:
     @classmethod
     def from_split(cls, split: Any, clients: Sequence[Sequence[int]], client_test=None) -> FederatedData:
         """From a :class:`bnfl.data.Split` and a partition."""
-        from bnfl.data.augment import black_value
-
         meta = getattr(split, "meta", None) or {}  # a Split, or any object with its four tensors
         pad = black_value(meta, int(split.x_train.shape[1])) if split.x_train.dim() == 4 else None
         norm = (torch.as_tensor(meta["mean"]).reshape(-1), torch.as_tensor(meta["std"]).reshape(-1)) \
@@ -272,7 +273,6 @@ class FederatedData:
 @dataclass
 class History:
     """One dict per round; JSON/CSV convertible."""
-
     rows: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -299,8 +299,6 @@ class History:
         Each piece goes through json's C encoder (an ``indent`` would select the pure-Python one,
         which made a checkpoint every round cost a small model's round several times over).
         Atomic: an interrupted write leaves the previous file."""
-        from bnfl import _atomic
-
         _atomic.write_text(path, self.dumps(), fsync=False)
 
     def dumps(self) -> str:
@@ -313,7 +311,6 @@ class History:
         fields: list[str] = []
         for row in self.rows:
             fields += [k for k in row if k not in fields]
-        from bnfl import _atomic
 
         with _atomic.atomic_path(path, fsync=False) as tmp, open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=fields)
@@ -325,9 +322,7 @@ class History:
         """Test accuracy and loss against rounds, of this run and ``others`` on one figure (the
         seeds of one configuration as a band: :func:`bnfl.runs.plot_runs`); returns the Figure,
         nothing is written (``fig.savefig("curves.png")``; ``.svg``, ``.pdf`` too)."""
-        from bnfl._run_groups import plot_runs
-
-        return plot_runs([self, *others], loss=loss)
+        return _run_groups.plot_runs([self, *others], loss=loss)
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> History:

@@ -11,17 +11,14 @@ batches in one call (:func:`augment_rows`): the same crops and flips of the same
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from bnfl.data.augment import AUGMENTATIONS, CropFlip, crop_flip, draw_crop_flip
-
-if TYPE_CHECKING:
-    from bnfl.fl.engine import Simulation
 
 __all__ = ["BatchAugmenter", "augment_rows", "make_augmenter"]
 
@@ -45,9 +42,10 @@ class BatchAugmenter:
         self.aug, self.seed, self.fill = aug, int(seed), fill
 
     @staticmethod
-    def drawn(sim: Simulation, c: int, n: int) -> Drawn:
-        """The identity of the batch of ``n`` samples client ``c`` just drew from ``sim``."""
-        epoch, pos = sim.cursors[c]
+    def drawn(cursors: Mapping[int, Sequence[int]], c: int, n: int) -> Drawn:
+        """The identity of the batch of ``n`` samples client ``c`` just drew (``cursors``: the
+        simulation's batch cursors ``[epoch, position]`` by client, after the draw)."""
+        epoch, pos = cursors[c]
         return (int(c), int(epoch), int(pos) - 1, int(n))
 
     def params(self, batch: Drawn, rows: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -48,7 +48,7 @@ FedSAM, HBN on them, HBN's moving-average and fixed-alpha ablations; a model wit
 runs sequentially under ``batched="auto"`` and raises under
 ``batched="on"``. The results equal the sequential engine's up to rounding (float64: 1e-12;
 float32: 1e-5, see ``tests/test_fl_batched.py``), not bitwise; ``TrainConfig.batched`` defaults
-to ``"auto"`` and ``"off"`` is the bitwise reference (:mod:`bnfl.fl.engine_choice`).
+to ``"auto"`` and ``"off"`` is the bitwise reference (:func:`choose`).
 """
 
 from __future__ import annotations
@@ -65,16 +65,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep
 from bnfl.fl._evaluate import _cross_entropy
-from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
-from bnfl.fl.batched_together import (
-    ClientWork,
-    DeferredCoupledStep,
-    in_round_order,
-    run_together,
-    same_samples,
-)
 from bnfl.fl.device_options import DeviceOptions, GraphedStep
 from bnfl.functional import ema
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
@@ -82,10 +74,10 @@ from bnfl.nn.batched import BatchedNet, batching_obstacle
 from bnfl.stats import Moments
 
 if TYPE_CHECKING:
-    from bnfl.fl.engine import Simulation
+    from bnfl.fl._host import ClientHost
 
-__all__ = ["BATCHED_MODES", "BatchedClients", "ClientWork", "DeferredCoupledStep", "StackedSGD", "batched_obstacle",
-           "run_together", "select_batched"]
+__all__ = ["BATCHED_MODES", "BatchedClients", "DeferredCoupledStep", "StackedSGD", "batched_obstacle", "choose",
+           "engine_line", "in_round_order", "same_samples", "select_batched"]
 
 #: ``TrainConfig.batched``: never, where possible, or always (an error naming the obstacle).
 BATCHED_MODES = ("off", "auto", "on")
@@ -96,7 +88,7 @@ _GRAPHS_KEPT = 4
 _MISSING = object()
 
 
-def batched_obstacle(sim: Simulation) -> str | None:
+def batched_obstacle(sim: ClientHost) -> str | None:
     """Why the clients of ``sim`` cannot train as one batched computation, or ``None``.
 
     The algorithm says what it needs (:meth:`Algorithm.batching_obstacle
@@ -104,14 +96,13 @@ def batched_obstacle(sim: Simulation) -> str | None:
     FedSAM's perturbed weights); a model needs layers that
     :func:`~bnfl.nn.batched.batching_obstacle` accepts.
     """
-    base = next(c for c in reversed(type(sim).__mro__) if "_run_clients" in vars(c))  # Simulation (no import cycle)
-    if type(sim)._run_clients is not base._run_clients:
+    if sim.clients_elsewhere:
         return "this engine runs the clients itself (on Flower: each on its own node), not as one computation here"
     why = sim.algorithm.batching_obstacle()
     return why if why is not None else batching_obstacle(sim.model)
 
 
-def select_batched(sim: Simulation) -> tuple[BatchedClients | None, str]:
+def select_batched(sim: ClientHost) -> tuple[BatchedClients | None, str]:
     """The batched engine for ``sim`` per ``sim.config.batched`` and why (or why not).
 
     ``"off"``: ``None``; ``"auto"``: batched unless :func:`batched_obstacle`; ``"on"``: batched
@@ -127,6 +118,84 @@ def select_batched(sim: Simulation) -> tuple[BatchedClients | None, str]:
         raise ValueError(f"batched='on' but this run cannot be batched: {why}. Use batched='auto' (falls back to "
                          "the sequential engine) or 'off'")
     return None, why
+
+
+@dataclass(frozen=True)
+class DeferredCoupledStep:
+    """The algorithm's coupled first step left to the batched engine (:meth:`~bnfl.fl.batched.BatchedClients.defer_first_step`):
+    step 1 of the round's local steps runs the BN layers coupled (:func:`~bnfl.nn.batched.coupled_batch_norm`)
+    with the participants' weights ``weights`` (:math:`p_i`, in the order of the participants)."""
+
+    step: Any  # the algorithm's CoupledFirstStep (bnfl.fl.algorithms, which sits above this engine's pieces)
+    weights: tuple[float, ...]
+
+
+def in_round_order(rows: Sequence[Any], uploads: Mapping[Any, dict[str, Tensor]],
+                   losses: Mapping[Any, float]) -> tuple[list[dict[str, Tensor]], list[float]]:
+    """One simulation's uploads and losses in the order of its participants."""
+    ordered = sorted(rows, key=lambda row: row.index)
+    return [uploads[row] for row in ordered], [losses[row] for row in ordered]
+
+
+def same_samples(a: ClientHost, b: ClientHost) -> bool:
+    """Whether two simulations hold the same training tensors (the same data loaded once: seeds
+    of one configuration differ in their partition, not in their samples)."""
+    return a._rows is None and b._rows is None and a.x_train is b.x_train and a.y_train is b.y_train
+
+
+# -- which engine trains a simulation's clients, and the line that says why -------------------------
+# Which engine trains a simulation's clients, and the line that says why.
+# :class:`~bnfl.fl.TrainConfig` ``batched`` picks between the batched engine
+# (:mod:`bnfl.fl.batched`, the default where it can run: ``"auto"``) and the sequential one (the
+# reference, one client at a time). :func:`choose` makes the choice for a
+# :class:`~bnfl.fl.Simulation` and writes it to ``History.meta["batched"]``: the mode asked for,
+# whether the batched engine is used, the reason, and one line a person reads, e.g.::
+#     batched: batched='auto' chose the batched engine: the clients share one architecture (Net)
+#     and nothing in FedTAN or the model needs one client at a time; equal to batched='off' up to
+#     rounding, not bitwise
+#     sequential: batched='auto' fell back to the sequential engine: MOON defines its own
+#     local_loss, which runs one client's model (...)
+# A backend whose clients run elsewhere (Flower's nodes) runs them one by one through
+# :meth:`Simulation.client_round <bnfl.fl.Simulation.client_round>`: ``"auto"`` is sequential
+# there and the line says so; a torch.distributed rank batches its own participants.
+_NOT_BITWISE = "equal to batched='off' up to rounding, not bitwise"
+
+
+def engine_line(mode: str, used: bool, why: str, *, model: str = "", algorithm: str = "") -> str:
+    """The one-line account of the engine choice (``History.meta["batched"]["line"]``).
+
+    Parameters
+    ----------
+    mode : {"off", "auto", "on"}
+        ``TrainConfig.batched``.
+    used : bool
+        Whether the batched engine trains the clients.
+    why : str
+        :func:`bnfl.fl.batched.select_batched`'s reason (the obstacle when it fell back).
+    model, algorithm : str
+        Class names of the model and the algorithm, for the batched case's reason.
+    """
+    if used:
+        if mode == "on":
+            return f"batched: batched='on' ({_NOT_BITWISE})"
+        arch = f" ({model})" if model else ""
+        alg = f" in {algorithm}" if algorithm else ""
+        return (f"batched: batched='{mode}' chose the batched engine: the clients share one architecture{arch} and "
+                f"nothing{alg} or the model needs one client at a time; {_NOT_BITWISE}")
+    if mode == "off":
+        return "sequential: batched='off' (the reference engine, one client at a time; bitwise reproducible)"
+    return f"sequential: batched='{mode}' fell back to the sequential engine: {why}"
+
+
+def choose(sim: ClientHost) -> tuple[BatchedClients | None, dict[str, Any]]:
+    """The batched engine of ``sim`` (``None``: sequential) and its ``History.meta["batched"]``
+    entry: ``mode``, ``used``, ``why`` and ``line`` (:func:`engine_line`). Raises the
+    ``ValueError`` of :func:`~bnfl.fl.batched.select_batched` under ``batched="on"`` when the run
+    cannot be batched."""
+    engine, why = select_batched(sim)
+    mode, used = sim.config.batched, engine is not None
+    line = engine_line(mode, used, why, model=type(sim.model).__name__, algorithm=type(sim.algorithm).__name__)
+    return engine, {"mode": mode, "used": used, "why": why, "line": line}
 
 
 def graphs_possible(device: torch.device) -> bool:
@@ -163,7 +232,7 @@ class _HookScope:
     client): attributes a client's hook call rebinds are saved for that client and restored before
     its next call, as if the clients ran one by one."""
 
-    def __init__(self, algs: Sequence[Algorithm]) -> None:
+    def __init__(self, algs: Sequence[Any]) -> None:  # the rows' bnfl.fl.Algorithm objects
         self.algs = list(algs)  # row j's algorithm (several simulations' clients train together)
         self.saved: list[dict[str, Any]] = [{} for _ in self.algs]
 
@@ -182,7 +251,7 @@ class _Row:
     """One client of a batched computation: its simulation, id, what it received this round, its
     position among that simulation's participants, and its number of local steps."""
 
-    sim: Simulation
+    sim: ClientHost
     client: int
     received: dict[str, Tensor]
     index: int
@@ -192,7 +261,7 @@ class _Row:
 class BatchedClients:
     """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`select_batched`)."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: ClientHost) -> None:
         self.sim = sim
         alg = sim.algorithm
         used = alg.view_hooks()
@@ -207,7 +276,7 @@ class BatchedClients:
         #: why a capture failed (the steps then run eagerly), or None
         self.graph_error: str | None = None
 
-    def defer_first_step(self, step: CoupledFirstStep, weights: Sequence[float],
+    def defer_first_step(self, step: Any, weights: Sequence[float],
                          frozen: bool) -> DeferredCoupledStep | None:
         """The round's coupled first ``step`` as step 1 of the batched local steps, or None when
         :meth:`CoupledFirstStep.run <bnfl.fl.algorithms._coupled.CoupledFirstStep.run>` must run it:
@@ -244,7 +313,7 @@ class BatchedClients:
 
     def _group(self, r: int, rows: list[_Row], *, lr: float | Sequence[float], frozen: bool,
                first: CoupledStep | DeferredCoupledStep | Mapping[Any, DeferredCoupledStep] | None,
-               ) -> tuple[dict[_Row, dict[str, Tensor]], dict[_Row, float], dict[Simulation, Exception]]:
+               ) -> tuple[dict[_Row, dict[str, Tensor]], dict[_Row, float], dict[ClientHost, Exception]]:
         """The clients ``rows`` (of one or several simulations with the same architecture,
         algorithm and optimiser settings) train ``row.steps`` local steps each, as one
         computation. ``rows`` come in order of non-increasing steps (stable), so at step ``t`` the
@@ -510,7 +579,7 @@ class BatchedClients:
         ids = [row.sim.next_batch_ids(row.client) for row in rows]
         owners = [row.sim for row in rows]
         augmenters = [o._augment for o in owners]
-        drawn = [BatchAugmenter.drawn(row.sim, row.client, i.shape[0]) for row, i in zip(rows, ids, strict=True)] \
+        drawn = [BatchAugmenter.drawn(row.sim.cursors, row.client, i.shape[0]) for row, i in zip(rows, ids, strict=True)] \
             if any(a is not None for a in augmenters) else []
         flat = _padded(ids, n)  # (len(rows)*n,)
         if all(o is owners[0] or same_samples(o, owners[0]) for o in owners):
@@ -552,11 +621,11 @@ class BatchedClients:
         return torch.stack([sim.loss_fn(outs[j, :sizes[j]], ys[j, :sizes[j]]).reshape(()) for j in range(k)])
 
     @staticmethod
-    def _check(losses: Tensor, rows: Sequence[_Row], r: int) -> dict[Simulation, Exception]:
+    def _check(losses: Tensor, rows: Sequence[_Row], r: int) -> dict[ClientHost, Exception]:
         """``losses`` of shape (steps, K): in each simulation, the first client (in its round
         order, ``row.index``) with a non-finite loss diverged, as the sequential engine reports it
         (no client's state has been kept yet); returns each such simulation's error."""
-        failed: dict[Simulation, Exception] = {}
+        failed: dict[ClientHost, Exception] = {}
         if bool(torch.isfinite(losses).all()):
             return failed
         bad = ~torch.isfinite(losses)  # (steps, K)
@@ -572,7 +641,7 @@ class BatchedClients:
         return failed
 
     def _finish(self, net: BatchedNet, opt: StackedSGD, rows: Sequence[_Row], contexts: list, views: list,
-                scope: _HookScope, lr: float | Sequence[float], failed: Mapping[Simulation, Exception],
+                scope: _HookScope, lr: float | Sequence[float], failed: Mapping[ClientHost, Exception],
                 *, copy: bool = False) -> dict[_Row, dict[str, Tensor]]:
         """Keep each client's local state and momentum, return its upload (client_round's end);
         the clients of a simulation in ``failed`` keep nothing."""
@@ -590,21 +659,17 @@ class BatchedClients:
             return {name: b[j].clone() for name, b in mom.items()}
         uploads = {}
         for j, row in enumerate(rows):
-            sim, c, alg = row.sim, row.client, row.sim.algorithm
-            if sim in failed:
+            if row.sim in failed:
                 continue
-            if sim.local_keys:
-                sim.client_local[c] = {key: tensors[key][j].clone() for key in sim.local_keys}
-            up = ({key: tensors[key][j].clone() if copy else tensors[key][j] for key in sim.upload_keys}
-                  if alg.communicates else {})  # copy: the stacked tensors are kept for the next round
-            if self.hooks["extra_upload"]:
-                up.update(scope.call(j, "extra_upload", contexts[j], views[j], row.steps, opt.lr_of(j)))
-            up.update(alg.final_momentum(contexts[j], lambda j=j: momentum(j)))  # kept or uploaded: the algorithm's
-            if contexts[j].state or c in sim.client_algorithm:  # the client's algorithm state, back to its store
-                sim.client_algorithm[c] = contexts[j].state
-            if alg.centralized:
-                sim.global_state = {key: tensors[key][j].clone() for key in sim.global_state}
-            uploads[row] = up
+
+            def extra(j: int = j, row: _Row = row) -> Mapping[str, Tensor]:
+                if not self.hooks["extra_upload"]:
+                    return {}
+                return scope.call(j, "extra_upload", contexts[j], views[j], row.steps, opt.lr_of(j))
+
+            # copy: the stacked tensors are kept for the next round
+            uploads[row] = row.sim.keep_client(row.client, contexts[j], {key: rows_[j] for key, rows_ in tensors.items()},
+                                               extra=extra, momentum=lambda j=j: momentum(j), copy_upload=copy)
         return uploads
 
 

@@ -5,29 +5,19 @@ each simulation asks for (:class:`ClientWork`), whether their clients can share 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
+from bnfl.fl.batched import BatchedClients, DeferredCoupledStep, in_round_order
+
 if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep
-    from bnfl.fl.algorithms import CoupledFirstStep
-    from bnfl.fl.batched import BatchedClients
-    from bnfl.fl.engine import Simulation
+    from bnfl.fl._host import ClientHost
 
-__all__ = ["ClientWork", "DeferredCoupledStep", "combinable", "in_round_order", "run_together", "same_samples", "stacks"]
-
-
-@dataclass(frozen=True)
-class DeferredCoupledStep:
-    """The algorithm's coupled first step left to the batched engine (:meth:`~bnfl.fl.batched.BatchedClients.defer_first_step`):
-    step 1 of the round's local steps runs the BN layers coupled (:func:`~bnfl.nn.batched.coupled_batch_norm`)
-    with the participants' weights ``weights`` (:math:`p_i`, in the order of the participants)."""
-
-    step: CoupledFirstStep
-    weights: tuple[float, ...]
+__all__ = ["ClientWork", "combinable", "run_together", "stacks"]
 
 
 @dataclass(frozen=True)
@@ -44,20 +34,7 @@ class ClientWork:
     first: CoupledStep | DeferredCoupledStep | None
 
 
-def in_round_order(rows: Sequence[Any], uploads: Mapping[Any, dict[str, Tensor]],
-                   losses: Mapping[Any, float]) -> tuple[list[dict[str, Tensor]], list[float]]:
-    """One simulation's uploads and losses in the order of its participants."""
-    ordered = sorted(rows, key=lambda row: row.index)
-    return [uploads[row] for row in ordered], [losses[row] for row in ordered]
-
-
-def same_samples(a: Simulation, b: Simulation) -> bool:
-    """Whether two simulations hold the same training tensors (the same data loaded once: seeds
-    of one configuration differ in their partition, not in their samples)."""
-    return a._rows is None and b._rows is None and a.x_train is b.x_train and a.y_train is b.y_train
-
-
-def _shapes(sim: Simulation) -> tuple:
+def _shapes(sim: ClientHost) -> tuple:
     return (type(sim.model), tuple((n, tuple(t.shape)) for n, t in sim.model.state_dict().items()))
 
 

@@ -1,32 +1,42 @@
-"""The one builder of a :class:`~bnfl.fl.engine.Simulation` from a run config, and the engine table.
+"""The one builder of a run from a run config, and the engine table.
 
-:func:`build` turns a :class:`~bnfl.fl.config_schema.RunConfig` (or a dict, or a TOML path) into a
-Simulation: data (:func:`load_data`), seeded partition (:func:`partition`), model and algorithm, in
-that order. ``bnfl train``, the experiments, the torch.distributed ranks and the Flower apps
+:func:`build_parts` turns a :class:`~bnfl.fl.config_schema.RunConfig` (or a dict, or a TOML path)
+into what every backend runs: data (:func:`load_data`), seeded partition (:func:`partition`), model
+and algorithm, in that order (:class:`Built`); :func:`build_simulation` makes the simulator's
+:class:`~bnfl.fl.engine.Simulation` of them. ``bnfl train`` and the experiments
+(:func:`bnfl.fl.build`), the torch.distributed ranks and the Flower apps
 (:func:`bnfl.fl.flower.setup_from_config`) all build through it. :data:`ENGINES` names the
-backends a run can execute on (:func:`resolve_engine`).
+backends a run can execute on (:func:`resolve_engine`); the backends themselves sit above this
+module (:func:`bnfl.fl.build` picks one).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import numbers
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
+from bnfl import models
+from bnfl.data import load
+from bnfl.data import partition as P
 from bnfl.data.partition_kinds import PARTITIONS
+from bnfl.fl._launch import in_torchrun
+from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.config_schema import RunConfig, as_config
-from bnfl.fl.engine import FederatedData, Simulation
+from bnfl.fl.engine import FederatedData, Simulation, TrainConfig
+from bnfl.fl.methods import get
 
-__all__ = ["ENGINES", "build", "check_labels", "load_data", "partition", "resolve_engine"]
+__all__ = ["ENGINES", "Built", "build_parts", "build_simulation", "check_labels", "load_data", "partition",
+           "resolve_engine"]
 
 
 def load_data(cfg: RunConfig, data_root: str | Path | None = None) -> Any:
     """The :class:`bnfl.data.Split` of ``cfg.data`` (``data_root`` overrides ``data.root``)."""
-    from bnfl.data import load
 
     opts = dict(cfg.data)
     name = opts.pop("name", "digits")
@@ -37,7 +47,6 @@ def load_data(cfg: RunConfig, data_root: str | Path | None = None) -> Any:
 def partition(cfg: RunConfig, split: Any) -> tuple[list, list | None]:
     """Client index arrays of ``cfg.partition`` on ``split``, and per-client test indices
     (``by_domain`` only: each client's domain in the test set)."""
-    from bnfl.data import partition as P
 
     opts = dict(cfg.partition)
     kind = opts.pop("kind", "classes_per_client")
@@ -98,8 +107,6 @@ ENGINES = ("auto", "simulation", "distributed", "flower")
 def resolve_engine(engine: str | None) -> str:
     """``"simulation"``, ``"distributed"`` or ``"flower"``; ``None``/``"auto"``: distributed when
     started by torchrun, else simulation."""
-    from bnfl.fl.distributed import in_torchrun
-
     if engine not in (None, *ENGINES):
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine in (None, "auto"):
@@ -107,18 +114,25 @@ def resolve_engine(engine: str | None) -> str:
     return engine
 
 
-def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None = None,
-          split: Any = None, engine: str | None = "simulation") -> Simulation:
-    """The :class:`Simulation` of a run config (a :class:`RunConfig`, a dict or a TOML path).
+@dataclass(frozen=True)
+class Built:
+    """What a run config builds, for any backend: the initial ``model``, the federated ``data``,
+    the ``algorithm``, the :class:`~bnfl.fl.TrainConfig` and the run's description ``run_meta``
+    (what resuming checks against, besides the Simulation's own: :mod:`bnfl.fl._rundir`)."""
 
-    Data, partition, model (initialised after ``torch.manual_seed(seed)``) and algorithm, in
-    that order. ``split`` is an already loaded :class:`bnfl.data.Split` of ``cfg.data`` (the
-    experiments reuse one per process); ``data_root`` is the folder of local data sets.
-    ``engine``: ``"simulation"`` (one process), ``"distributed"`` (this process is one rank of
-    the torch.distributed job that torchrun started: :mod:`bnfl.fl.distributed`) or ``"auto"``.
-    """
-    from bnfl import models
-    from bnfl.fl.methods import get
+    model: nn.Module
+    data: FederatedData
+    algorithm: Algorithm
+    config: TrainConfig
+    run_meta: dict[str, Any]
+
+
+def build_parts(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None = None,
+                split: Any = None) -> Built:
+    """Data, partition, model (initialised after ``torch.manual_seed(seed)``) and algorithm of a run
+    config, in that order. ``split`` is an already loaded :class:`bnfl.data.Split` of ``cfg.data``
+    (the experiments reuse one per process); ``data_root`` is the folder of local data sets. The
+    method id is looked up once, here."""
 
     cfg = as_config(cfg)
     method = get(cfg.method)
@@ -138,21 +152,15 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
         raise TypeError(f"model: bad option for {name}: {err}") from None
     except ValueError as err:
         raise ValueError(f"model: {err}") from None
-    tc = cfg.train_config()
     run_meta = {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
                 "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition)}
-    if resolve_engine(engine) == "flower":
-        raise ValueError("build() makes a Simulation in this process; for the Flower engine use "
-                         "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.flower.setup_from_config + run_flower")
-    if resolve_engine(engine) == "simulation":
-        sim = Simulation(model, data, method.algorithm(**cfg.method_options), tc)
-        sim.run_config = run_meta  # what resuming checks against, besides the Simulation's own (bnfl.fl._rundir)
-        return sim
-    from bnfl.fl.distributed import DistributedSimulation, init_from_env
+    return Built(model, data, method.algorithm(**cfg.method_options), cfg.train_config(), run_meta)
 
-    init_from_env()
-    if tc.device.startswith("cuda") and torch.cuda.is_available():
-        tc = dataclasses.replace(tc, device=f"cuda:{torch.cuda.current_device()}")  # one GPU per local rank
-    sim = DistributedSimulation(model, data, method.algorithm(**cfg.method_options), tc)
-    sim.run_config = run_meta
+
+def build_simulation(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None = None,
+                     split: Any = None) -> Simulation:
+    """The simulator's :class:`~bnfl.fl.engine.Simulation` of a run config (:func:`build_parts`)."""
+    built = build_parts(cfg, data_root=data_root, split=split)
+    sim = Simulation(built.model, built.data, built.algorithm, built.config)
+    sim.run_config = built.run_meta
     return sim

@@ -46,23 +46,73 @@ Every unknown key, name or wrongly typed value is an error naming the field and 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.distributed as dist
+
+from bnfl import _folder_lock
 from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
+from bnfl.fl._cli_guard import guarded
+from bnfl.fl._provenance import describe
 from bnfl.fl._run import TRAIN_MAX_LOSS, History
+from bnfl.fl._rundir import prepare
 
 # The schema (RunConfig, load_config, as_config) is bnfl.fl.config_schema; the builder and the
-# engine table (build, load_data, partition, ENGINES, resolve_engine) are bnfl.fl.builder; this
-# module runs a config on an engine and is ``bnfl train``.
-from bnfl.fl.builder import ENGINES, build, load_data, partition, resolve_engine
+# engine table (build_parts, load_data, partition, ENGINES, resolve_engine) are bnfl.fl.builder;
+# this module picks the backend a config runs on (build, run) and is ``bnfl train``.
+from bnfl.fl.builder import (
+    ENGINES,
+    build_parts,
+    build_simulation,
+    load_data,
+    partition,
+    resolve_engine,
+)
 from bnfl.fl.config_schema import _SCHEDULE_KEYS as _SCHEDULE_KEYS
 from bnfl.fl.config_schema import RunConfig, as_config, load_config
+from bnfl.fl.distributed import DistributedSimulation, init_from_env
+from bnfl.fl.engine import Simulation
+from bnfl.fl.methods import METHODS
 
 __all__ = ["ENGINES", "PARTITIONS", "RunConfig", "as_config", "build", "load_config", "load_data", "partition",
            "register", "resolve_engine", "run"]
+
+
+def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None = None,
+          split: Any = None, engine: str | None = "simulation") -> Simulation:
+    """The :class:`~bnfl.fl.Simulation` of a run config (a :class:`RunConfig`, a dict or a TOML path).
+
+    Data, partition, model (initialised after ``torch.manual_seed(seed)``) and algorithm, in
+    that order (:func:`bnfl.fl.builder.build_parts`). ``split`` is an already loaded
+    :class:`bnfl.data.Split` of ``cfg.data`` (the experiments reuse one per process);
+    ``data_root`` is the folder of local data sets. ``engine``: ``"simulation"`` (one process),
+    ``"distributed"`` (this process is one rank of the torch.distributed job that torchrun
+    started: :mod:`bnfl.fl.distributed`) or ``"auto"``.
+    """
+    return _build(cfg, data_root=data_root, split=split, engine=resolve_engine(engine))
+
+
+def _build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None, split: Any,
+           engine: str) -> Simulation:
+    """:func:`build` on an ``engine`` already resolved (:func:`resolve_engine`, once per run)."""
+    if engine == "flower":
+        raise ValueError("build() makes a Simulation in this process; for the Flower engine use "
+                         "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.flower.setup_from_config + run_flower")
+    if engine == "simulation":
+        return build_simulation(cfg, data_root=data_root, split=split)
+    built = build_parts(cfg, data_root=data_root, split=split)
+    init_from_env()
+    tc = built.config
+    if tc.device.startswith("cuda") and torch.cuda.is_available():
+        tc = dataclasses.replace(tc, device=f"cuda:{torch.cuda.current_device()}")  # one GPU per local rank
+    sim = DistributedSimulation(built.model, built.data, built.algorithm, tc)
+    sim.run_config = built.run_meta
+    return sim
 
 
 def run(cfg: RunConfig | Mapping[str, Any] | str | Path, *, resume: bool = False,
@@ -73,20 +123,18 @@ def run(cfg: RunConfig | Mapping[str, Any] | str | Path, *, resume: bool = False
     ``resume``/``overwrite``: a folder holding a run needs one of them (:mod:`bnfl.fl._rundir`).
     The folder is locked while the run writes to it (:mod:`bnfl._folder_lock`): a second run into
     it is refused in one line naming this one's pid."""
-    from bnfl import _folder_lock
+    return _run(as_config(cfg), resume=resume, engine=resolve_engine(engine), overwrite=overwrite)
 
-    cfg = as_config(cfg)
-    writer = resolve_engine(engine) != "distributed" or os.environ.get("RANK", "0") == "0"  # rank 0 writes
+
+def _run(cfg: RunConfig, *, resume: bool, engine: str, overwrite: bool) -> History:
+    """:func:`run` on an ``engine`` already resolved (:func:`resolve_engine`, once per run)."""
+    writer = engine != "distributed" or os.environ.get("RANK", "0") == "0"  # rank 0 writes
     with _folder_lock.locked(cfg.out if writer else None):
-        return _run(cfg, resume=resume, engine=engine, overwrite=overwrite)
+        return _run_locked(cfg, resume=resume, engine=engine, overwrite=overwrite)
 
 
-def _run(cfg: RunConfig, *, resume: bool, engine: str | None, overwrite: bool) -> History:
-    from bnfl.fl._provenance import describe
-
-    if resolve_engine(engine) == "flower":
-        from bnfl.fl._rundir import prepare
-
+def _run_locked(cfg: RunConfig, *, resume: bool, engine: str, overwrite: bool) -> History:
+    if engine == "flower":
         if not resume:
             prepare(cfg.out, resume=False, overwrite=overwrite)
         hist = _run_flower(cfg, resume=resume)
@@ -94,8 +142,8 @@ def _run(cfg: RunConfig, *, resume: bool, engine: str | None, overwrite: bool) -
         if cfg.out:
             hist.to_json(Path(cfg.out) / "history.json")
         return hist
-    sim = build(cfg, engine=engine)
-    sim.history.meta.update(describe(cfg, resolve_engine(engine)))  # what ran, where: the folder says it
+    sim = _build(cfg, data_root=None, split=None, engine=engine)
+    sim.history.meta.update(describe(cfg, engine))  # what ran, where: the folder says it
     hist = sim.run(resume=resume, overwrite=overwrite)
     if cfg.out and getattr(sim, "rank", 0) == 0:
         out = Path(cfg.out)
@@ -109,7 +157,7 @@ def _run_flower(cfg: RunConfig, *, resume: bool) -> History:
     if resume:
         raise ValueError("--resume does not work with --engine flower: the clients' state lives in the Flower "
                          "nodes and ends with the run (no checkpoints); rerun, or use the simulation engine")
-    try:
+    try:  # Flower is an optional dependency (the [flower] extra): imported when a run asks for it
         from bnfl.fl.flower import run_flower, setup_from_config
     except ImportError as err:
         raise ValueError(f"--engine flower needs Flower ({err}); install the extra: pip install -e '.[flower]'") from None
@@ -117,8 +165,6 @@ def _run_flower(cfg: RunConfig, *, resume: bool) -> History:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    from bnfl.fl._cli_guard import guarded
-
     return guarded(_cli_run, args)
 
 
@@ -149,10 +195,8 @@ def _cli_run(args: argparse.Namespace) -> int:
         d["train"].setdefault("max_loss", TRAIN_MAX_LOSS)  # bnfl train stops a diverging run (TrainConfig.max_loss)
     cfg = RunConfig.from_dict(d)
     engine = resolve_engine(args.engine)
-    hist = run(cfg, resume=args.resume, engine=engine, overwrite=args.overwrite)
+    hist = _run(cfg, resume=args.resume, engine=engine, overwrite=args.overwrite)
     if engine == "distributed":
-        import torch.distributed as dist
-
         rank = dist.get_rank()
         dist.destroy_process_group()
         if rank != 0:
@@ -183,8 +227,6 @@ def _bytes(n: int | None) -> str:
 
 def register(subparsers: Any) -> None:
     """Add ``bnfl train`` to the ``bnfl`` command line."""
-    from bnfl.fl.methods import METHODS
-
     p = subparsers.add_parser("train", help="run a federated simulation from a TOML config or flags",
                               description="Run a federated simulation; writes history.json/.csv to --out. "
                                           "--method, --model and --data also take an import string "

@@ -17,6 +17,8 @@ from typing import Any
 import tomllib
 import torch
 
+from bnfl import models
+from bnfl.data import DATASETS
 from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
 from bnfl.fl._run import MAX_ROUNDS, TrainConfig
 from bnfl.fl.methods import METHODS, get
@@ -71,9 +73,6 @@ class RunConfig:
     out: str | None = None
 
     def __post_init__(self) -> None:
-        from bnfl import models
-        from bnfl.data import DATASETS
-
         for name in ("method_options", "model", "data", "partition", "train"):
             if not isinstance(getattr(self, name), dict):
                 raise TypeError(f"{name} must be a table (dict), got {type(getattr(self, name)).__name__}")

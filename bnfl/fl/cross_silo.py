@@ -48,9 +48,12 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from bnfl import models
 from bnfl.fl._run import FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm
-from bnfl.fl.distributed import DistributedSimulation
+from bnfl.fl.config import as_config, load_config
+from bnfl.fl.distributed import DistributedSimulation, init_from_env
+from bnfl.fl.methods import get
 
 __all__ = ["CrossSiloSimulation", "Silo", "build_cross_silo", "load_silo", "save_silo"]
 
@@ -191,7 +194,7 @@ class CrossSiloSimulation(DistributedSimulation):
         if config is not None and getattr(config, "augment", "none") != "none":
             raise ValueError(f"augment={config.augment!r}: cross-silo runs do not augment yet (the rank sees its "
                              "silo, not the whole data set the augmenter is set up from); use augment='none'")
-        if algorithm.centralized:
+        if algorithm.round_plan(1).server_trains:
             raise ValueError(f"{type(algorithm).__name__} pools every client's data in one place; a centralised "
                              "baseline cannot run cross-silo (run it with the simulator on data you may pool)")
         assert silo.clients is not None
@@ -238,9 +241,6 @@ def build_cross_silo(cfg: Any, silo: Silo | Callable[[int], Silo], **kwargs: Any
     ``torch.manual_seed(seed)``, for the silo's sample shape; ``num_classes`` defaults to one
     more than the largest label of any silo), training options and seed. Needs the process
     group (:func:`bnfl.fl.distributed.init_from_env`)."""
-    from bnfl import models
-    from bnfl.fl.config import as_config
-    from bnfl.fl.methods import get
 
     cfg = as_config(cfg)
     if not dist.is_initialized():
@@ -262,7 +262,6 @@ def build_cross_silo(cfg: Any, silo: Silo | Callable[[int], Silo], **kwargs: Any
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bnfl.fl.cross_silo --config FILE --silo-root PATTERN`` under torchrun."""
-    from bnfl.fl.distributed import init_from_env
 
     p = argparse.ArgumentParser(prog="python -m bnfl.fl.cross_silo", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", required=True, help="run TOML (method, model, train, rounds, seed, out)")
@@ -270,7 +269,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="this rank's silo folder; '{rank}' is replaced by the rank, e.g. 'silos/rank{rank}'")
     p.add_argument("--out", help="output directory (overrides the config's)")
     args = p.parse_args(argv)
-    from bnfl.fl.config import load_config
 
     cfg = load_config(args.config)
     if args.out:

@@ -55,6 +55,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep, Exchange
 from bnfl.fl import _rundir
+from bnfl.fl._launch import in_torchrun
 from bnfl.fl._run import FederatedData, TrainConfig
 from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.engine import Simulation
@@ -100,11 +101,6 @@ def probe_seconds(timeout_s: float) -> float:
     """How long a surviving rank looks for the others' marks after a failed collective: the
     timeout, at most 5 s (a rank that died is seen at once; one that hung is never seen)."""
     return min(5.0, float(timeout_s))
-
-
-def in_torchrun() -> bool:
-    """Whether this process was started by ``torchrun`` (its ``WORLD_SIZE``/``RANK`` are set)."""
-    return "WORLD_SIZE" in os.environ and "RANK" in os.environ and "MASTER_ADDR" in os.environ
 
 
 def init_from_env(*, rank: int | None = None, world_size: int | None = None, timeout_s: float | None = None) -> None:
@@ -155,6 +151,8 @@ class DistributedSimulation(Simulation):
     Raises :class:`RankLostError` on every surviving rank when a rank dies or hangs, at the start
     of a round or inside it."""
 
+    exchanges_in_process = False  # a coupled step's exchanges are all-reduces across the ranks
+
     def __init__(self, model: nn.Module, data: FederatedData, algorithm: Algorithm, config: TrainConfig | None = None,
                  *, barrier_timeout_s: float | None = None, **kwargs: Any) -> None:
         if not dist.is_initialized():
@@ -181,7 +179,8 @@ class DistributedSimulation(Simulation):
 
     def _place_clients(self, data: FederatedData, algorithm: Algorithm) -> list[list[int]]:
         """The clients of each rank: contiguous blocks (:func:`client_blocks`)."""
-        return client_blocks(1 if algorithm.centralized else len(data.clients), self.world_size)
+        clients, _ = algorithm.partition(data.clients, 1)  # as the simulator partitions them (pooled: one)
+        return client_blocks(len(clients), self.world_size)
 
     def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """Only the samples of this rank's clients (``_rows``: -1 for another rank's sample)."""

@@ -4,7 +4,8 @@ One :class:`Simulation` holds the global model, the clients' persistent state (l
 momentum buffers, batch cursors) and a :class:`~bnfl.fl.comm.Channel` through which every
 exchange goes. A round ``r`` (1-based):
 
-1. the round's clients are drawn (seeded; :func:`bnfl.data.partition.participation`);
+1. the round's clients are drawn (seeded; :func:`bnfl.data.partition.participation`) and the
+   algorithm describes the round's messages (:class:`~bnfl.fl.RoundPlan`), which the engine obeys;
 2. the server broadcasts every state key that is not client-local (plus algorithm extras);
 3. each client loads what it received over its own local state and takes ``E`` local SGD steps
    (``local_unit="steps"``) or epochs; an algorithm that couples the first step across clients
@@ -25,12 +26,15 @@ import copy
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from bnfl import _folder_lock
+from bnfl.data.datasets import as_index_array
+from bnfl.data.partition import Participation
 from bnfl.data.stored import decode, keep_or_move
 from bnfl.fedtan import CoupledStep, Exchange
 from bnfl.fl._checkpoint import CheckpointMixin
@@ -38,6 +42,9 @@ from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_glo
 from bnfl.fl._local import LocalOptimizerMixin
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
+from bnfl.fl.augment import make_augmenter
+from bnfl.fl.batch_orders import BatchOrders
+from bnfl.fl.batched import choose
 from bnfl.fl.comm import Channel
 from bnfl.fl.context import ClientContext, ServerContext
 from bnfl.fl.coupled import channel_exchange
@@ -62,11 +69,21 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
 
     Attributes
     ----------
+    clients_elsewhere : bool, class attribute
+        Whether this backend's clients train in other processes that it messages (Flower's
+        ServerApp): nothing of theirs can be batched here.
+    exchanges_in_process : bool, class attribute
+        Whether a coupled first step's exchanges are this process's channel all-reduce (the
+        simulator's; a torch.distributed rank or Flower supplies its own exchange), so the
+        batched engine may run the step itself.
     round_hooks : list of callable
         Observers ``hook(sim, r) -> mapping or None`` called after round ``r``'s training, before its
         evaluation, on every engine (each rank; Flower's ServerApp); a returned mapping is added to the
         round's history row (e.g. :class:`bnfl.fl.statistics_log.StatisticsLog`). Empty by default.
     """
+
+    clients_elsewhere: ClassVar[bool] = False
+    exchanges_in_process: ClassVar[bool] = True
 
     def __init__(self, model: nn.Module, data: FederatedData, algorithm: Algorithm,
                  config: TrainConfig | None = None, *, loss_fn: Callable[[Tensor, Tensor], Tensor] = _cross_entropy,
@@ -93,12 +110,9 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         self.x_test = keep_or_move(data.x_test, self.device, dtype)  # stored uint8 pixels stay on the host
         self.y_test = data.y_test.to(self.device)
         self.data = data
-        if algorithm.centralized:
-            self.client_indices = [np.concatenate(data.clients)]
-            self.batch_size = self.config.batch_size * len(data.clients)
-        else:
-            self.client_indices = list(data.clients)
-            self.batch_size = self.config.batch_size
+        #: the clients' sample ids and the local batch size, as the algorithm partitions them at build
+        #: time (centralized learning: all clients pooled into one, batch N*B)
+        self.client_indices, self.batch_size = algorithm.partition(data.clients, self.config.batch_size)
         self.num_clients = len(self.client_indices)
         groups = state_groups(self.model)
         self.groups = groups
@@ -120,6 +134,8 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
                                      "client_sizes": [len(c) for c in self.client_indices], "config": cfg_meta})
         self.round = 0
         self.frozen = False
+        #: the message plan of the current round (:meth:`Algorithm.round_plan <bnfl.fl.Algorithm.round_plan>`)
+        self.plan = algorithm.round_plan(1)
         #: what the algorithm's server hooks see (:mod:`bnfl.fl.context`); they never see the Simulation
         self.server = ServerContext(model=self.model, config=self.config, groups=groups, upload_keys=self.upload_keys,
                                     download_keys=self.download_keys, local_keys=self.local_keys,
@@ -129,23 +145,20 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         self._work = copy.deepcopy(self.model)
         self._eval_model = copy.deepcopy(self.model)
         self._orders = None  # the clients' batch orders (bnfl.fl.batch_orders.BatchOrders), on first use
-        from bnfl.data.partition import Participation
-
-        rate = 1.0 if algorithm.centralized else self.config.participation
-        #: each round's participants, drawn when the round asks (nothing allocated per round up front)
-        self._participants = Participation(self.num_clients, rate, self.config.rounds, self.config.seed)
+        #: each round's participants, drawn when the round asks (nothing allocated per round up front;
+        #: a pooled partition's one client takes part in every round whatever the rate)
+        self._participants = Participation(self.num_clients, self.config.participation, self.config.rounds,
+                                           self.config.seed)
         #: per BN layer, the union's element count of the coupled first step when this process
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
         self._union_count: dict[str, int] | None = None
         self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []  # see Attributes
-        from bnfl.fl.augment import make_augmenter
-        from bnfl.fl.engine_choice import choose
 
         #: training-time augmentation of every drawn batch (:mod:`bnfl.fl.augment`), or None
         self._augment = make_augmenter(self.config, data)
 
         #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None; the
-        #: choice and its reason in ``history.meta["batched"]`` (:mod:`bnfl.fl.engine_choice`)
+        #: choice and its reason in ``history.meta["batched"]`` (:func:`bnfl.fl.batched.choose`)
         self._batched, self.history.meta["batched"] = choose(self)
 
     # -- weights and batches ---------------------------------------------------------------
@@ -212,9 +225,6 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         # = list(iterate_batches(idx, min(B, n_c), seed=seed * 1_000_003 + c, epoch=epoch, drop_last=True)),
         # drawn for many clients and epochs at once (bitwise the same streams)
         if self._orders is None:
-            from bnfl.data.datasets import as_index_array
-            from bnfl.fl.batch_orders import BatchOrders
-
             self._orders = BatchOrders([as_index_array(i) for i in self.client_indices], self.batch_size,
                                        self.config.seed)
         return self._orders.batches(c, epoch, self.cursors)
@@ -224,7 +234,7 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         ``config.augment`` says so: :mod:`bnfl.fl.augment`)."""
         ids = self.next_batch_ids(c)
         x, y = self._samples(ids)
-        return (x, y) if self._augment is None else (self._augment.augment(x, self._augment.drawn(self, c, len(ids))), y)
+        return (x, y) if self._augment is None else (self._augment.augment(x, self._augment.drawn(self.cursors, c, len(ids))), y)
 
     def next_batch_ids(self, c: int) -> Tensor:
         """The sample ids of client ``c``'s next mini-batch (:meth:`next_batch` without the samples)."""
@@ -281,9 +291,10 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         update = alg.begin_round(self.server, r, clients, self.global_state)
         if update:
             self.global_state = {**self.global_state, **update}
-        frozen = alg.frozen_stats(r)
+        plan = self.plan = alg.round_plan(r)  # what this round sends: the algorithm's description
+        frozen = plan.freeze_bn
         self.frozen = self.server.frozen = frozen
-        if alg.communicates:
+        if plan.download:
             payload = {k: self.global_state[k] for k in self.download_keys}
             payload.update(alg.extra_download(self.server))
             payload.update(alg.momentum_download(self.server))
@@ -291,8 +302,8 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         else:
             received = [{} for _ in clients]
         first = None
-        step = alg.coupled_step(r)  # the algorithm's coupled first step, run with this backend's exchange
-        if step is not None and self._batched is not None and self._batched_first_step():
+        step = plan.coupled  # the algorithm's coupled first step, run with this backend's exchange
+        if step is not None and self._batched is not None and self.exchanges_in_process:
             first = self._batched.defer_first_step(step, p, frozen)  # step 1 of the batched clients
         if step is not None and first is None:
             exchange = self._coupled_exchange(clients, p)  # a backend that cannot exchange in a step refuses here
@@ -306,21 +317,13 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         if answered != clients:  # a backend reported failed clients: the rest, weights re-normalised
             clients = self._round_clients = answered
             p = self.weights(clients)
-        if alg.communicates:
+        if plan.upload:
             uploads = ch.gather(uploads)
             self.global_state = alg.aggregate(self.server, self.global_state, clients, p, uploads)
             alg.aggregate_momentum(self.server, p, uploads)
         return {"round": r, "lr": lr, "clients": clients,
                 "train_loss": float(np.dot(p, losses)), "frozen_stats": bool(frozen),
                 "coupled_first_step": step.name if step is not None else ""}
-
-    def _batched_first_step(self) -> bool:
-        """Whether the batched engine may run FedTAN's coupled first step itself: only where this
-        class's own :meth:`_run_clients` and :meth:`_coupled_first_step` run the round (a backend
-        that overrides either exchanges the statistics its own way)."""
-        cls = type(self)
-        return (cls._run_clients is Simulation._run_clients and cls._coupled_first_step is Simulation._coupled_first_step
-                and cls._coupled_exchange is Simulation._coupled_exchange)
 
     def _run_clients(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
                      frozen: bool, first: CoupledStep | None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
@@ -375,17 +378,32 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
             opt.step()
             alg.after_step(client, t, work, opt, first)
             total += float(loss.detach())
-        sd = work.state_dict()
+        up = self.keep_client(c, client, work.state_dict(), extra=lambda: alg.extra_upload(client, work, steps, lr),
+                              momentum=lambda: self._momentum_of(work, opt))
+        return up, total / steps
+
+    def keep_client(self, c: int, client: ClientContext, trained: Mapping[str, Tensor], *,
+                    extra: Callable[[], Mapping[str, Tensor]], momentum: Callable[[], dict[str, Tensor]],
+                    copy_upload: bool = True) -> dict[str, Tensor]:
+        """The end of client ``c``'s round on every engine (sequential and batched): keep its local
+        state (from ``trained``, its model's tensors by state key), its algorithm state and momentum
+        as the algorithm says, and return its upload as the round's plan says: the upload keys
+        (cloned unless ``copy_upload`` is False: the caller's tensors are the round's own), the
+        algorithm's ``extra()`` upload and what :meth:`Algorithm.final_momentum
+        <bnfl.fl.Algorithm.final_momentum>` returns of ``momentum()``. A plan whose server trains
+        (pooled data) takes ``trained`` as the global state."""
+        plan = self.plan
         if self.local_keys:
-            self.client_local[c] = {k: sd[k].detach().clone() for k in self.local_keys}
-        up = {k: sd[k].detach().clone() for k in self.upload_keys} if alg.communicates else {}
-        up.update(alg.extra_upload(client, work, steps, lr))
-        up.update(alg.final_momentum(client, lambda: self._momentum_of(work, opt)))  # kept or uploaded: the algorithm's
+            self.client_local[c] = {k: trained[k].detach().clone() for k in self.local_keys}
+        up = ({k: trained[k].detach().clone() if copy_upload else trained[k] for k in self.upload_keys}
+              if plan.upload else {})
+        up.update(extra())
+        up.update(self.algorithm.final_momentum(client, momentum))  # kept or uploaded: the algorithm's
         if client.state or c in self.client_algorithm:  # the client's algorithm state goes back to the store
             self.client_algorithm[c] = client.state
-        if alg.centralized:
-            self.global_state = {k: v.detach().clone() for k, v in sd.items()}
-        return up, total / steps
+        if plan.server_trains:
+            self.global_state = {k: trained[k].detach().clone() for k in self.global_state}
+        return up
 
     # -- where the clients run (a distributed backend overrides these) ------------------------------
     def _local_clients(self, clients: Sequence[int]) -> list[int]:
@@ -454,8 +472,6 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         bnfl._folder_lock.FolderBusyError
             Another process is writing to ``config.checkpoint_dir``.
         """
-        from bnfl import _folder_lock
-
         with _folder_lock.locked(self.config.checkpoint_dir if getattr(self, "rank", 0) == 0 else None):
             return self._run(resume=resume, stop_after=stop_after, overwrite=overwrite)
 
@@ -464,7 +480,9 @@ class Simulation(CheckpointMixin, EvaluationMixin, LocalOptimizerMixin):
         loaded = self._start(resume=resume, overwrite=overwrite)
         if not loaded and self.round == 0:
             torch.manual_seed(cfg.seed)
-        from tqdm.auto import tqdm
+        from tqdm.auto import (
+            tqdm,  # probes for a notebook's widgets: loaded when a run starts, not with bnfl
+        )
 
         last = cfg.rounds if stop_after is None else min(cfg.rounds, stop_after)
         bar = tqdm(range(self.round + 1, last + 1), desc=self.algorithm.name, disable=not cfg.progress, leave=False)

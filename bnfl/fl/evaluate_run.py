@@ -34,6 +34,14 @@ import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from bnfl import models
+from bnfl.data import load
+from bnfl.data.stored import decode
+from bnfl.fl import _rundir
+from bnfl.fl._evaluate import accuracy
+from bnfl.fl.methods import get as get_method
+from bnfl.runs import load_run
+
 __all__ = ["CLIENT_STATS", "evaluate_run", "recompute_bn_statistics", "register"]
 
 #: The choices of ``client_stats`` (``client:K`` besides: client K's own BN layers).
@@ -103,13 +111,6 @@ def evaluate_run(folder: str | Path, *, data: str, data_options: dict[str, Any] 
     dict
         ``accuracy``, ``loss``, ``samples``, ``client_stats``, ``method``, ``data``, ``round``.
     """
-    from bnfl import models
-    from bnfl.data import load
-    from bnfl.data.stored import decode
-    from bnfl.fl import _rundir
-    from bnfl.fl._evaluate import accuracy
-    from bnfl.fl.methods import get as get_method
-    from bnfl.runs import load_run
 
     folder = Path(folder)
     hist = load_run(folder)

@@ -44,7 +44,10 @@ clients' state lives in the nodes' Contexts and ends with the run). See ``docs/f
 from __future__ import annotations
 
 import copy
+import dataclasses
+import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,12 +57,15 @@ import flwr
 import torch
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.common.logger import log as flwr_log
 from flwr.serverapp import Grid, ServerApp
 from torch import Tensor
 
 from bnfl.fl._flower_records import from_arrays, state_from_bytes, to_arrays
 from bnfl.fl._run import DivergenceError, FederatedData, History
 from bnfl.fl.algorithms import Algorithm
+from bnfl.fl.builder import build_parts
+from bnfl.fl.config_schema import as_config
 from bnfl.fl.engine import Simulation
 from bnfl.fl.flower_client import client_app
 from bnfl.fl.flower_setup import (
@@ -68,13 +74,24 @@ from bnfl.fl.flower_setup import (
     _as_list,
     flower_exchange,
     samples_crc,
-    setup_from_config,
 )
 
 __all__ = ["FlowerClientError", "FlowerResult", "FlowerSetup", "client_app", "flower_apps", "run_flower",
            "server_app", "setup_from_config", "stops_on_failure"]
-# the setup (FlowerSetup, setup_from_config, samples_crc) is bnfl.fl.flower_setup, the ClientApp
-# bnfl.fl.flower_client; this module is the ServerApp and the launcher
+# the setup (FlowerSetup, samples_crc) is bnfl.fl.flower_setup, the ClientApp bnfl.fl.flower_client;
+# this module is the ServerApp, the launcher and the setup of a run config
+
+
+def setup_from_config(cfg: Any, *, data_root: str | Path | None = None, **options: Any) -> FlowerSetup:
+    """The :class:`FlowerSetup` of a run config (a :class:`~bnfl.fl.config_schema.RunConfig`, dict or TOML
+    path), built by the same builder as ``bnfl train`` (:func:`bnfl.fl.builder.build_parts`): data,
+    seeded partition, model, algorithm; no Simulation is made here. ``options`` are further
+    :class:`FlowerSetup` fields; ``out`` defaults to the config's."""
+    cfg = as_config(cfg)
+    built = build_parts(cfg, data_root=data_root)
+    options.setdefault("out", cfg.out)
+    return FlowerSetup(model=built.model, data=built.data, algorithm=built.algorithm,
+                       config=dataclasses.replace(built.config, checkpoint_dir=None), **options)
 
 
 class FlowerClientError(RuntimeError):
@@ -98,6 +115,9 @@ def stops_on_failure(algorithm: Algorithm) -> bool:
 # -- the server side -------------------------------------------------------------------------------
 class _ServerSide(Simulation):
     """The simulator's rounds with every client on a Flower node, reached through the ``grid``."""
+
+    clients_elsewhere = True  # every client trains on its node
+    exchanges_in_process = False  # a step's exchange is Flower's (a refusal)
 
     def __init__(self, setup: FlowerSetup, grid: Grid, run: int = 0) -> None:
         self.grid = grid
@@ -306,11 +326,7 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
 
 
 def _log(text: str) -> None:
-    from logging import INFO
-
-    from flwr.common.logger import log
-
-    log(INFO, text)
+    flwr_log(logging.INFO, text)
 
 
 def _log_round(sim: Simulation, r: int) -> None:
@@ -336,10 +352,9 @@ def run_flower(setup: Setups, *, num_cpus: int | None = None, collect_client_sta
     ``collect_client_state`` asks every node for its client's local state at the end of each run
     (needs ``answer_inspect``). Ray is shut down before returning, also on errors; a
     :class:`FlowerClientError` carries the launch's results (``.results``)."""
-    import logging
-    import warnings
-
-    from flwr.simulation import run_simulation
+    from flwr.simulation import (
+        run_simulation,  # Flower's simulation runtime starts Ray: loaded when a run starts
+    )
 
     setups = [setup] if isinstance(setup, FlowerSetup) else list(setup)
     if not setups:
@@ -379,7 +394,7 @@ def run_flower(setup: Setups, *, num_cpus: int | None = None, collect_client_sta
 
 def _shutdown_ray() -> None:
     """Flower shuts its Ray down at the end; make sure of it after an error too."""
-    try:
+    try:  # Ray comes with flwr[simulation], an optional extra
         import ray
     except ImportError:  # pragma: no cover - flwr[simulation] brings ray
         return

@@ -64,6 +64,7 @@ def _open(setup: FlowerSetup, msg: Message, context: Context) -> tuple[_ClientSi
     r = int(cfg["round"])
     sim.round, sim.server.round = r - 1, r
     sim.frozen = sim.server.frozen = bool(cfg.get("frozen", False))
+    sim.plan = sim.algorithm.round_plan(r)  # what this client's round sends back
     return sim, c, cfg
 
 

@@ -5,11 +5,9 @@ node's samples (:func:`samples_crc`). The apps themselves: :mod:`bnfl.fl.flower`
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,10 +17,9 @@ from torch import Tensor, nn
 from bnfl.fl._evaluate import _cross_entropy
 from bnfl.fl._run import FederatedData, TrainConfig
 from bnfl.fl.algorithms import Algorithm
-from bnfl.fl.builder import build
-from bnfl.fl.config_schema import as_config
+from bnfl.fl.state import state_groups
 
-__all__ = ["FlowerSetup", "Setups", "flower_exchange", "samples_crc", "setup_from_config"]
+__all__ = ["FlowerSetup", "Setups", "flower_exchange", "samples_crc"]
 
 
 def flower_exchange(model: nn.Module, method: str, r: int) -> Callable[..., Tensor]:
@@ -32,7 +29,6 @@ def flower_exchange(model: nn.Module, method: str, r: int) -> Callable[..., Tens
     node keeps no autograd graph between messages, so this raises a ``ValueError`` naming the way
     out (the torch.distributed engine) when the run is set up (:class:`FlowerSetup`) or, at the
     latest, when the ServerApp is handed the round's coupled step."""
-    from bnfl.fl.state import state_groups
 
     n_bn = len(state_groups(model)["bn_count"])
     raise ValueError(
@@ -81,15 +77,16 @@ class FlowerSetup:
         if cfg.checkpoint_dir is not None:
             raise ValueError("checkpoints are not supported over Flower (the clients' state lives in the nodes' "
                              "Contexts); set checkpoint_dir=None and give FlowerSetup(out=...) for the history")
-        if alg.centralized or not alg.communicates:
-            raise ValueError(f"{alg.name} does not run over Flower: it trains {'one pooled model' if alg.centralized else 'without communication'}; "
-                             "use the simulation engine")
-        for r in range(1, cfg.rounds + 1):  # a round's coupled step gets Flower's exchange: refused at setup
-            if alg.coupled_step(r) is not None:
+        for r in range(1, cfg.rounds + 1):  # every round's plan must travel in Flower's messages: refused at setup
+            plan = alg.round_plan(r)
+            if plan.server_trains or not (plan.download and plan.upload):
+                raise ValueError(f"{alg.name} does not run over Flower: its round {r} "
+                                 f"{'trains one pooled model on the server' if plan.server_trains else 'sends no model both ways'}; "
+                                 "use the simulation engine")
+            if plan.coupled is not None:  # an in-step exchange gets Flower's exchange, which refuses
                 flower_exchange(self.model, alg.name, r)
-        if getattr(alg, "alpha_sharing", "local") != "local":
-            raise ValueError("HBN alpha_sharing='averaged' gives first-time clients the server's average alpha "
-                             "outside the messages; over Flower use alpha_sharing='local' (the paper's)")
+            if plan.outside_messages:
+                raise ValueError(f"{alg.name} does not run over Flower: {plan.outside_messages}")
 
 
 def samples_crc(ids: Any) -> int:
@@ -105,14 +102,3 @@ Setups = FlowerSetup | Sequence[FlowerSetup]
 def _as_list(setup: Setups | Callable[[Context], Setups], context: Context) -> list[FlowerSetup]:
     s = setup if isinstance(setup, FlowerSetup | Sequence) else setup(context)
     return [s] if isinstance(s, FlowerSetup) else list(s)
-
-
-def setup_from_config(cfg: Any, *, data_root: str | Path | None = None, **options: Any) -> FlowerSetup:
-    """The :class:`FlowerSetup` of a run config (a :class:`~bnfl.fl.config_schema.RunConfig`, dict or TOML
-    path), built by the same builder as ``bnfl train``: data, seeded partition, model, algorithm.
-    ``options`` are further :class:`FlowerSetup` fields; ``out`` defaults to the config's."""
-    cfg = as_config(cfg)
-    sim = build(cfg, data_root=data_root, engine="simulation")
-    options.setdefault("out", cfg.out)
-    return FlowerSetup(model=sim.model, data=sim.data, algorithm=sim.algorithm,
-                       config=dataclasses.replace(sim.config, checkpoint_dir=None), **options)

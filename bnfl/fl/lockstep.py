@@ -6,7 +6,7 @@ overhead when the model is small. :func:`run_lockstep` runs them round by round 
 simulation runs its own :meth:`~bnfl.fl.Simulation.run` (server hooks, aggregation, evaluation,
 checkpoints, history) until it asks for its participants' local training; when every one has
 asked, all their clients train as rows of one :class:`~bnfl.nn.batched.BatchedNet`
-(:func:`bnfl.fl.batched.run_together`), and each simulation goes on with its own results.
+(:func:`bnfl.fl.batched_together.run_together`), and each simulation goes on with its own results.
 
 Each simulation runs in a thread of its own, but only one runs at a time, in a fixed order (a
 baton passed between them), so nothing is concurrent and the result does not depend on
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from bnfl.fl.batched import ClientWork, run_together
+from bnfl.fl.batched_together import ClientWork, run_together
 
 if TYPE_CHECKING:
     from bnfl.fl.engine import History, Simulation

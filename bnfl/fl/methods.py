@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from bnfl.fl._volume import CommVolume, closed_form_volume
 from bnfl.fl.algorithms import ALGORITHMS, Algorithm, make_algorithm
+from bnfl.fl.state import GROUPS
 from bnfl.nn.norms import NORM_KINDS
 from bnfl.registry import Registry, is_import_string
 
@@ -137,8 +138,6 @@ class Method:
     def shared_state(self) -> frozenset[str]:
         """State groups broadcast, trained, uploaded and averaged (all groups but the local and
         server ones and ``bn_count``); empty when the method communicates nothing."""
-        from bnfl.fl.state import GROUPS
-
         if not self.algorithm_class.communicates:
             return frozenset()
         return frozenset(GROUPS) - self.local_state - self.server_state - {"bn_count"}

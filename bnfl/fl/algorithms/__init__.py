@@ -34,6 +34,7 @@ from bnfl.fl.algorithms._fixbn import CentralizedFixBN, DecoupledBN, FixBN
 from bnfl.fl.algorithms._hbn import HBN
 from bnfl.fl.algorithms._hbn_options import hbn_reference_stats
 from bnfl.fl.algorithms._momentum import MomentumPolicy
+from bnfl.fl.algorithms._plan import RoundPlan
 from bnfl.fl.algorithms._registry import ALGORITHMS, make_algorithm
 from bnfl.fl.algorithms._solvers import (
     MOON,
@@ -48,7 +49,7 @@ from bnfl.fl.algorithms._solvers import (
 from bnfl.fl.algorithms._statistics import FBN, hbn_client_stats
 
 __all__ = [
-    "Algorithm", "CoupledFirstStep", "MomentumPolicy", "FBN", "Centralized", "SingleNet", "FedAvg", "FedProx", "Scaffold", "FedBN", "SiloBN",
+    "Algorithm", "CoupledFirstStep", "MomentumPolicy", "RoundPlan", "FBN", "Centralized", "SingleNet", "FedAvg", "FedProx", "Scaffold", "FedBN", "SiloBN",
     "FedAvgAlg2", "FedTAN", "FedTAN2", "FixBN", "CentralizedFixBN", "DecoupledBN", "HBN", "FedAdam", "MOON", "FedSAM", "FedACG",
     "FedWon", "adaptive_clip_", "moon_contrastive_loss", "representation", "ALGORITHMS", "make_algorithm",
     "hbn_client_stats", "hbn_reference_stats",

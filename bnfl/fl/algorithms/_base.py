@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from bnfl.fl.algorithms._momentum import MomentumPolicy
+from bnfl.fl.algorithms._plan import RoundPlan, pooled
 from bnfl.fl.comm import weighted_sum
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ class Algorithm:
     server_state: ClassVar[frozenset[str]] = frozenset()
     weighting: ClassVar[str] = "size"
     personalized: ClassVar[bool] = False  # evaluate each client's own model (FedTAN protocol)
+    #: descriptions that :meth:`round_plan` and :meth:`partition` turn into the round's plan and the
+    #: build-time pooling; no backend reads them (``tests/test_fl_exchange.py``)
     communicates: ClassVar[bool] = True
     centralized: ClassVar[bool] = False
     #: SGD momentum across rounds (:mod:`bnfl.fl.algorithms._momentum`): by default the run's
@@ -33,6 +36,20 @@ class Algorithm:
 
     def __init__(self) -> None:
         """No options here; subclasses take theirs as keyword-only arguments."""
+
+    # -- the round's plan (what the backends obey) ------------------------------------------
+    def round_plan(self, r: int) -> RoundPlan:
+        """The messages of round ``r`` (:class:`~bnfl.fl.algorithms._plan.RoundPlan`), from this
+        class's description: :attr:`communicates` (``False``: the empty plan), :meth:`coupled_step`,
+        :meth:`frozen_stats` and :attr:`centralized`. The backends read only the plan."""
+        talks = self.communicates
+        return RoundPlan(download=talks, upload=talks, coupled=self.coupled_step(r), freeze_bn=self.frozen_stats(r),
+                         server_trains=self.centralized)
+
+    def partition(self, clients: Sequence[Any], batch_size: int) -> tuple[list[Any], int]:
+        """The clients' sample ids and the local batch size this algorithm trains on, at build time:
+        as given, or (:attr:`centralized`) all clients pooled into one with batch N*B."""
+        return pooled(clients, batch_size) if self.centralized else (list(clients), batch_size)
 
     # -- phases -------------------------------------------------------------------------
     def coupled_step(self, r: int) -> CoupledFirstStep | None:

@@ -8,6 +8,7 @@ from bnfl.fl.algorithms._base import Algorithm
 from bnfl.fl.algorithms._momentum import MomentumPolicy
 from bnfl.fl.algorithms._registry import register_algorithm
 from bnfl.fl.comm import weighted_sum
+from bnfl.nn.recalibrate import bn_statistics, recalibrate_bn
 
 
 @register_algorithm
@@ -92,7 +93,6 @@ class DecoupledBN(Algorithm):
         return weighted_sum(uploads, server.weights(clients))
 
     def client_statistics(self, client, model, kind):
-        from bnfl.nn.recalibrate import bn_statistics, recalibrate_bn
 
         if kind != "recalibrate":
             return super().client_statistics(client, model, kind)

@@ -3,6 +3,7 @@ optionally plugged into another FL solver (HBN Table 4)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -121,7 +122,7 @@ class HBN(_ServerStatistics, Algorithm):
     #: the hooks HBN extends itself; every other public method of Algorithm goes to the solver
     _OWN_HOOKS = frozenset({"begin_round", "client_start", "adjust_grads", "after_step", "extra_upload", "aggregate",
                             "client_statistics", "statistics_only_round", "aggregate_statistics", "view_hooks",
-                            "evaluation_state", "state_dict", "load_state_dict", "batching_obstacle"})
+                            "evaluation_state", "state_dict", "load_state_dict", "batching_obstacle", "round_plan"})
 
     def __init__(self, *, lam: float = 0.01, stat_samples: int | None = None, final_round: bool = True,
                  solver: str = "fedavg", solver_options: dict[str, Any] | None = None, client_stats: str = "eq7",
@@ -288,6 +289,14 @@ class HBN(_ServerStatistics, Algorithm):
                 k[len("hbn.alpha."):]: sum(w * u[k] for w, u in zip(weights, uploads, strict=True)) for k in keys}
         new.update(self.pooled_statistics(server, state, uploads))
         return new
+
+    def round_plan(self, r):
+        plan = super().round_plan(r)  # its coupled_step and frozen_stats: the solver's (forwarded), or a subclass's
+        if self.alpha_sharing == "averaged":  # client_start reads the server's state, no message carries it
+            plan = dataclasses.replace(plan, outside_messages=(
+                "HBN alpha_sharing='averaged' gives first-time clients the server's average alpha outside the "
+                "messages; use alpha_sharing='local' (the paper's)"))
+        return plan
 
     def view_hooks(self):
         """HBN's own client hooks, where its options use them, and its solver's: eq. 7 at the start

@@ -22,6 +22,7 @@ from bnfl.fl.algorithms._hbn_options import (
     pool,
 )
 from bnfl.fl.algorithms._registry import register_algorithm
+from bnfl.nn import FederatedBatchNorm1d, FederatedBatchNorm2d
 
 
 def _global_stats_layers(model: nn.Module) -> list[tuple[str, _BatchNorm]]:
@@ -137,7 +138,6 @@ class FBN(_ServerStatistics, Algorithm):
 
 
 def _fbn_layers(model: nn.Module) -> list[tuple[str, _BatchNorm]]:
-    from bnfl.nn import FederatedBatchNorm1d, FederatedBatchNorm2d
 
     return [(n, m) for n, m in model.named_modules() if isinstance(m, FederatedBatchNorm1d | FederatedBatchNorm2d)]
 
