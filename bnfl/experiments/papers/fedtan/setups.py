@@ -17,6 +17,9 @@ from bnfl.experiments.augmentation import declare
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.curves import accuracy_row, merge_specs, noise
 from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERATIONS
+from bnfl.methods import METHODS, get
+from bnfl.models.inits import AUTHORS_INIT
+from bnfl.plots import color_for
 
 #: Options a method takes in FedTAN's experiments beyond its entry in :data:`bnfl.methods.METHODS`
 #: (the paper gives no FedProx mu; GN uses 2 groups, as FixBN and HBN do).
@@ -31,22 +34,16 @@ NONIID = {"kind": "classes_per_client", "k": 2}
 
 def method_label(key: str) -> str:
     """The legend name of method ``key`` (:data:`bnfl.methods.METHODS`); other keys are shown as given."""
-    from bnfl.methods import METHODS
-
     return METHODS[key].label if key in METHODS else key
 
 
 def method_color(key: str) -> str:
     """The colour of method ``key``: one colour per method across bnfl's figures."""
-    from bnfl.plots import color_for
-
     return color_for(key)
 
 
 def variant_spec(key: str) -> dict[str, Any]:
     """The run-spec fields that make method ``key`` (its id and FedTAN's options for it)."""
-    from bnfl.methods import get
-
     return {"method": get(key).id, **METHOD_OPTIONS.get(key, {})}
 
 
@@ -111,8 +108,6 @@ def with_init(base: Mapping[str, Any], init: str) -> dict[str, Any]:
     """``base`` with ``model.init`` set to ``init``; ``"pytorch"`` removes the key (the default), and so
     does ``"authors"`` where the model's own init is the authors' (ResNet-20), so the run spec, hence
     its cache entry, is the one other entries train without the option."""
-    from bnfl.models.inits import AUTHORS_INIT
-
     out = dict(base)
     model = {k: v for k, v in dict(base.get("model", {})).items() if k != "init"}
     same = init == "authors" and AUTHORS_INIT.get(str(model.get("name")), ("", "", ""))[2] == "pytorch"
