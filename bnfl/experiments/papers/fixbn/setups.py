@@ -21,6 +21,7 @@ from bnfl.experiments.augmentation import FIXBN_NOTE, declare, uses_augmentation
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.curves import accuracy_row, merge_specs, noise
 from bnfl.experiments.papers.fixbn.numbers import BATCH, LR, LR_FRACTIONS, MOMENTUM
+from bnfl.methods import METHODS, get
 
 __all__ = [
     "DECAY", "IID", "SHARDS", "dirichlet", "label", "method_row", "profiles", "rounds_for_epochs",
@@ -70,15 +71,11 @@ def rounds_for_steps(steps_per_client: int, local_steps: int) -> int:
 
 def label(key: str) -> str:
     """The legend name of method ``key`` (:data:`bnfl.methods.METHODS`); other keys as given."""
-    from bnfl.methods import METHODS
-
     return METHODS[key].label if key in METHODS else key
 
 
 def variant(key: str, **method_options: Any) -> dict[str, Any]:
     """Run-spec fields of method ``key`` (GN with 2 groups, the FixBN/HBN reading of "group size 2")."""
-    from bnfl.methods import get
-
     out: dict[str, Any] = {"method": get(key).id}
     if method_options:
         out["method_options"] = dict(method_options)
