@@ -30,6 +30,7 @@ from torch import nn
 
 from bnfl.experiments.core import Context
 from bnfl.experiments.observers import Observer
+from bnfl.experiments.training import train, train_seeds
 
 __all__ = ["FedBNProtocol", "fedbn_run", "fedbn_runs", "new_client_model"]
 
@@ -157,8 +158,6 @@ def fedbn_run(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = 
     """One run of ``spec`` under FedBN's protocol (module docstring): :func:`bnfl.experiments.training.train`
     with the :class:`FedBNProtocol` observer, on the context's engine, cached like any run.
     ``curve=False`` skips the per-round ``eval_loss`` (entries that read only final accuracies)."""
-    from bnfl.experiments.training import train
-
     return train(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
 
 
@@ -166,6 +165,4 @@ def fedbn_runs(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] =
                curve: bool = True) -> list[dict[str, Any]]:
     """:func:`fedbn_run` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition),
     the seeds in lock-step on the batched engine (:func:`bnfl.experiments.training.train_seeds`)."""
-    from bnfl.experiments.training import train_seeds
-
     return train_seeds(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])

@@ -31,6 +31,8 @@ from bnfl.experiments.claims import per_seed_claim as _per_seed_claim
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.curves import merge_specs
 from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_CODE
+from bnfl.methods import METHODS as ALL
+from bnfl.methods import get
 
 __all__ = [
     "FEDAVG_LIKE", "METHODS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
@@ -50,8 +52,6 @@ METHOD_OPTIONS: dict[str, dict[str, Any]] = {"fedprox": {"method_options": {"mu"
 
 def variant(key: str) -> dict[str, Any]:
     """The run-spec fields of method ``key`` (a paper row name or a bnfl method id)."""
-    from bnfl.methods import get
-
     mid = get(METHODS.get(key, key)).id
     return {"method": mid, **METHOD_OPTIONS.get(mid, {})}
 
@@ -61,8 +61,6 @@ def label(key: str) -> str:
     for name, mid in METHODS.items():
         if mid == key:
             return name
-    from bnfl.methods import METHODS as ALL
-
     return ALL[key].label if key in ALL else key
 
 

@@ -32,6 +32,8 @@ from bnfl.experiments.papers.fedbn.setups import (
     variant,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.training import load_data
+from bnfl.plots import color_for, new_figure
 
 _FRACTIONS = (1.0, 0.6, 0.4, 0.2, 0.1)
 _SHARDS = (1, 2, 4, 6, 8, 10)
@@ -113,8 +115,6 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     mb = _avg(bm)
     fr = [str(f) for f in config["fractions"]]
     seeds = list(ctx.seeds)
-    from bnfl.experiments.training import load_data
-
     n_mean = int(load_data(config["base"]["data"], data_root=ctx.data_root).y_test.shape[0])  # the domain mean's
     claims = [per_seed_claim(f"a-E{E}", f"(a) E = {E}: FedBN >= FedAvg", pa["FedBN"][E], 0.0, baseline=pa["FedAvg"][E],
                              seeds=seeds, n_test=n_mean, detail=f"FedBN {a['FedBN'][E]:.2f} vs FedAvg {a['FedAvg'][E]:.2f}")
@@ -140,8 +140,6 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig4")
 def plot_fig4(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 3, width=3.4, height=3.0)
     for ax, key, xlabel in zip(axes, ("a", "b", "c"), ("local epochs E", "fraction of the training split",
@@ -172,6 +170,7 @@ def plot_fig4(result: Result) -> Any:
     configs=_FIG4,
 )
 def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
+    # function-level: scipy.stats takes seconds to import, and only this function needs it
     from scipy.stats import spearmanr
 
     per = _panel_b(ctx, config)  # method -> fraction -> (seeds x domains)
@@ -208,8 +207,6 @@ def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-tab14")
 def plot_tab14(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, (a, b) = new_figure(1, 2, width=4.2, height=3.2)
     for ax, xs, data, title in ((a, s["fractions"], s["mean"], f"ours ({result.profile})"),
@@ -268,8 +265,6 @@ def _t13(ctx: Context, config: dict[str, Any]) -> tuple[dict[tuple[str, int, str
     configs=_T13,
 )
 def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.experiments.training import load_data
-
     per, domains = _t13(ctx, config)
     acc = {key: v.mean(axis=0).tolist() for key, v in per.items()}  # mean over seeds
     split = load_data(config["base"]["data"], data_root=ctx.data_root)
@@ -310,8 +305,6 @@ def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot_be(result: Result, title: str) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 2, width=4.2, height=3.2)
     for ax, data, name in ((axes[0], s["mean"], f"ours ({result.profile})"), (axes[1], s["paper"], "paper")):
@@ -445,8 +438,6 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-tab1")
 def plot_tab1(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     groups = list(s["ours"])
     fig, axes = new_figure(1, 2, width=4.6, height=3.3)
