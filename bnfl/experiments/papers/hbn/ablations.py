@@ -39,6 +39,8 @@ from bnfl.experiments.papers.hbn.setups import (
     scaled_lambda,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.training import mean_std
+from bnfl.plots import color_for, marker_for, new_figure
 
 _Q_NOTE = "CIFAR -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, E = 1 epoch, T = 60"
 _LR_NOTE = ("HBN's rate chosen at B = 4 on a validation split by the mean of 3 seeds (hbn-tab1's protocol, setups.Q_LR3), "
@@ -114,8 +116,6 @@ def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows = [{"index": idx, "ablation": name, "acc (%)": fmt(per_seed[idx]), "seeds": len(runs[idx])}
             for idx, (name, _) in ABLATIONS.items()]
     paper = [{"index": i, "ablation": n, "acc (%)": a} for i, n, a in N.TABLE6]
-    from bnfl.experiments.training import mean_std
-
     stats = {idx: mean_std(v) for idx, v in per_seed.items()}
     notes = ["Table 6's (2) = 77.90 equals HBN at lr 0.005 in Table 8 (flagged by the catalog as a possible "
              "coincidence).", "acc: mean ± sample std over seeds."]
@@ -129,8 +129,6 @@ def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-tab6")
 def plot_tab6(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 2, width=4.4, height=3.4)
     names = list(s["acc"])
@@ -246,8 +244,6 @@ def _col(k: str, sep: str = " ") -> str:
 
 @plotter("hbn-fig5")
 def plot_fig5(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     t = result.series["acc"]
     Cs = sorted(t, key=float, reverse=True)  # C = 1 first, as the rows
     lams = sorted(t[Cs[0]], key=lambda k: float(k.split()[0]), reverse=True)
@@ -323,8 +319,6 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig6")
 def plot_fig6(result: Result) -> Any:
-    from bnfl.plots import color_for, marker_for, new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.4)
     for k, d in s["acc"].items():

@@ -42,6 +42,7 @@ from bnfl.experiments.papers.hbn.setups import (
     run,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, marker_for, new_figure
 
 _THREE = ["BN", "GN", "HBN"]
 #: Seeds per profile (issue 25: >= 3 wherever an entry trains; lock-step).
@@ -203,8 +204,6 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot_vs_batch(ax: Any, Bs: list[int], d: dict[str, dict[str, float]]) -> None:
-    from bnfl.plots import color_for, marker_for
-
     for k, v in d.items():
         ax.plot(Bs, [v[str(B)] for B in Bs], marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
     ax.set_xscale("log", base=2)
@@ -215,8 +214,6 @@ def _plot_vs_batch(ax: Any, Bs: list[int], d: dict[str, dict[str, float]]) -> No
 
 @plotter("hbn-tab2")
 def plot_tab2(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, axes = new_figure(1, len(s["acc"]), width=4.2, height=3.4)
     axes = np.atleast_1d(axes)
@@ -258,8 +255,6 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig4")
 def plot_fig4(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 2, width=4.2, height=3.4)
     _plot_vs_batch(axes[0], s["B"], s["acc"])
@@ -345,8 +340,6 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig1")
 def plot_fig1(result: Result) -> Any:
-    from bnfl.plots import color_for, marker_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 2, width=4.2, height=3.4)
     for ax, key, xlabel in zip(axes, ("a", "b"), ("Dirichlet coefficient phi", "batch size B"), strict=True):

@@ -37,6 +37,8 @@ from bnfl.experiments.papers.hbn.setups import (
     variant,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.training import train_seeds
+from bnfl.plots import color_for, marker_for, new_figure
 
 #: Seeds each rate is scored on (the quick selection protocol of issue 25, :data:`setups.Q_LR3`).
 SELECTION_SEEDS = len(Q_LR3["seeds"])
@@ -87,8 +89,6 @@ def _consistency(eid: str, table: Mapping[str, tuple[tuple[float, ...], tuple[st
 def seeded_grid(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, list[dict[str, Any]]]:
     """The validation runs of method ``key`` over its grid, one per seed of ``ctx.seeds`` (lock-step):
     ``{lr: [run per seed]}``; the same specs as :func:`~bnfl.experiments.papers.hbn.setups.grid_runs`."""
-    from bnfl.experiments.training import train_seeds
-
     base = lr_cfg["base"]
     data = {**base["data"], "validation": lr_cfg["validation"]}
     return {float(lr): train_seeds(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
@@ -138,8 +138,6 @@ def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
 
 
 def _plot_grid(result: Result, title: str) -> Any:
-    from bnfl.plots import color_for, marker_for, new_figure
-
     fig, axes = new_figure(1, 2, width=4.6, height=3.4)
     for ax, key, ylabel in zip(axes, ("validation", "paper"), ("ours: validation accuracy (%)",
                                                               "paper: test accuracy (%)"), strict=True):

@@ -45,6 +45,7 @@ from bnfl.experiments.papers.hbn.setups import (
     run,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, marker_for, new_figure
 
 _LR_NOTE = ("each method at the rate chosen on a validation split by the mean of 3 seeds from the 3 rates of its Table 8 "
             "grid nearest the catalog's 0.005 (each keeps the paper's argmax; Table 10's 3 largest /4 for the Tiny stand-in)")
@@ -166,8 +167,6 @@ def _as_list(runs: Any) -> list[dict[str, Any]]:
 
 
 def _plot_bars(ax: Any, groups: list[str], table: dict[str, dict[str, float]], methods: list[str]) -> None:
-    from bnfl.plots import color_for
-
     w = 0.8 / len(methods)
     x = np.arange(len(groups))
     lo = min(v for g in groups for v in table[g].values() if v is not None and math.isfinite(v))
@@ -186,8 +185,6 @@ def _plot_bars(ax: Any, groups: list[str], table: dict[str, dict[str, float]], m
 
 @plotter("hbn-tab1")
 def plot_tab1(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=9.0, height=3.6)
     first = s["acc"][s["columns"][0]]
@@ -267,8 +264,6 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-tab3")
 def plot_tab3(result: Result) -> Any:
-    from bnfl.plots import color_for, marker_for, new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.6)
     for k, d in s["acc"].items():

@@ -22,6 +22,7 @@ flagged in every training entry's deviations).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,9 +30,13 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments.augmentation import declare
+from bnfl.experiments.claims import per_seed_claim
 from bnfl.experiments.core import Context, deep_merge
-from bnfl.experiments.curves import merge_specs
+from bnfl.experiments.curves import fmt_mean_std, merge_specs, noise
 from bnfl.experiments.papers.hbn import numbers as N
+from bnfl.experiments.training import final, mean_std, train, train_seeds
+from bnfl.methods import METHODS as ALL
+from bnfl.methods import get
 
 __all__ = [
     "CATALOG_RATE", "LAMBDA_QUICK", "METHODS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
@@ -59,8 +64,6 @@ DECAY_NOTE = "lr 'decays quadratically with 0.998': implemented as x0.998 per ro
 
 def variant(key: str, **options: Any) -> dict[str, Any]:
     """The run-spec fields of method ``key`` (a paper row name or a bnfl method id)."""
-    from bnfl.methods import get
-
     mid = get(METHODS.get(key, key)).id
     return {"method": mid, "method_options": {**METHOD_OPTIONS.get(mid, {}), **options}}
 
@@ -70,8 +73,6 @@ def label(key: str) -> str:
     for name, mid in METHODS.items():
         if mid == key:
             return name
-    from bnfl.methods import METHODS as ALL
-
     return ALL[key].label if key in ALL else key
 
 
@@ -188,8 +189,6 @@ def fixed(rates: Mapping[str, float], at_batch: int) -> dict[str, Any]:
 
 def grid_runs(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, dict[str, Any]]:
     """The validation runs of method ``key`` over its grid: ``{lr: run}`` (cached, shared)."""
-    from bnfl.experiments.training import train
-
     base = lr_cfg["base"]
     data = {**base["data"], "validation": lr_cfg["validation"]}
     return {float(lr): train(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
@@ -200,10 +199,6 @@ def grid_scores(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float
     """Validation accuracy (%) of every rate of method ``key``'s grid, one value per seed of the
     protocol (``lr_cfg["seeds"]``, trained in lock-step), or ``[acc]`` of :func:`grid_runs`' one
     run when the protocol names no seeds. NaN: a diverged run."""
-    import dataclasses
-
-    from bnfl.experiments.training import train_seeds
-
     if "seeds" not in lr_cfg:
         return {lr: [acc(r)] for lr, r in grid_runs(ctx, lr_cfg, key).items()}
     base = lr_cfg["base"]
@@ -237,9 +232,6 @@ def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: s
     learning rate that protocol ``lr_cfg`` gives method ``lr_key`` (default ``key``: a variant
     of HBN uses HBN's rate); a list over ``ctx.seeds`` (lock-step) when ``seeds``. ``hbn``: options
     applied only when ``key`` is HBN (an entry's :func:`hbn_options`), under ``options``."""
-    from bnfl.experiments.training import train, train_seeds
-    from bnfl.methods import get
-
     if hbn and get(METHODS.get(key, key)).id == "hbn":
         options = {**dict(hbn), **options}
     s = spec(base, variant(key, **options), *parts)
@@ -318,8 +310,6 @@ P_LR: dict[str, dict[str, Any]] = {k: fixed(PAPER_LR[k], int(N.SETTINGS[k]["B"])
 
 def acc(r: Mapping[str, Any]) -> float:
     """Final test accuracy (%) of a run; NaN if it diverged (:func:`bnfl.experiments.training.final`)."""
-    from bnfl.experiments.training import final
-
     return final(r)
 
 
@@ -343,8 +333,6 @@ def accs(runs: Sequence[Mapping[str, Any]]) -> list[float]:
 def gated(claim: Any, gate: Any, *, what: str) -> Any:
     """``claim`` made ``"inconclusive"`` where it would pass while ``gate`` does not pass (issue 25:
     "HBN's drop is smaller" may only pass once BN's own drop, ``gate``, exceeds its interval)."""
-    import dataclasses
-
     if claim.verdict != "pass" or gate.verdict == "pass":
         return claim
     return dataclasses.replace(claim, verdict="inconclusive",
@@ -366,8 +354,6 @@ def compare(ctx: Context, name: str, statement: str, values: Sequence[float], th
     initialisation, batches and partition), which :class:`~bnfl.experiments.claims.Claim` stores with
     the per-seed values. With one seed (smoke, or ``--seeds 1``) there is no interval: the margin of the
     single value against one test sample (``runs``' ``n_test``)."""
-    from bnfl.experiments.claims import per_seed_claim
-
     vals = [float(v) for v in values]
     return per_seed_claim(name, statement, vals, threshold, baseline=baseline, seeds=list(ctx.seeds)[:len(vals)],
                           n_test=n_test_of(runs), side=side, detail=detail, why=why)
@@ -375,24 +361,17 @@ def compare(ctx: Context, name: str, statement: str, values: Sequence[float], th
 
 def fmt(values: Sequence[float]) -> str:
     """``"97.50 ± 0.21"`` over seeds (sample std), ``"97.50 (1 seed)"``, or ``"diverged"``."""
-    from bnfl.experiments.curves import fmt_mean_std
-    from bnfl.experiments.training import mean_std
-
     return fmt_mean_std(*mean_std(list(values)))
 
 
 def mean(values: Sequence[float]) -> float:
     """Mean over seeds (NaN if any seed diverged)."""
-    from bnfl.experiments.training import mean_std
-
     return mean_std(list(values))[0]
 
 
 def noise_of(*runs: Mapping[str, Any]) -> tuple[float, str]:
     """The noise floor of comparing single-seed ``runs``: one test sample, in points
     (:func:`bnfl.experiments.curves.noise`, each run a setting of one seed)."""
-    from bnfl.experiments.curves import noise
-
     return noise(*[[r] for r in runs])
 
 
@@ -400,8 +379,6 @@ def explain(ctx: Context, claims: list[Any]) -> list[Any]:
     """``claims`` with :data:`WHY_QUICK` added to the numbers-only why of every reproduction claim that
     fails or is inconclusive at the quick or smoke profile (a claim with its own why keeps it; the
     paper profile keeps the plain numbers)."""
-    import dataclasses
-
     if ctx.profile == "paper":
         return claims
     auto = ("measured ", "margin ", "the measurement is not finite")  # the claims module's numbers-only whys
