@@ -26,6 +26,7 @@ from bnfl.experiments.papers.hbn.setups import (
     Q_BASE,
     Q_CAT_LR,
     Q_LR3,
+    SEEDS,
     accs,
     batch,
     compare,
@@ -45,8 +46,6 @@ from bnfl.plots import color_for, marker_for, new_figure
 _Q_NOTE = "CIFAR -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, E = 1 epoch, T = 60"
 _LR_NOTE = ("HBN's rate chosen at B = 4 on a validation split by the mean of 3 seeds (hbn-tab1's protocol, setups.Q_LR3), "
             "scaled linearly with B")
-#: Seeds per profile (issue 25).
-SEEDS = {"smoke": 1, "quick": 3, "paper": 3}
 _Q_HBN = hbn_options("CIFAR-10")
 _P_HBN = {"eval_stats": "recompute"}  # the paper profile: its lambda at its T, Sec. 4.1's evaluation
 #: Why hbn-tab6's full HBN (94.91 +- 2.33 before issue 25) sat below the reference-variants benchmark's

@@ -28,6 +28,7 @@ from bnfl.experiments.papers.hbn.setups import (
     P_LR,
     Q_BASE,
     Q_CAT_LR,
+    SEEDS,
     accs,
     batch,
     compare,
@@ -45,8 +46,6 @@ from bnfl.experiments.registry import entry, plotter
 from bnfl.plots import color_for, marker_for, new_figure
 
 _THREE = ["BN", "GN", "HBN"]
-#: Seeds per profile (issue 25: >= 3 wherever an entry trains; lock-step).
-SEEDS = {"smoke": 1, "quick": 3, "paper": 3}
 _LR_NOTE = ("learning rate = the catalog's 0.005 x B / 4 for every method (hbn-fig1's quick recipe; before issue 25 "
             "each method's rate was picked on one seed, BN 0.02 and HBN 0.005 at B = 4)")
 _Q_NOTE = ("CIFAR-100 -> Q-DIG (10 classes), K = 20 Dirichlet clients, 5 per round, Q-SCNN, E = 1 epoch, T = 60; "

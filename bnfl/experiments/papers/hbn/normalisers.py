@@ -31,6 +31,7 @@ from bnfl.experiments.papers.hbn.setups import (
     Q_LR3,
     Q_TINY,
     Q_TINY_LR3,
+    SEEDS,
     accs,
     compare,
     dirichlet,
@@ -49,8 +50,6 @@ from bnfl.plots import color_for, marker_for, new_figure
 
 _LR_NOTE = ("each method at the rate chosen on a validation split by the mean of 3 seeds from the 3 rates of its Table 8 "
             "grid nearest the catalog's 0.005 (each keeps the paper's argmax; Table 10's 3 largest /4 for the Tiny stand-in)")
-#: Seeds per profile (issue 25).
-SEEDS = {"smoke": 1, "quick": 3, "paper": 3}
 #: HBN variants reported beside the headline HBN in the most heterogeneous Q-DIG column.
 VARIANTS: dict[str, dict[str, Any]] = {"HBN EMA": {"eval_stats": "global"}, "HBN lambda=0.01": {"lam": 0.01}}
 _P_HBN = {"eval_stats": "recompute"}  # the paper profile: its own lambda at its T, Sec. 4.1's evaluation

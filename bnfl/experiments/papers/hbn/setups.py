@@ -29,17 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.augmentation import declare
 from bnfl.experiments.claims import per_seed_claim
 from bnfl.experiments.core import Context, deep_merge
-from bnfl.experiments.curves import fmt_mean_std, merge_specs, noise
+from bnfl.experiments.curves import fmt_mean_std, noise
 from bnfl.experiments.papers.hbn import numbers as N
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
 from bnfl.experiments.training import final, mean_std, train, train_seeds
-from bnfl.methods import METHODS as ALL
 from bnfl.methods import get
 
 __all__ = [
-    "CATALOG_RATE", "LAMBDA_QUICK", "METHODS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
+    "CATALOG_RATE", "LAMBDA_QUICK", "METHODS", "SEEDS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
     "Q_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR", "Q_TINY_LR3", "SMOKE", "acc", "accs", "compare", "dirichlet", "fmt", "mean", "n_test_of", "grid_runs", "grid_scores",
     "gated", "hbn_note", "hbn_options", "label", "lr_of", "near_rates", "noise_of", "profiles", "reported", "scaled_lambda", "spec", "variant",
 ]
@@ -59,6 +59,9 @@ WHY_QUICK = ("on the quick proxy BN shows little of the damage HBN repairs (8x8 
              "points of its best even at B = 2 and phi = 0.1, hbn-tab2); where an entry keeps lambda = 0.01 and the EMA "
              "test statistics, they still carry the early models' statistics at 60 rounds (hbn-fig5)")
 
+#: Seeds per profile of the entries that judge claims over seeds (issue 25).
+SEEDS = seeds(quick=3, paper=3)
+
 DECAY_NOTE = "lr 'decays quadratically with 0.998': implemented as x0.998 per round (an interpretation)"
 
 
@@ -70,15 +73,7 @@ def variant(key: str, **options: Any) -> dict[str, Any]:
 
 def label(key: str) -> str:
     """The paper's row name for a method id (``fedavg+bn`` -> ``BN``), else bnfl's label."""
-    for name, mid in METHODS.items():
-        if mid == key:
-            return name
-    return ALL[key].label if key in ALL else key
-
-
-def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
-    """A run spec from parts merged in order."""
-    return merge_specs({}, *parts)
+    return method_label(key, METHODS)
 
 
 def dirichlet(phi: float, num_clients: int | None = None) -> dict[str, Any]:
@@ -392,15 +387,11 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
     """``{"smoke", "quick", "paper"}`` configs; smoke = quick with :data:`SMOKE` merged into every
     ``base*`` key and into every ``lr*`` protocol's grid base (grids cut to two rates), then
     ``smoke``."""
-    sm = deep_merge(quick, {k: SMOKE for k in quick if k.startswith("base")})
+    sm = smoke_on_bases(quick, SMOKE)
     for k in [k for k in sm if k.startswith("lr")]:
         if isinstance(sm[k], Mapping) and sm[k].get("mode") == "select":
             sm[k] = {**sm[k], "base": deep_merge(sm[k]["base"], SMOKE),
                      "grid": {m: v[:2] for m, v in sm[k]["grid"].items()}}
             if "seeds" in sm[k]:
                 sm[k]["seeds"] = sm[k]["seeds"][:1]
-    sm = deep_merge(sm, smoke or {})
-    sm["deviations"] = [SMOKE_NOTE]
-    paper = dict(paper)
-    paper.setdefault("deviations", [DECAY_NOTE])
-    return {"smoke": sm, "quick": declare(quick, paper), "paper": paper}
+    return profile_set(deep_merge(sm, smoke or {}), quick, paper, note=SMOKE_NOTE, paper_deviations=[DECAY_NOTE])
