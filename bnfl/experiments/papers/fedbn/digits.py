@@ -19,9 +19,9 @@ from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.runs import fedbn_runs
 from bnfl.experiments.papers.fedbn.setups import (
-    METHODS,
     P_DIGITS,
     Q_DIGITS,
+    ROWS,
     SEEDS,
     SWEEP_SEEDS,
     local_epochs,
@@ -64,7 +64,7 @@ def most_shifted_domain(split: Any) -> tuple[int, list[float]]:
     return int(np.argmax(dist)), dist
 
 
-def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(METHODS)) -> dict[str, list]:
+def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(ROWS)) -> dict[str, list]:
     """The runs of Fig. 5 / Table 11 (paper row name -> runs over the context's seeds)."""
     return {k: fedbn_runs(ctx, spec(config["base"], variant(k)), unseen=config.get("unseen", ())) for k in keys}
 
@@ -191,7 +191,7 @@ def _bars(result: Result, title: str, methods: list[str] | None = None) -> Any:
                 continue
             e = None if err is None else [0 if not np.isfinite(v) else v for v in (np.nan_to_num(err[k], nan=0.0))]
             ax.bar(x + (i - (len(methods) - 1) / 2) * w, data[k], w, yerr=e, capsize=2,
-                   color=color_for(METHODS.get(k, k), i), label=k)
+                   color=color_for(ROWS.get(k, k), i), label=k)
         ax.set_xticks(x, cols, rotation=20)
         ax.set_ylim(0, 100)
         ax.set_ylabel("test accuracy (%)")

@@ -35,14 +35,14 @@ from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
 from bnfl.methods import get
 
 __all__ = [
-    "FEDAVG_LIKE", "METHODS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
+    "FEDAVG_LIKE", "ROWS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
     "domain_noise", "label", "local_epochs", "mean_over_clients", "per_seed_claim", "profiles", "seed_means", "spec",
     "variant",
 ]
 
 #: The four methods of Fig. 5 / Tables 1, 11 (paper row name -> bnfl method id). SingleSet trains
 #: one model per client on its own data only (bnfl's ``singlenet``).
-METHODS: dict[str, str] = {"SingleSet": "singlenet", "FedAvg": "fedavg+bn", "FedProx": "fedprox", "FedBN": "fedbn"}
+ROWS: dict[str, str] = {"SingleSet": "singlenet", "FedAvg": "fedavg+bn", "FedProx": "fedprox", "FedBN": "fedbn"}
 #: Methods whose clients share one model (evaluated with the global model).
 FEDAVG_LIKE = ("fedavg+bn", "fedprox", "centralized")
 
@@ -52,13 +52,13 @@ METHOD_OPTIONS: dict[str, dict[str, Any]] = {"fedprox": {"method_options": {"mu"
 
 def variant(key: str) -> dict[str, Any]:
     """The run-spec fields of method ``key`` (a paper row name or a bnfl method id)."""
-    mid = get(METHODS.get(key, key)).id
+    mid = get(ROWS.get(key, key)).id
     return {"method": mid, **METHOD_OPTIONS.get(mid, {})}
 
 
 def label(key: str) -> str:
     """The paper's name for a method id (``fedavg+bn`` -> ``FedAvg``), else bnfl's label."""
-    return method_label(key, METHODS)
+    return method_label(key, ROWS)
 
 
 # -- the per-client protocol ---------------------------------------------------------------------

@@ -20,8 +20,8 @@ from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, most_shifted_domain
 from bnfl.experiments.papers.fedbn.runs import fedbn_runs
 from bnfl.experiments.papers.fedbn.setups import (
-    METHODS,
     Q_TRAIN_PER_DOMAIN,
+    ROWS,
     SWEEP_SEEDS,
     local_epochs,
     per_domain_stats,
@@ -146,7 +146,7 @@ def plot_fig4(result: Result) -> Any:
                                                        "clients per domain"), strict=True):
         for k, d in s[key].items():
             xs = [float(x) for x in d]
-            ax.plot(xs, list(d.values()), marker="o", color=color_for(METHODS[k]), label=k)
+            ax.plot(xs, list(d.values()), marker="o", color=color_for(ROWS[k]), label=k)
         if key != "b":
             ax.set_xticks(xs)
         ax.set_xlabel(xlabel)
@@ -212,7 +212,7 @@ def plot_tab14(result: Result) -> Any:
     for ax, xs, data, title in ((a, s["fractions"], s["mean"], f"ours ({result.profile})"),
                                 (b, s["paper_fractions"], s["paper"], "paper (mean of 5 datasets)")):
         for k, v in data.items():
-            ax.plot(xs, v, marker="o", color=color_for(METHODS[k]), label=k)
+            ax.plot(xs, v, marker="o", color=color_for(ROWS[k]), label=k)
         ax.set_xscale("log")
         ax.invert_xaxis()
         ax.set_xlabel("fraction of the training data")
@@ -403,7 +403,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = list(ctx.seeds)
     wins, total = [0] * len(seeds), 0
     for g, base in config["groups"].items():
-        runs = {k: fedbn_runs(ctx, spec(base, variant(k)), curve=False) for k in METHODS}
+        runs = {k: fedbn_runs(ctx, spec(base, variant(k)), curve=False) for k in ROWS}
         stats = {k: per_domain_stats(r) for k, r in runs.items()}
         means = {k: float(np.mean(v[0])) for k, v in stats.items()}
         doms = runs["FedBN"][0]["domains"]
@@ -416,7 +416,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             wins[i] += sum(a >= b for a, b in zip(runs["FedBN"][i]["domain_acc"], runs["FedAvg"][i]["domain_acc"],
                                                    strict=True))
         total += len(doms)
-        for k in METHODS:
+        for k in ROWS:
             rows.append({"group": g, "method": k, **{d: f"{m:.1f}" + ("" if not np.isfinite(s) else f" ({s:.1f})")
                                                      for d, m, s in zip(doms, *stats[k], strict=True)},
                          "mean": round(means[k], 2)})
@@ -443,9 +443,9 @@ def plot_tab1(result: Result) -> Any:
     fig, axes = new_figure(1, 2, width=4.6, height=3.3)
     for ax, data, title in ((axes[0], s["ours"], f"ours ({result.profile}: proxies)"), (axes[1], s["paper"], "paper")):
         x = np.arange(len(groups))
-        for i, k in enumerate(METHODS):
+        for i, k in enumerate(ROWS):
             vals = [data[g][k] if g in data else data[k][g] for g in groups]
-            ax.bar(x + (i - 1.5) * 0.2, vals, 0.2, color=color_for(METHODS[k]), label=k)
+            ax.bar(x + (i - 1.5) * 0.2, vals, 0.2, color=color_for(ROWS[k]), label=k)
         ax.set_xticks(x, groups)
         ax.set_ylim(0, 100)
         ax.set_title(title)
