@@ -20,12 +20,12 @@ from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
-    METHODS,
     P_BASES,
     P_LR,
     Q_BASE,
     Q_CAT_LR,
     Q_LR3,
+    ROWS,
     SEEDS,
     accs,
     batch,
@@ -321,7 +321,7 @@ def plot_fig6(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.4)
     for k, d in s["acc"].items():
-        ax.plot(s["E"], [d[str(E)] for E in s["E"]], marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+        ax.plot(s["E"], [d[str(E)] for E in s["E"]], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
     ax.set_xticks(s["E"])
     ax.set_xlabel("local epochs E")
     ax.set_ylabel("test accuracy (%)")

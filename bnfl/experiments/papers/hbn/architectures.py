@@ -22,11 +22,11 @@ from bnfl.experiments.papers.hbn.seeded import count_of, fmt, mean_of, paired_at
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
     LAST_K,
-    METHODS,
     P_BASES,
     P_LR,
     Q_BASE,
     Q_LR3,
+    ROWS,
     batch,
     dirichlet,
     explain,
@@ -208,7 +208,7 @@ def plot_fig7(result: Result) -> Any:
     fig, axes = new_figure(1, len(curves), width=3.0, height=2.8)
     for ax, (a, d) in zip(np.atleast_1d(axes), [(a, curves[a]) for a in order], strict=True):
         for k, c in d.items():
-            ax.plot(c["round"], c["acc"], color=color_for(METHODS[k]), label=k)
+            ax.plot(c["round"], c["acc"], color=color_for(ROWS[k]), label=k)
         ax.set_title(a, fontsize=9)
         ax.set_xlabel("round")
     np.atleast_1d(axes)[0].set_ylabel("test accuracy (%)")

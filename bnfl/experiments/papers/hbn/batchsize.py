@@ -23,11 +23,11 @@ from bnfl.experiments.curves import fmt_mean_std
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
-    METHODS,
     P_BASES,
     P_LR,
     Q_BASE,
     Q_CAT_LR,
+    ROWS,
     SEEDS,
     accs,
     batch,
@@ -204,7 +204,7 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 def _plot_vs_batch(ax: Any, Bs: list[int], d: dict[str, dict[str, float]]) -> None:
     for k, v in d.items():
-        ax.plot(Bs, [v[str(B)] for B in Bs], marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+        ax.plot(Bs, [v[str(B)] for B in Bs], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
     ax.set_xscale("log", base=2)
     ax.set_xticks(Bs)
     ax.set_xticklabels([str(B) for B in Bs])
@@ -259,7 +259,7 @@ def plot_fig4(result: Result) -> Any:
     _plot_vs_batch(axes[0], s["B"], s["acc"])
     axes[0].set_title("ours (quick proxy)" if max(s["B"]) else "")
     for k, v in s["paper"].items():
-        axes[1].plot(list(N.TABLE2_B), v, marker="o", color=color_for(METHODS[k]), label=k)
+        axes[1].plot(list(N.TABLE2_B), v, marker="o", color=color_for(ROWS[k]), label=k)
     axes[1].set_xscale("log", base=2)
     axes[1].set_xticks(list(N.TABLE2_B))
     axes[1].set_xticklabels([str(B) for B in N.TABLE2_B])
@@ -345,7 +345,7 @@ def plot_fig1(result: Result) -> Any:
         for k, d in s[key].items():
             pts = sorted((float(x), y) for x, y in d.items())  # stored results sort keys as text
             xs = [x for x, _ in pts]
-            ax.plot(xs, [y for _, y in pts], marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+            ax.plot(xs, [y for _, y in pts], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
         ax.set_xscale("log", base=2 if key == "b" else 10)
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{x:g}" for x in xs])

@@ -22,12 +22,12 @@ from bnfl.experiments.papers.hbn.seeded import fmt, mean_of, paired_at_least, pe
 from bnfl.experiments.papers.hbn.setups import (
     CATALOG_RATE,
     DECAY_NOTE,
-    METHODS,
     P_BASES,
     Q_BASE,
     Q_LR3,
     Q_TINY,
     Q_TINY_GRID,
+    ROWS,
     explain,
     lr_of,
     near_rates,
@@ -145,7 +145,7 @@ def _plot_grid(result: Result, title: str) -> Any:
             pts = sorted((float(x), v) for x, v in d.items())  # stored results sort keys as text
             xs = [x for x, _ in pts]
             ys = [np.nan if v is None or not math.isfinite(float(v)) else float(v) for _, v in pts]
-            ax.plot(xs, ys, marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+            ax.plot(xs, ys, marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
         ax.set_xscale("log")
         ax.set_xlabel("learning rate")
         ax.set_ylabel(ylabel)

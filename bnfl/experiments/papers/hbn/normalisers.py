@@ -24,13 +24,13 @@ from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
     LAST_K,
-    METHODS,
     P_BASES,
     P_LR,
     Q_BASE,
     Q_LR3,
     Q_TINY,
     Q_TINY_LR3,
+    ROWS,
     SEEDS,
     accs,
     compare,
@@ -173,7 +173,7 @@ def _plot_bars(ax: Any, groups: list[str], table: dict[str, dict[str, float]], m
     for j, k in enumerate(methods):
         ys = [np.nan if table[g][k] is None else float(table[g][k]) for g in groups]  # JSON keeps NaN as null
         xs = x + (j - (len(methods) - 1) / 2) * w
-        ax.bar(xs, ys, w, color=color_for(METHODS.get(k, k)), label=k)
+        ax.bar(xs, ys, w, color=color_for(ROWS.get(k, k)), label=k)
         for xi, y in zip(xs, ys, strict=True):
             if not math.isfinite(y):  # a diverged run has no bar: say so
                 ax.text(xi, bottom + 1, "diverged", rotation=90, ha="center", va="bottom", fontsize=7)
@@ -266,7 +266,7 @@ def plot_tab3(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.6)
     for k, d in s["acc"].items():
-        ax.plot(s["K"], [d[str(K)] for K in s["K"]], marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+        ax.plot(s["K"], [d[str(K)] for K in s["K"]], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
     ax.set_xscale("log")
     ax.set_xticks(s["K"])
     ax.set_xticklabels([str(K) for K in s["K"]])

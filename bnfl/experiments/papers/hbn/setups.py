@@ -39,13 +39,13 @@ from bnfl.experiments.training import final, mean_std, train, train_seeds
 from bnfl.methods import get
 
 __all__ = [
-    "CATALOG_RATE", "LAMBDA_QUICK", "METHODS", "SEEDS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
+    "CATALOG_RATE", "LAMBDA_QUICK", "ROWS", "SEEDS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
     "Q_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR", "Q_TINY_LR3", "SMOKE", "acc", "accs", "compare", "dirichlet", "fmt", "mean", "n_test_of", "grid_runs", "grid_scores",
     "gated", "hbn_note", "hbn_options", "label", "lr_of", "near_rates", "noise_of", "profiles", "reported", "scaled_lambda", "spec", "variant",
 ]
 
 #: The normalisation rows of Tables 1 and 3 (paper row -> bnfl method id), all with FedAvg.
-METHODS: dict[str, str] = {"BN": "fedavg+bn", "GN": "fedavg+gn", "LN": "fedavg+ln", "FedFN": "fedavg+fedfn",
+ROWS: dict[str, str] = {"BN": "fedavg+bn", "GN": "fedavg+gn", "LN": "fedavg+ln", "FedFN": "fedavg+fedfn",
                            "FixBN": "fixbn", "FBN": "fbn", "HBN": "hbn"}
 #: Options the methods take in HBN's experiments (Sec. 4.1: FixBN switches at 50% of the
 #: rounds, HBN's lambda = 0.01; both are bnfl's defaults, written out so the specs say so).
@@ -67,13 +67,13 @@ DECAY_NOTE = "lr 'decays quadratically with 0.998': implemented as x0.998 per ro
 
 def variant(key: str, **options: Any) -> dict[str, Any]:
     """The run-spec fields of method ``key`` (a paper row name or a bnfl method id)."""
-    mid = get(METHODS.get(key, key)).id
+    mid = get(ROWS.get(key, key)).id
     return {"method": mid, "method_options": {**METHOD_OPTIONS.get(mid, {}), **options}}
 
 
 def label(key: str) -> str:
     """The paper's row name for a method id (``fedavg+bn`` -> ``BN``), else bnfl's label."""
-    return method_label(key, METHODS)
+    return method_label(key, ROWS)
 
 
 def dirichlet(phi: float, num_clients: int | None = None) -> dict[str, Any]:
@@ -227,7 +227,7 @@ def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: s
     learning rate that protocol ``lr_cfg`` gives method ``lr_key`` (default ``key``: a variant
     of HBN uses HBN's rate); a list over ``ctx.seeds`` (lock-step) when ``seeds``. ``hbn``: options
     applied only when ``key`` is HBN (an entry's :func:`hbn_options`), under ``options``."""
-    if hbn and get(METHODS.get(key, key)).id == "hbn":
+    if hbn and get(ROWS.get(key, key)).id == "hbn":
         options = {**dict(hbn), **options}
     s = spec(base, variant(key, **options), *parts)
     s = spec(s, {"train": {"lr": lr_of(ctx, lr_cfg, lr_key or key, int(s["train"]["batch_size"]))}})
@@ -241,7 +241,7 @@ Q_TINY_LR = selection(Q_TINY, Q_TINY_GRID)
 #: The catalog's quick rate (hbn-fig1: "lr = 0.005 * B / 4 with momentum 0.9"), the same for every
 #: method: no method trains at another's multiple of it by a one-seed pick.
 CATALOG_RATE = 0.005
-Q_CAT_LR = fixed({k: CATALOG_RATE for k in METHODS}, 4)
+Q_CAT_LR = fixed({k: CATALOG_RATE for k in ROWS}, 4)
 
 
 def near_rates(grid: Sequence[float], centre: float, n: int = 3) -> list[float]:
