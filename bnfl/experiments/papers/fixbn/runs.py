@@ -21,6 +21,7 @@ from bnfl import fl
 from bnfl.data import IGNORE_INDEX
 from bnfl.experiments.core import Context, config_hash
 from bnfl.experiments.training import canonical, load_data
+from bnfl.fl.engine import accuracy
 from bnfl.fl.statistics_log import StatisticsLog
 from bnfl.nn.recalibrate import recalibrate_bn
 
@@ -79,8 +80,6 @@ def _run(spec: dict[str, Any], opts: Mapping[str, Any], *, device: str, data_roo
                                        ignore_index=split.meta.get("ignore_index")))
         out["test_acc"] = [out["pixel_acc"]]
     else:
-        from bnfl.fl.engine import accuracy
-
         evaluated = [r for r in rows if "test_acc" in r]
         out["round"] = [int(r["round"]) for r in evaluated]
         out["test_acc"] = [round(100 * float(r["test_acc"]), 3) for r in evaluated]
