@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from bnfl.data import morpho_mnist
+from bnfl.data.domains import unseen_domain_test
 from bnfl.experiments.core import Context
 from bnfl.experiments.observers import Observer
 from bnfl.experiments.training import train, train_seeds
@@ -128,16 +131,10 @@ class FedBNProtocol(Observer):
         out["domain_acc"] = [round(a, 3) for a in accs]
         out["n_test_domain"] = [int((dom_test == j).sum()) for j in range(len(split.domains))]
         if self.unseen:
-            from bnfl.data.domains import unseen_domain_test
-
             data = self.data
             out["unseen_acc"] = {}
             for style in self.unseen:
                 if style.startswith("morpho:"):  # paper profile: Morpho-MNIST under the data root
-                    from pathlib import Path
-
-                    from bnfl.data import morpho_mnist
-
                     x, y = morpho_mnist(Path(self.data_root or ".") / "morpho_mnist", style.split(":", 1)[1],
                                         size=int(data.get("size", 28)))
                 else:
