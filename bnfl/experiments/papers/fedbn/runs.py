@@ -31,9 +31,11 @@ from torch import nn
 
 from bnfl.data import morpho_mnist
 from bnfl.data.domains import unseen_domain_test
+
+# called as training.train*(...) so that tests can replace them on bnfl.experiments.training
+from bnfl.experiments import training
 from bnfl.experiments.core import Context
 from bnfl.experiments.observers import Observer
-from bnfl.experiments.training import train, train_seeds
 
 __all__ = ["FedBNProtocol", "fedbn_run", "fedbn_runs", "new_client_model"]
 
@@ -155,11 +157,11 @@ def fedbn_run(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = 
     """One run of ``spec`` under FedBN's protocol (module docstring): :func:`bnfl.experiments.training.train`
     with the :class:`FedBNProtocol` observer, on the context's engine, cached like any run.
     ``curve=False`` skips the per-round ``eval_loss`` (entries that read only final accuracies)."""
-    return train(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
+    return training.train(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
 
 
 def fedbn_runs(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = (),
                curve: bool = True) -> list[dict[str, Any]]:
     """:func:`fedbn_run` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition),
     the seeds in lock-step on the batched engine (:func:`bnfl.experiments.training.train_seeds`)."""
-    return train_seeds(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
+    return training.train_seeds(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
