@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+# called as training.train*(...) so that tests can replace them on bnfl.experiments.training
+from bnfl.experiments import training
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.hbn import numbers as N
@@ -37,7 +39,6 @@ from bnfl.experiments.papers.hbn.setups import (
     variant,
 )
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.training import train_seeds
 from bnfl.plots import color_for, marker_for, new_figure
 
 #: Seeds each rate is scored on (the quick selection protocol of issue 25, :data:`setups.Q_LR3`).
@@ -91,7 +92,7 @@ def seeded_grid(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float
     ``{lr: [run per seed]}``; the same specs as :func:`~bnfl.experiments.papers.hbn.setups.grid_runs`."""
     base = lr_cfg["base"]
     data = {**base["data"], "validation": lr_cfg["validation"]}
-    return {float(lr): train_seeds(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
+    return {float(lr): training.train_seeds(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
             for lr in lr_cfg["grid"][key]}
 
 

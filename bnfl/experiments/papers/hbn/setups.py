@@ -29,13 +29,15 @@ from typing import Any
 
 import numpy as np
 
+# called as training.train*(...) so that tests can replace them on bnfl.experiments.training
+from bnfl.experiments import training
 from bnfl.experiments.claims import per_seed_claim
 from bnfl.experiments.core import Context, deep_merge
 from bnfl.experiments.curves import fmt_mean_std, noise
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
-from bnfl.experiments.training import final, mean_std, train, train_seeds
+from bnfl.experiments.training import final, mean_std
 from bnfl.methods import get
 
 __all__ = [
@@ -186,7 +188,7 @@ def grid_runs(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, 
     """The validation runs of method ``key`` over its grid: ``{lr: run}`` (cached, shared)."""
     base = lr_cfg["base"]
     data = {**base["data"], "validation": lr_cfg["validation"]}
-    return {float(lr): train(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
+    return {float(lr): training.train(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
             for lr in lr_cfg["grid"][key]}
 
 
@@ -201,7 +203,7 @@ def grid_scores(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float
     sctx = dataclasses.replace(ctx, seeds=[int(s) for s in lr_cfg["seeds"]])
     out = {}
     for lr in lr_cfg["grid"][key]:
-        out[float(lr)] = accs(train_seeds(sctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}})))
+        out[float(lr)] = accs(training.train_seeds(sctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}})))
     ctx.runs_used.update(sctx.runs_used)
     return out
 
@@ -231,7 +233,7 @@ def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: s
         options = {**dict(hbn), **options}
     s = spec(base, variant(key, **options), *parts)
     s = spec(s, {"train": {"lr": lr_of(ctx, lr_cfg, lr_key or key, int(s["train"]["batch_size"]))}})
-    return train_seeds(ctx, s) if seeds else train(ctx, s)
+    return training.train_seeds(ctx, s) if seeds else training.train(ctx, s)
 
 
 Q_LR = selection(Q_BASE, Q_GRID)
