@@ -73,7 +73,7 @@ def test_printed_tables_have_one_accuracy_per_rate_and_table1_columns():
         for lrs, accs in table.values():
             assert len(lrs) == len(accs) and all(a == "N/A" or math.isfinite(float(a)) for a in accs)
     assert all(len(v) == len(N.TABLE1_COLUMNS) for v in N.TABLE1.values())
-    assert set(N.TABLE1) == set(N.NORMS) == set(S.METHODS)
+    assert set(N.TABLE1) == set(N.NORMS) == set(S.ROWS)
 
 
 def test_fedfn_variant_puts_feature_norm_before_the_head_only():

@@ -35,7 +35,7 @@ def test_scaled_lambda_keeps_the_weight_of_the_initial_statistics():
 def test_catalog_rate_is_the_same_for_every_method_and_scales_with_B():
     ctx = Context(profile="quick")
     for B in (2, 4, 32):
-        rates = {k: S.lr_of(ctx, S.Q_CAT_LR, k, B) for k in S.METHODS}
+        rates = {k: S.lr_of(ctx, S.Q_CAT_LR, k, B) for k in S.ROWS}
         assert all(v == pytest.approx(0.005 * B / 4) for v in rates.values()), rates
     for eid in ("hbn-fig1", "hbn-fig4", "hbn-tab2", "hbn-fig6"):
         assert E.get(eid).config("quick")["lr"] == S.Q_CAT_LR, eid

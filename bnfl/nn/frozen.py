@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
 
 __all__ = [
     "FrozenStatsBatchNorm1d",
@@ -97,8 +98,6 @@ def freeze_bn_stats(model: nn.Module) -> nn.Module:
         statistics cannot be frozen this way (e.g. :class:`~bnfl.nn.HybridBatchNorm2d`, which
         normalises with server statistics by design).
     """
-    from torch.nn.modules.batchnorm import _BatchNorm
-
     todo = []
     for name, m in model.named_modules():
         if is_frozen(m) or not isinstance(m, _BatchNorm):

@@ -19,9 +19,9 @@ from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.runs import fedbn_runs
 from bnfl.experiments.papers.fedbn.setups import (
-    METHODS,
     P_DIGITS,
     Q_DIGITS,
+    ROWS,
     SEEDS,
     SWEEP_SEEDS,
     local_epochs,
@@ -32,7 +32,10 @@ from bnfl.experiments.papers.fedbn.setups import (
     spec,
     variant,
 )
+from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.training import canonical, load_data
+from bnfl.plots import color_for, new_figure
 
 __all__ = ["most_shifted_domain", "sota_runs", "upticks"]
 
@@ -51,6 +54,7 @@ _SOTA = profiles(_QUICK, _PAPER, smoke=_SMOKE)
 def most_shifted_domain(split: Any) -> tuple[int, list[float]]:
     """The domain whose training-pixel distribution is farthest from the first domain's (1-D
     Wasserstein distance of the pixel values), and every domain's distance."""
+    # function-level: scipy.stats takes seconds to import, and only this function needs it
     from scipy.stats import wasserstein_distance
 
     x = split.x_train.reshape(split.x_train.shape[0], -1).numpy()
@@ -60,7 +64,7 @@ def most_shifted_domain(split: Any) -> tuple[int, list[float]]:
     return int(np.argmax(dist)), dist
 
 
-def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(METHODS)) -> dict[str, list]:
+def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(ROWS)) -> dict[str, list]:
     """The runs of Fig. 5 / Table 11 (paper row name -> runs over the context's seeds)."""
     return {k: fedbn_runs(ctx, spec(config["base"], variant(k)), unseen=config.get("unseen", ())) for k in keys}
 
@@ -90,8 +94,6 @@ def _table(runs: dict[str, list], domains: list[str]) -> tuple[list[dict[str, An
 
 
 def _paper_rows(table: tuple[tuple[str, tuple[str, ...]], ...], columns: tuple[str, ...]) -> list[dict[str, Any]]:
-    from bnfl.experiments.printed import parse_mean_std
-
     out = []
     for name, cells in table:
         vals = [parse_mean_std(c)[0] if "(" in c else float(c) for c in cells]
@@ -100,8 +102,6 @@ def _paper_rows(table: tuple[tuple[str, tuple[str, ...]], ...], columns: tuple[s
 
 
 def _sota_result(ctx: Context, config: dict[str, Any], paper_table: Any, counted_in: str = "") -> dict[str, Any]:
-    from bnfl.experiments.training import load_data
-
     runs = sota_runs(ctx, config)
     domains = _domains(runs)
     rows, st = _table(runs, domains)
@@ -179,8 +179,6 @@ def compute_tab11(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bars(result: Result, title: str, methods: list[str] | None = None) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     methods = methods or s["methods"]
     fig, (a, b) = new_figure(1, 2, width=5.0, height=3.4)
@@ -193,7 +191,7 @@ def _bars(result: Result, title: str, methods: list[str] | None = None) -> Any:
                 continue
             e = None if err is None else [0 if not np.isfinite(v) else v for v in (np.nan_to_num(err[k], nan=0.0))]
             ax.bar(x + (i - (len(methods) - 1) / 2) * w, data[k], w, yerr=e, capsize=2,
-                   color=color_for(METHODS.get(k, k), i), label=k)
+                   color=color_for(ROWS.get(k, k), i), label=k)
         ax.set_xticks(x, cols, rotation=20)
         ax.set_ylim(0, 100)
         ax.set_ylabel("test accuracy (%)")
@@ -276,8 +274,6 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig3")
 def plot_fig3(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.4)
     for k, key in (("FedAvg", "fedavg+bn"), ("FedBN", "fedbn")):
@@ -305,8 +301,6 @@ _E7 = (1, 4, 16)
     configs=profiles(_QUICK | {"E": list(_E7)}, _PAPER | {"E": list(_E7)}, smoke=_SMOKE | {"E": [1, 2]}),
 )
 def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.experiments.training import canonical
-
     series, claims, rows = {}, [], []
     for E in config["E"]:
         specs = {k: spec(config["base"], variant(k), local_epochs(int(E), int(config["epochs"])))
@@ -328,8 +322,6 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig7")
 def plot_fig7(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, len(s), width=3.3, height=3.0, squeeze=False)
     for ax, (E, c) in zip(axes[0], s.items(), strict=True):

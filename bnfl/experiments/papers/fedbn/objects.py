@@ -9,17 +9,23 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Any
 
 import numpy as np
+import torch
 from torch import nn
 
+from bnfl import models
+from bnfl.data import load
 from bnfl.experiments.claims import at_least, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.setups import Q_DOMAINS
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
+from bnfl.experiments.training import load_data
+from bnfl.plots import new_figure
 
 # -- Table 2: notation -------------------------------------------------------------------------
 #: Where bnfl's docstrings write each symbol of the notation table: (symbol, objects, tokens).
@@ -47,8 +53,6 @@ _NOTATION_SOURCES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 
 
 def _doc(path: str) -> str:
-    import importlib
-
     parts = path.split(".")
     for i in range(len(parts), 0, -1):
         try:
@@ -92,8 +96,6 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-tab2")
 def plot_tab2(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     rows = result.rows
     fig, ax = new_figure(1, 1, width=6.0, height=0.25 * len(rows) + 0.8)
     ax.axis("off")
@@ -132,8 +134,6 @@ def layer_rows(model: nn.Module) -> list[str]:
 
 def _flatten_width(model: nn.Module, shape: tuple[int, ...]) -> int:
     """Input width of the first FC layer on an input of ``shape`` (a forward hook)."""
-    import torch
-
     seen: list[int] = []
     first = next(m for m in model.modules() if isinstance(m, nn.Linear))
     handle = first.register_forward_hook(lambda m, i, o: seen.append(int(i[0].shape[1])))
@@ -146,8 +146,6 @@ def _flatten_width(model: nn.Module, shape: tuple[int, ...]) -> int:
 
 def _architecture(name: str, shape: tuple[int, int, int], printed: tuple[tuple[str, str], ...], bad_row: int,
                   params: int, affine: int | None, flat: tuple[int, int, int]) -> dict[str, Any]:
-    from bnfl import models
-
     model = models.build(name, num_classes=10, in_channels=shape[0], input_size=shape[1])
     ours = layer_rows(model)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -222,8 +220,6 @@ def compute_tab9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot_architecture(result: Result, title: str) -> Any:
-    from bnfl.plots import new_figure
-
     rows = result.rows
     fig, ax = new_figure(1, 1, width=8.0, height=0.3 * len(rows) + 1.0)
     ax.axis("off")
@@ -264,8 +260,6 @@ def plot_tab9(result: Result) -> Any:
     configs={"smoke": {"scale": 0.5}, "quick": {"scale": 1.0}, "paper": {"scale": 1.0}},
 )
 def compute_tab10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.data import load
-
     t = {name: [int(v.rstrip("%")) for v in vals] for name, vals in N.TABLE10}
     claims = []
     for j, site in enumerate(N.TABLE10_SITES):
@@ -300,8 +294,6 @@ def compute_tab10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-tab10")
 def plot_tab10(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     x = np.arange(len(s["sites"]))
     fig, ax = new_figure(1, 1, width=4.6, height=3.2)
@@ -343,8 +335,6 @@ def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
              for p in ("smoke", "quick")} | {"paper": {"data": {"name": "digit5", "fraction": 0.1}}},
 )
 def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.experiments.training import load_data
-
     split = load_data(config["data"], data_root=ctx.data_root)
     edges, hist = pixel_histograms(split)
     ks = [ks_statistic(hist[0], hist[j]) for j in range(len(split.domains))]
@@ -364,8 +354,6 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig6")
 def plot_fig6(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     n = len(s["domains"])
     fig, axes = new_figure(2, n, width=1.9, height=1.9, squeeze=False)

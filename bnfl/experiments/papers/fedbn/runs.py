@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from bnfl.data import morpho_mnist
+from bnfl.data.domains import unseen_domain_test
+
+# called as training.train*(...) so that tests can replace them on bnfl.experiments.training
+from bnfl.experiments import training
 from bnfl.experiments.core import Context
 from bnfl.experiments.observers import Observer
 
@@ -127,16 +133,10 @@ class FedBNProtocol(Observer):
         out["domain_acc"] = [round(a, 3) for a in accs]
         out["n_test_domain"] = [int((dom_test == j).sum()) for j in range(len(split.domains))]
         if self.unseen:
-            from bnfl.data.domains import unseen_domain_test
-
             data = self.data
             out["unseen_acc"] = {}
             for style in self.unseen:
                 if style.startswith("morpho:"):  # paper profile: Morpho-MNIST under the data root
-                    from pathlib import Path
-
-                    from bnfl.data import morpho_mnist
-
                     x, y = morpho_mnist(Path(self.data_root or ".") / "morpho_mnist", style.split(":", 1)[1],
                                         size=int(data.get("size", 28)))
                 else:
@@ -157,15 +157,11 @@ def fedbn_run(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = 
     """One run of ``spec`` under FedBN's protocol (module docstring): :func:`bnfl.experiments.training.train`
     with the :class:`FedBNProtocol` observer, on the context's engine, cached like any run.
     ``curve=False`` skips the per-round ``eval_loss`` (entries that read only final accuracies)."""
-    from bnfl.experiments.training import train
-
-    return train(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
+    return training.train(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
 
 
 def fedbn_runs(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = (),
                curve: bool = True) -> list[dict[str, Any]]:
     """:func:`fedbn_run` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition),
     the seeds in lock-step on the batched engine (:func:`bnfl.experiments.training.train_seeds`)."""
-    from bnfl.experiments.training import train_seeds
-
-    return train_seeds(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
+    return training.train_seeds(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])

@@ -12,10 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from bnfl import experiments as E
+from bnfl.data import partition as P
 from bnfl.experiments.claims import at_least
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
+from bnfl.experiments.training import load_data
+from bnfl.plots import new_figure
 
 #: table -> (entry that runs it, how its E / sizes / clients are read from the config).
 _WHERE: dict[str, tuple[str, str]] = {
@@ -52,9 +56,6 @@ def _setting(config: dict[str, Any], knob: str) -> dict[str, Any]:
 
 def _quick_partition(config: dict[str, Any], knob: str) -> dict[str, Any]:
     """Clients per domain and samples per client of the quick partitions, counted on the data."""
-    from bnfl.data import partition as P
-    from bnfl.experiments.training import load_data
-
     split = load_data(config["base"]["data"])
     dom = split.domain_train.numpy()
     if knob == "n":
@@ -71,8 +72,6 @@ def _fmt(v: list[Any]) -> str:
 
 
 def _compute(table: str, profile: str) -> dict[str, Any]:
-    from bnfl import experiments as E
-
     _, what, clients, samples, epochs = next(s for s in N.SETTINGS if s[0] == table)
     eid, knob = _WHERE[table]
     paper = _setting(E.get(eid).configs["paper"], knob)
@@ -100,8 +99,6 @@ def _compute(table: str, profile: str) -> dict[str, Any]:
 
 
 def _plot(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     rows = result.rows
     cols = list(rows[0])
     fig, ax = new_figure(1, 1, width=7.6, height=1.6)

@@ -29,19 +29,21 @@ import numpy as np
 from bnfl.experiments.claims import Claim
 from bnfl.experiments.claims import per_seed_claim as _per_seed_claim
 from bnfl.experiments.core import deep_merge
-from bnfl.experiments.curves import merge_specs
 from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_CODE
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
 from bnfl.experiments.training import domain_accuracies, mean_over_clients
+from bnfl.methods import get
 
 __all__ = [
-    "FEDAVG_LIKE", "METHODS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
+    "FEDAVG_LIKE", "ROWS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
     "domain_noise", "label", "local_epochs", "mean_over_clients", "per_seed_claim", "profiles", "seed_means", "spec",
     "variant",
 ]
 
 #: The four methods of Fig. 5 / Tables 1, 11 (paper row name -> bnfl method id). SingleSet trains
 #: one model per client on its own data only (bnfl's ``singlenet``).
-METHODS: dict[str, str] = {"SingleSet": "singlenet", "FedAvg": "fedavg+bn", "FedProx": "fedprox", "FedBN": "fedbn"}
+ROWS: dict[str, str] = {"SingleSet": "singlenet", "FedAvg": "fedavg+bn", "FedProx": "fedprox", "FedBN": "fedbn"}
 #: Methods whose clients share one model (evaluated with the global model).
 FEDAVG_LIKE = ("fedavg+bn", "fedprox", "centralized")
 
@@ -51,25 +53,13 @@ METHOD_OPTIONS: dict[str, dict[str, Any]] = {"fedprox": {"method_options": {"mu"
 
 def variant(key: str) -> dict[str, Any]:
     """The run-spec fields of method ``key`` (a paper row name or a bnfl method id)."""
-    from bnfl.methods import get
-
-    mid = get(METHODS.get(key, key)).id
+    mid = get(ROWS.get(key, key)).id
     return {"method": mid, **METHOD_OPTIONS.get(mid, {})}
 
 
 def label(key: str) -> str:
     """The paper's name for a method id (``fedavg+bn`` -> ``FedAvg``), else bnfl's label."""
-    for name, mid in METHODS.items():
-        if mid == key:
-            return name
-    from bnfl.methods import METHODS as ALL
-
-    return ALL[key].label if key in ALL else key
-
-
-def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
-    """A run spec from parts merged in order."""
-    return merge_specs({}, *parts)
+    return method_label(key, ROWS)
 
 
 # -- the per-client protocol (domain_accuracies, mean_over_clients: bnfl.experiments.training) -----
@@ -135,10 +125,10 @@ def local_epochs(E: int, total_epochs: int = ROUNDS_CODE) -> dict[str, Any]:
 
 
 #: Repeats: "5 trials with different seeds" (Fig. 5, Tables 1 and 11); quick as the catalog says.
-SEEDS = {"smoke": 1, "quick": 5, "paper": 5}
+SEEDS = seeds(quick=5, paper=5)
 #: Repeats of the sweeps the paper shows as single runs (Figs. 4, 8, Tables 13-16): at quick the
 #: fewest seeds that give an interval a usable width (3), trained in lock-step on the batched engine.
-SWEEP_SEEDS = {"smoke": 1, "quick": 3, "paper": 5}
+SWEEP_SEEDS = seeds(quick=3, paper=5)
 
 
 def seed_means(runs: Sequence[Mapping[str, Any]]) -> list[float]:
@@ -162,9 +152,5 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
              smoke: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """``{"smoke", "quick", "paper"}`` configs; smoke = quick with :data:`SMOKE` merged into every
     ``base*`` key, then ``smoke``."""
-    sm = deep_merge(quick, {k: SMOKE for k in quick if k.startswith("base")})
-    sm = deep_merge(sm, smoke or {})
-    sm["deviations"] = [SMOKE_NOTE]
-    paper = dict(paper)
-    paper.setdefault("deviations", [])
-    return {"smoke": sm, "quick": dict(quick), "paper": paper}
+    return profile_set(deep_merge(smoke_on_bases(quick, SMOKE), smoke or {}), quick, paper, note=SMOKE_NOTE,
+                       declare_quick=False)

@@ -20,8 +20,8 @@ from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, most_shifted_domain
 from bnfl.experiments.papers.fedbn.runs import fedbn_runs
 from bnfl.experiments.papers.fedbn.setups import (
-    METHODS,
     Q_TRAIN_PER_DOMAIN,
+    ROWS,
     SWEEP_SEEDS,
     local_epochs,
     per_domain_stats,
@@ -32,6 +32,8 @@ from bnfl.experiments.papers.fedbn.setups import (
     variant,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.training import load_data
+from bnfl.plots import color_for, new_figure
 
 _FRACTIONS = (1.0, 0.6, 0.4, 0.2, 0.1)
 _SHARDS = (1, 2, 4, 6, 8, 10)
@@ -113,8 +115,6 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     mb = _avg(bm)
     fr = [str(f) for f in config["fractions"]]
     seeds = list(ctx.seeds)
-    from bnfl.experiments.training import load_data
-
     n_mean = int(load_data(config["base"]["data"], data_root=ctx.data_root).y_test.shape[0])  # the domain mean's
     claims = [per_seed_claim(f"a-E{E}", f"(a) E = {E}: FedBN >= FedAvg", pa["FedBN"][E], 0.0, baseline=pa["FedAvg"][E],
                              seeds=seeds, n_test=n_mean, detail=f"FedBN {a['FedBN'][E]:.2f} vs FedAvg {a['FedAvg'][E]:.2f}")
@@ -140,15 +140,13 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig4")
 def plot_fig4(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 3, width=3.4, height=3.0)
     for ax, key, xlabel in zip(axes, ("a", "b", "c"), ("local epochs E", "fraction of the training split",
                                                        "clients per domain"), strict=True):
         for k, d in s[key].items():
             xs = [float(x) for x in d]
-            ax.plot(xs, list(d.values()), marker="o", color=color_for(METHODS[k]), label=k)
+            ax.plot(xs, list(d.values()), marker="o", color=color_for(ROWS[k]), label=k)
         if key != "b":
             ax.set_xticks(xs)
         ax.set_xlabel(xlabel)
@@ -172,6 +170,7 @@ def plot_fig4(result: Result) -> Any:
     configs=_FIG4,
 )
 def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
+    # function-level: scipy.stats takes seconds to import, and only this function needs it
     from scipy.stats import spearmanr
 
     per = _panel_b(ctx, config)  # method -> fraction -> (seeds x domains)
@@ -208,14 +207,12 @@ def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-tab14")
 def plot_tab14(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, (a, b) = new_figure(1, 2, width=4.2, height=3.2)
     for ax, xs, data, title in ((a, s["fractions"], s["mean"], f"ours ({result.profile})"),
                                 (b, s["paper_fractions"], s["paper"], "paper (mean of 5 datasets)")):
         for k, v in data.items():
-            ax.plot(xs, v, marker="o", color=color_for(METHODS[k]), label=k)
+            ax.plot(xs, v, marker="o", color=color_for(ROWS[k]), label=k)
         ax.set_xscale("log")
         ax.invert_xaxis()
         ax.set_xlabel("fraction of the training data")
@@ -268,8 +265,6 @@ def _t13(ctx: Context, config: dict[str, Any]) -> tuple[dict[tuple[str, int, str
     configs=_T13,
 )
 def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.experiments.training import load_data
-
     per, domains = _t13(ctx, config)
     acc = {key: v.mean(axis=0).tolist() for key, v in per.items()}  # mean over seeds
     split = load_data(config["base"]["data"], data_root=ctx.data_root)
@@ -310,8 +305,6 @@ def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot_be(result: Result, title: str) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 2, width=4.2, height=3.2)
     for ax, data, name in ((axes[0], s["mean"], f"ours ({result.profile})"), (axes[1], s["paper"], "paper")):
@@ -410,7 +403,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = list(ctx.seeds)
     wins, total = [0] * len(seeds), 0
     for g, base in config["groups"].items():
-        runs = {k: fedbn_runs(ctx, spec(base, variant(k)), curve=False) for k in METHODS}
+        runs = {k: fedbn_runs(ctx, spec(base, variant(k)), curve=False) for k in ROWS}
         stats = {k: per_domain_stats(r) for k, r in runs.items()}
         means = {k: float(np.mean(v[0])) for k, v in stats.items()}
         doms = runs["FedBN"][0]["domains"]
@@ -423,7 +416,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             wins[i] += sum(a >= b for a, b in zip(runs["FedBN"][i]["domain_acc"], runs["FedAvg"][i]["domain_acc"],
                                                    strict=True))
         total += len(doms)
-        for k in METHODS:
+        for k in ROWS:
             rows.append({"group": g, "method": k, **{d: f"{m:.1f}" + ("" if not np.isfinite(s) else f" ({s:.1f})")
                                                      for d, m, s in zip(doms, *stats[k], strict=True)},
                          "mean": round(means[k], 2)})
@@ -445,16 +438,14 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-tab1")
 def plot_tab1(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     groups = list(s["ours"])
     fig, axes = new_figure(1, 2, width=4.6, height=3.3)
     for ax, data, title in ((axes[0], s["ours"], f"ours ({result.profile}: proxies)"), (axes[1], s["paper"], "paper")):
         x = np.arange(len(groups))
-        for i, k in enumerate(METHODS):
+        for i, k in enumerate(ROWS):
             vals = [data[g][k] if g in data else data[k][g] for g in groups]
-            ax.bar(x + (i - 1.5) * 0.2, vals, 0.2, color=color_for(METHODS[k]), label=k)
+            ax.bar(x + (i - 1.5) * 0.2, vals, 0.2, color=color_for(ROWS[k]), label=k)
         ax.set_xticks(x, groups)
         ax.set_ylim(0, 100)
         ax.set_title(title)

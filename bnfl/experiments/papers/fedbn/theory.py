@@ -16,6 +16,17 @@ import numpy as np
 from bnfl.experiments.claims import at_least, at_most, per_seed_claim, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
+from bnfl.plots import color_for, new_figure
+from bnfl.theory.fedbn_toy import (
+    averaged_model_losses,
+    error_surface,
+    local_bn_scale,
+    local_optimum,
+    loss_curves,
+    make_toy_clients,
+    toy_loss,
+)
+from bnfl.theory.ntk import make_synthetic_clients, train_gd
 
 _TOY = {"scales": [1.0, 3.0], "w_true": 2.0, "noise": 0.1, "n": 500, "seed": 0, "w_grid": [-6.0, 6.0, 1201]}
 #: Fig. 9's data (bnfl.theory.ntk.make_synthetic_clients): dimension, class mean, client 2's AR(1)
@@ -30,6 +41,7 @@ def bayes_accuracy(d: int, mean: float, rho: float) -> list[float]:
     :math:`\Phi(\sqrt{\mu^\top\Sigma^{-1}\mu})` (half the Mahalanobis distance between the class
     means). Client 1: :math:`\Sigma = I`; client 2: :math:`\Sigma_{jk} = \rho^{|j-k|}` (FedBN App. F,
     as :func:`bnfl.data.synthetic.fedbn_synthetic` draws it)."""
+    # function-level: scipy.stats takes seconds to import, and only this function needs it
     from scipy.stats import norm
 
     mu = np.full(int(d), float(mean))
@@ -56,8 +68,6 @@ def _grid(spec: list[float]) -> np.ndarray:
 
 
 def _clients(config: dict[str, Any], variant: str) -> list[Any]:
-    from bnfl.theory.fedbn_toy import make_toy_clients
-
     return make_toy_clients(scales=config["scales"], w_true=config["w_true"], noise=config["noise"],
                             n=config["n"], variant=variant, seed=config["seed"])
 
@@ -77,8 +87,6 @@ def _clients(config: dict[str, Any], variant: str) -> list[Any]:
     configs=same_for_all_profiles(_TOY),
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.theory.fedbn_toy import averaged_model_losses, loss_curves
-
     w = _grid(config["w_grid"])
     out: dict[str, Any] = {}
     for variant in ("latent", "printed"):
@@ -126,8 +134,6 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig1")
 def plot_fig1(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     w = np.asarray(s["w"])
     fig, axes = new_figure(1, 3, width=3.4, height=2.9)
@@ -158,14 +164,6 @@ def plot_fig1(result: Result) -> Any:
     configs=same_for_all_profiles(_TOY | {"gamma_grid": [0.5, 4.0, 141], "w_grid": [0.05, 6.0, 240]}),
 )
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.theory.fedbn_toy import (
-        averaged_model_losses,
-        error_surface,
-        local_bn_scale,
-        local_optimum,
-        toy_loss,
-    )
-
     clients = _clients(config, "latent")
     w, g = _grid(config["w_grid"]), _grid(config["gamma_grid"])
     s = averaged_model_losses(clients, _grid(_TOY["w_grid"]))
@@ -196,8 +194,6 @@ def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig2")
 def plot_fig2(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=5.2, height=3.8)
     im = ax.contourf(s["w"], s["gamma"], np.asarray(s["loss"]), levels=30, cmap="viridis")
@@ -231,8 +227,6 @@ def plot_fig2(result: Result) -> Any:
     seeds={"smoke": 2, "quick": 5, "paper": 5},
 )
 def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.theory.ntk import make_synthetic_clients, train_gd
-
     seeds = [int(s) for s in ctx.seeds]
     d, mean, rho, npc = int(config["d"]), float(config["mean"]), float(config["rho"]), int(config["n_per_class"])
     target, bayes = fit_target(d, mean, rho, npc)
@@ -279,8 +273,6 @@ def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig9")
 def plot_fig9(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     fig, ax = new_figure(1, 1, width=4.8, height=3.4)
     for name, key in (("FedAvg", "fedavg+bn"), ("FedBN", "fedbn")):
         loss = result.series[name]["loss"]

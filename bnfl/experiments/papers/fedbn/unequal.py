@@ -31,6 +31,7 @@ from bnfl.experiments.papers.fedbn.setups import (
     variant,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, new_figure
 
 _KEYS = ("FedAvg", "FedProx", "FedBN")
 
@@ -229,8 +230,6 @@ def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-tab17")
 def plot_tab17(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.4)
     x = np.arange(len(s["styles"]))

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from bnfl import models
 from bnfl.experiments.claims import info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedtan.numbers import (
@@ -26,6 +27,7 @@ from bnfl.experiments.printed import decimals, matches_printed, percent
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
 from bnfl.fl.accounting import CommVolume, comm_volume
 from bnfl.nn import bn_modules
+from bnfl.plots import color_for, new_figure
 
 # --------------------------------------------------------------------------------------
 # Model bookkeeping: the FL engine's accounting (bnfl.fl.comm_volume) on the real models
@@ -33,8 +35,6 @@ from bnfl.nn import bn_modules
 
 
 def build_model(name: str, **kwargs: Any) -> nn.Module:
-    from bnfl import models
-
     return models.build(name, **kwargs)
 
 
@@ -171,8 +171,6 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedtan-tab3")
 def plot_tab3(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     fig, ax = new_figure(width=5.2, height=3.2)
     rows = [r for r in result.rows if "scheme" in r]
     names = [r["scheme"] for r in rows]
@@ -353,8 +351,6 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot_fedtan_ii_table(result: Result, unit: str, key_ours: str, key_paper: str, title: str) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     fig, (a1, a2) = new_figure(1, 2, width=4.0, height=3.1)
     rows = result.rows
     labels = [r["scheme"].replace("FedTAN-II ", "") for r in rows]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib.patches import Patch
 
 from bnfl.experiments.core import Result
 from bnfl.experiments.papers.fedtan.setups import (
@@ -15,13 +16,12 @@ from bnfl.experiments.papers.fedtan.setups import (
     method_label,
 )
 from bnfl.experiments.printed import parse_mean_std
+from bnfl.plots import color_for, new_figure
 
 
 def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: str, *,
                   ncols: int = 2) -> Any:
     """Panels of (series prefix, y-kind "acc"|"loss", title); lines per method with std bands."""
-    from bnfl.plots import new_figure
-
     nrows = math.ceil(len(panels) / ncols)
     fig, axes = new_figure(nrows, ncols, width=4.0, height=3.0, squeeze=False)
     for ax, (prefix, kind, ptitle) in zip(axes.flat, panels, strict=False):
@@ -49,8 +49,6 @@ def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: 
 
 def bars_vs_paper(result: Result, groups: Sequence[str], title: str, paper_cols: Sequence[str],
                    ours_cols: Sequence[str]) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     ncols = min(2, len(groups))
     nrows = math.ceil(len(groups) / ncols)
     fig, axes = new_figure(nrows, ncols, width=4.2, height=3.2, squeeze=False)
@@ -65,8 +63,6 @@ def bars_vs_paper(result: Result, groups: Sequence[str], title: str, paper_cols:
         ax.set_ylim(0, 100)
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(g)
-    from matplotlib.patches import Patch
-
     handles = [Patch(facecolor="white", edgecolor="#333333", label="ours (method colour, left bar)"),
                Patch(facecolor="#BBBBBB", label="paper (right bar)")]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
@@ -92,8 +88,6 @@ def iid_noniid_plot(title: str) -> Any:
 
 def domains_plot(title: str) -> Any:
     def plot(result: Result) -> Any:
-        from bnfl.plots import new_figure
-
         s = result.series
         names = s["domains"]
         nd = len(names) - 1
@@ -119,8 +113,6 @@ def domains_plot(title: str) -> Any:
 
 def fedtan_ii_plot(title: str) -> Any:
     def plot(result: Result) -> Any:
-        from bnfl.plots import new_figure
-
         tags = list(dict.fromkeys(n.rsplit("/", 1)[0] for n in result.series))
         fig, axes = new_figure(len(tags), 2, width=4.3, height=3.0, squeeze=False)
         cmap = [method_color("fedtan2"), "#56B4E9", "#009E73", "#CC79A7", "#777777"]

@@ -20,6 +20,7 @@ from bnfl.experiments.curves import (
     merge_specs,
     train_runs,
 )
+from bnfl.experiments.intervals import estimate
 from bnfl.experiments.papers.fedtan.communication import build_model
 from bnfl.experiments.papers.fedtan.drawing import bars_vs_paper, curve_panels
 from bnfl.experiments.papers.fedtan.evidence import Seeds, finals, rounds_to_each
@@ -109,8 +110,6 @@ def _first_hits(ev: Seeds, tan_runs: list, gn_runs: list) -> tuple[list[float], 
     accuracy, the targets, and ``tol``: the larger of one test sample and the half width of the 95%
     interval of FedAvg+GN's final accuracy over the seeds (a curve 0.18 pts under the target at the
     end has reached it, up to this noise; with one seed, one test sample)."""
-    from bnfl.experiments.intervals import estimate
-
     targets = finals(gn_runs)
     tol = ev.one_sample or 0.0
     if len(targets) >= 2 and all(math.isfinite(v) for v in targets):

@@ -47,6 +47,7 @@ from bnfl.experiments.papers.fedtan.setups import (
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import new_figure
 
 # -- fig3 ------------------------------------------------------------------------------------
 
@@ -119,8 +120,6 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedtan-fig3")
 def plot_fig3(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     fig, (a1, a2) = new_figure(1, 2, width=4.4, height=3.2)
     for key in ("fedavg+bn", "fedavg+none"):
         c = result.series[f"a/{key}"]

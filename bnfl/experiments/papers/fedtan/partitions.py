@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.data import describe, partition
 from bnfl.experiments.claims import at_most, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedtan.numbers import (
@@ -14,6 +15,7 @@ from bnfl.experiments.papers.fedtan.numbers import (
     TABLE_D,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import new_figure
 
 # --------------------------------------------------------------------------------------
 # Supplement D class tables
@@ -47,8 +49,6 @@ def paper_class_table(k: int) -> np.ndarray:
              "paper": {"k": [2, 4, 6, 8, 10], "samples_per_class": 5000}},
 )
 def compute_tabD(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.data import describe, partition
-
     n_per_class = config["samples_per_class"]
     labels = np.repeat(np.arange(10), n_per_class)  # a CIFAR-sized label vector
     rows, claims, tables = [], [], {}
@@ -89,8 +89,6 @@ def compute_tabD(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedtan-tabD")
 def plot_tabD(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     tables = result.series["tables"]
     ks = sorted(tables, key=int)
     fig, axes = new_figure(1, len(ks), width=2.3, height=2.3, squeeze=False)

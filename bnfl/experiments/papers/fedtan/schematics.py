@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.patches import FancyBboxPatch
 from torch import nn
 
 from bnfl.experiments.claims import within
@@ -15,6 +16,7 @@ from bnfl.experiments.papers.fedtan.numbers import (
     NUM_CLIENTS,
 )
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
+from bnfl.plots import color_for, new_figure
 
 #: (model, build options, expected number of BN layers L) for the layer graphs of Fig. 2.
 _FIG2_MODELS = [
@@ -55,8 +57,6 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _box(ax: Any, xy: tuple[float, float], text: str, color: str, *, w: float = 1.6, h: float = 0.7) -> None:
-    from matplotlib.patches import FancyBboxPatch
-
     x, y = xy
     ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.05",
                                 fc=color, ec="#333333", lw=1.0))
@@ -72,8 +72,6 @@ def _arrow(ax: Any, a: tuple[float, float], b: tuple[float, float], color: str =
 
 @plotter("fedtan-fig1")
 def plot_fig1(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     n = int(result.series["clients"])
     fig, (a, b) = new_figure(1, 2, width=4.6, height=3.4)
     for ax in (a, b):
@@ -147,8 +145,6 @@ def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedtan-fig2")
 def plot_fig2(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     graphs = result.series["graphs"]
     drawn = [g for g in graphs if g in ("q_mlp_bn", "q_res")] or list(graphs)[:2]
     fig, axes = new_figure(len(drawn), 1, width=9.0, height=1.9, squeeze=False)

@@ -31,6 +31,7 @@ from bnfl.experiments.papers.fedtan.setups import (
     variant_spec,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import new_figure
 
 # -- fig5 ------------------------------------------------------------------------------------
 
@@ -88,8 +89,6 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedtan-fig5")
 def plot_fig5(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, ax = new_figure(width=5.0, height=3.4)
     ax.axhline(s["central"], color=method_color("centralized"), ls="--", label=method_label("centralized"))
@@ -154,8 +153,6 @@ def compute_fig12(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedtan-fig12")
 def plot_fig12(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, ax = new_figure(width=5.0, height=3.4)
     for k in ("centralized", "fedtan", "fedavg+bn", "fedbn"):

@@ -9,14 +9,24 @@ dicts of :mod:`bnfl.experiments.training`; a topic module merges them with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from bnfl.data.fedbn_folders import DOMAINNET_TOP10
-from bnfl.experiments.augmentation import declare
 from bnfl.experiments.core import deep_merge
-from bnfl.experiments.curves import accuracy_row, merge_specs, noise
 from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERATIONS
+from bnfl.experiments.setups import acc_noise, method_row, profile_set, seeds, smoke_on_bases, spec
+from bnfl.experiments.setups import label as method_label
+from bnfl.methods import get
+from bnfl.models.inits import AUTHORS_INIT
+from bnfl.plots import color_for
+
+__all__ = [
+    "ALL6", "DOMAINNET", "HEADLINE_INIT", "IID", "INIT_NOTE", "METHOD_OPTIONS", "NONIID", "OFFICE", "P_C10",
+    "P_MNIST", "P_MOM", "Q_BASE", "Q_DOM", "Q_MLP1", "Q_MOM", "Q_RES", "REFERENCE_MOMENTUM_NOTE", "SEEDS", "SMOKE",
+    "UNSTATED_R", "acc_noise", "config_deviations", "method_color", "method_label", "method_row", "profiles", "spec",
+    "variant_spec", "with_data", "with_init",
+]
 
 #: Options a method takes in FedTAN's experiments beyond its entry in :data:`bnfl.methods.METHODS`
 #: (the paper gives no FedProx mu; GN uses 2 groups, as FixBN and HBN do).
@@ -29,30 +39,14 @@ IID = {"kind": "iid"}
 NONIID = {"kind": "classes_per_client", "k": 2}
 
 
-def method_label(key: str) -> str:
-    """The legend name of method ``key`` (:data:`bnfl.methods.METHODS`); other keys are shown as given."""
-    from bnfl.methods import METHODS
-
-    return METHODS[key].label if key in METHODS else key
-
-
 def method_color(key: str) -> str:
     """The colour of method ``key``: one colour per method across bnfl's figures."""
-    from bnfl.plots import color_for
-
     return color_for(key)
 
 
 def variant_spec(key: str) -> dict[str, Any]:
     """The run-spec fields that make method ``key`` (its id and FedTAN's options for it)."""
-    from bnfl.methods import get
-
     return {"method": get(key).id, **METHOD_OPTIONS.get(key, {})}
-
-
-def method_row(setting: str, key: str, runs: Sequence[Mapping[str, Any]], **extra: Any) -> dict[str, Any]:
-    """A result row for variant ``key`` (see :func:`bnfl.experiments.curves.accuracy_row`)."""
-    return accuracy_row(setting, method_label(key), runs, **extra)
 
 
 def config_deviations(config: Mapping[str, Any]) -> list[str]:
@@ -111,8 +105,6 @@ def with_init(base: Mapping[str, Any], init: str) -> dict[str, Any]:
     """``base`` with ``model.init`` set to ``init``; ``"pytorch"`` removes the key (the default), and so
     does ``"authors"`` where the model's own init is the authors' (ResNet-20), so the run spec, hence
     its cache entry, is the one other entries train without the option."""
-    from bnfl.models.inits import AUTHORS_INIT
-
     out = dict(base)
     model = {k: v for k, v in dict(base.get("model", {})).items() if k != "init"}
     same = init == "authors" and AUTHORS_INIT.get(str(model.get("name")), ("", "", ""))[2] == "pytorch"
@@ -124,7 +116,7 @@ def with_init(base: Mapping[str, Any], init: str) -> dict[str, Any]:
 
 #: Repeats at quick: the catalog's 3 (the paper averages 5 runs). The batched engine trains an
 #: entry's seeds together in lock-step (``bnfl reproduce --batched auto``, the default).
-SEEDS = {"smoke": 1, "quick": 3, "paper": 5}
+SEEDS = seeds(quick=3, paper=5)
 OFFICE = {"data": {"name": "office_caltech10", "domains": ["amazon", "caltech", "dslr", "webcam"], "size": 256},
           "model": {"name": "alexnet_bn"}, "partition": {"num_clients": 4}, "rounds": 1000,
           "train": {"batch_size": 32, "lr": 0.01, "local_steps": 5, "eval_every": 20}}
@@ -150,25 +142,9 @@ def with_data(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any
 def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
              smoke: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """``{"smoke", "quick", "paper"}`` configs; smoke = quick with :data:`SMOKE` on its base(s)."""
-    sm = deep_merge(quick, {k: SMOKE for k in quick if k.startswith("base")})
-    sm = deep_merge(sm, smoke or {})
-    sm["deviations"] = ["smoke profile: 2 rounds of 2 local steps, batch 8: checks the machinery, "
-                        "not the paper's claims"]
-    paper = dict(paper)
-    paper.setdefault("deviations", [])
-    return {"smoke": sm, "quick": declare(quick, paper), "paper": paper}
-
-
-def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
-    """A run spec from parts merged in order."""
-    return merge_specs({}, *parts)
-
-
-def acc_noise(*settings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``noise=`` and ``noise_label=`` for a claim comparing the final accuracies of ``settings``
-    (each a list of runs over seeds): the seed std or one test sample, whichever is larger."""
-    value, text = noise(*settings)
-    return {"noise": value, "noise_label": text}
+    return profile_set(deep_merge(smoke_on_bases(quick, SMOKE), smoke or {}), quick, paper,
+                       note="smoke profile: 2 rounds of 2 local steps, batch 8: checks the machinery, "
+                            "not the paper's claims")
 
 
 #: Where an entry trains FedTAN with momentum, it follows bnfl's convention, and the authors' code

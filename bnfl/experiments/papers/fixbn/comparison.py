@@ -33,6 +33,7 @@ from bnfl.experiments.papers.fixbn.setups import (
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.proxies import choice_note, proxy_config, proxy_spec
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import new_figure
 
 # -- Table 4 ----------------------------------------------------------------------------------------
 #: Table 4 rows -> bnfl method ids (FedDNA = FedAvg+Algorithm 2, CATALOG §0.2; Centralized+FixBN = pooled-data
@@ -124,8 +125,6 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fixbn-tab4")
 def plot_tab4(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, axes = new_figure(1, 2, width=5.0, height=3.4, squeeze=False)
     x = np.arange(len(s["names"]))
@@ -241,8 +240,6 @@ def _t5_proxy_claims(ctx: Context, proxy: dict[str, Any], rows: list[dict[str, A
 
 @plotter("fixbn-tab5")
 def plot_tab5(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=6.0, height=3.4)
     x = np.arange(len(s["names"]))

@@ -35,6 +35,7 @@ from bnfl.experiments.papers.fixbn.setups import (
     variant,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, new_figure
 
 
 def cell_spec(base: Mapping[str, Any], method: dict[str, Any], partition: Mapping[str, Any], e: int,
@@ -128,8 +129,6 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fixbn-fig4")
 def plot_fig4(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=5.6, height=3.6)
     colors = {"FedAvg+BN": "#0072B2", "FedAvg+GN": "#009E73", "FixBN": "#117733"}
@@ -273,8 +272,6 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fixbn-fig5")
 def plot_fig5(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     panels: dict[tuple[str, str], dict[str, list[float]]] = {}
     for key, d in s["gaps"].items():
@@ -338,8 +335,6 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fixbn-fig6")
 def plot_fig6(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=4.8, height=3.4)
     ax.plot(s["e"], s["gn"], "o-", color=color_for("fedavg+gn"), label="GN")

@@ -38,6 +38,7 @@ from bnfl.experiments.papers.fixbn.setups import (
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, new_figure
 
 # -- the E = 1 setting (Fig. 1, Table 1, Fig. 2a-b) ---------------------------------------------
 
@@ -141,8 +142,6 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fixbn-fig1")
 def plot_fig1(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     fig, ax = new_figure(1, 1, width=6.0, height=3.4)
     bars = result.series["bars"]
     names = list(bars)
@@ -219,8 +218,6 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fixbn-tab1")
 def plot_tab1(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series["ours"]
     fig, ax = new_figure(1, 1, width=6.0, height=3.4)
     names = ["GN central.", "GN FL", "BN central.", "BN FL", "BN decoupled", "BN re-accum."]
@@ -344,8 +341,6 @@ def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fixbn-fig2")
 def plot_fig2(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 3, width=3.6, height=3.0, squeeze=False)
     a, b, c = axes[0]

@@ -35,6 +35,7 @@ from bnfl.experiments.papers.fixbn.setups import (
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, new_figure
 
 NORMS = ("fedavg+bn", "fedavg+gn", "fixbn")
 
@@ -129,8 +130,6 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _grouped_bars(result: Result, title: str) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     settings = list(s["bars"])
     fig, axes = new_figure(1, len(settings), width=5.0, height=3.2, squeeze=False)
@@ -226,8 +225,6 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _three_bars(result: Result, title: str, ylabel: str) -> Any:
-    from bnfl.plots import new_figure
-
     fig, ax = new_figure(1, 1, width=4.6, height=3.2)
     x = np.arange(3)
     ax.bar(x - 0.2, result.series["ours"], 0.4, color="#0072B2", label=f"ours ({result.profile})")

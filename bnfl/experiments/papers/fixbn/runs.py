@@ -17,7 +17,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from bnfl import fl
+from bnfl.data import IGNORE_INDEX
 from bnfl.experiments.core import Context, config_hash
+from bnfl.experiments.training import canonical, load_data
+from bnfl.fl.engine import accuracy
+from bnfl.fl.statistics_log import StatisticsLog
+from bnfl.nn.recalibrate import recalibrate_bn
 
 __all__ = ["observed_run", "observed_runs", "segmentation_scores"]
 
@@ -32,8 +38,6 @@ def segmentation_scores(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
     ``ignore_index`` (default :data:`bnfl.data.IGNORE_INDEX`, Cityscapes' "void" = 255) are left
     out of both scores; it is no class of the mean.
     """
-    from bnfl.data import IGNORE_INDEX
-
     ignore = IGNORE_INDEX if ignore_index is None else int(ignore_index)
     model.eval()
     conf = torch.zeros(num_classes, num_classes, dtype=torch.int64)
@@ -50,11 +54,6 @@ def segmentation_scores(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
 
 
 def _run(spec: dict[str, Any], opts: Mapping[str, Any], *, device: str, data_root: str | None) -> dict[str, Any]:
-    from bnfl import fl
-    from bnfl.experiments.training import load_data
-    from bnfl.fl.statistics_log import StatisticsLog
-    from bnfl.nn.recalibrate import recalibrate_bn
-
     start = time.perf_counter()
     split = load_data(spec["data"], data_root=data_root)
     # sequential: these runs were never batched (their committed numbers are the sequential engine's)
@@ -81,8 +80,6 @@ def _run(spec: dict[str, Any], opts: Mapping[str, Any], *, device: str, data_roo
                                        ignore_index=split.meta.get("ignore_index")))
         out["test_acc"] = [out["pixel_acc"]]
     else:
-        from bnfl.fl.engine import accuracy
-
         evaluated = [r for r in rows if "test_acc" in r]
         out["round"] = [int(r["round"]) for r in evaluated]
         out["test_acc"] = [round(100 * float(r["test_acc"]), 3) for r in evaluated]
@@ -96,8 +93,6 @@ def _run(spec: dict[str, Any], opts: Mapping[str, Any], *, device: str, data_roo
 def observed_run(ctx: Context, spec: Mapping[str, Any], **opts: Any) -> dict[str, Any]:
     """One run of ``spec`` with the analyses in ``opts`` (``stats_window``, ``recalibrate``,
     ``segmentation``), cached in ``ctx.cache`` under its spec and options."""
-    from bnfl.experiments.training import canonical
-
     spec = canonical(spec)
     key = {"spec": spec, "device": ctx.device, "observed": dict(opts)}
 

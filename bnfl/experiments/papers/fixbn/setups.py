@@ -14,16 +14,17 @@ gives ``rounds = epochs |D| / (B E M)`` (:func:`rounds_for_epochs`); the alterna
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from bnfl.experiments.augmentation import FIXBN_NOTE, declare, uses_augmentation
+from bnfl.experiments.augmentation import FIXBN_NOTE, uses_augmentation
 from bnfl.experiments.core import deep_merge
-from bnfl.experiments.curves import accuracy_row, merge_specs, noise
 from bnfl.experiments.papers.fixbn.numbers import BATCH, LR, LR_FRACTIONS, MOMENTUM
+from bnfl.experiments.setups import acc_noise, label, method_row, profile_set, seeds, spec
+from bnfl.methods import get
 
 __all__ = [
-    "DECAY", "IID", "SHARDS", "dirichlet", "label", "method_row", "profiles", "rounds_for_epochs",
+    "DECAY", "IID", "SEEDS", "SHARDS", "acc_noise", "dirichlet", "label", "method_row", "profiles", "rounds_for_epochs",
     "rounds_for_steps", "spec", "variant",
 ]
 
@@ -68,36 +69,12 @@ def rounds_for_steps(steps_per_client: int, local_steps: int) -> int:
     return max(1, math.ceil(steps_per_client / local_steps))
 
 
-def label(key: str) -> str:
-    """The legend name of method ``key`` (:data:`bnfl.methods.METHODS`); other keys as given."""
-    from bnfl.methods import METHODS
-
-    return METHODS[key].label if key in METHODS else key
-
-
 def variant(key: str, **method_options: Any) -> dict[str, Any]:
     """Run-spec fields of method ``key`` (GN with 2 groups, the FixBN/HBN reading of "group size 2")."""
-    from bnfl.methods import get
-
     out: dict[str, Any] = {"method": get(key).id}
     if method_options:
         out["method_options"] = dict(method_options)
     return out
-
-
-def method_row(setting: str, key: str, runs: Sequence[Mapping[str, Any]], **extra: Any) -> dict[str, Any]:
-    return accuracy_row(setting, label(key), runs, **extra)
-
-
-def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
-    """A run spec from parts merged in order."""
-    return merge_specs({}, *parts)
-
-
-def acc_noise(*settings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``noise=``/``noise_label=`` for a claim comparing the final accuracies of ``settings``."""
-    value, text = noise(*settings)
-    return {"noise": value, "noise_label": text}
 
 
 # -- quick-scale bases -----------------------------------------------------------------------------
@@ -121,17 +98,14 @@ P_TINY: dict[str, Any] = {"data": {"name": "tiny_imagenet"}, "model": {"name": "
 
 #: Repeats: the paper reports "the average of 3 runs" (Sec. 6.1); the same 3 at quick (the batched engine
 #: trains them together in lock-step, ``bnfl reproduce --batched auto``, the default), 1 at smoke.
-SEEDS = {"smoke": 1, "quick": 3, "paper": 3}
+SEEDS = seeds(quick=3, paper=3)
 
 SMOKE_NOTE = "smoke profile: a few rounds of a few steps: checks the machinery, not the paper's claims"
 
 
 def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], smoke: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """``{"smoke", "quick", "paper"}`` configs; smoke = quick with ``smoke`` merged in."""
-    sm = deep_merge(quick, smoke)
-    sm["deviations"] = [SMOKE_NOTE]
-    paper = dict(paper)
-    paper.setdefault("deviations", [])
+    paper = {**paper, "deviations": list(paper.get("deviations", []))}
     if uses_augmentation(paper, "cifar") and FIXBN_NOTE not in paper["deviations"]:
-        paper["deviations"] = [*paper["deviations"], FIXBN_NOTE]
-    return {"smoke": sm, "quick": declare(quick, paper), "paper": paper}
+        paper["deviations"].append(FIXBN_NOTE)
+    return profile_set(deep_merge(quick, smoke), quick, paper, note=SMOKE_NOTE)

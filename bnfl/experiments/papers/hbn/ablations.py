@@ -20,12 +20,13 @@ from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
-    METHODS,
     P_BASES,
     P_LR,
     Q_BASE,
     Q_CAT_LR,
     Q_LR3,
+    ROWS,
+    SEEDS,
     accs,
     batch,
     compare,
@@ -39,12 +40,12 @@ from bnfl.experiments.papers.hbn.setups import (
     scaled_lambda,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.training import mean_std
+from bnfl.plots import color_for, marker_for, new_figure
 
 _Q_NOTE = "CIFAR -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, E = 1 epoch, T = 60"
 _LR_NOTE = ("HBN's rate chosen at B = 4 on a validation split by the mean of 3 seeds (hbn-tab1's protocol, setups.Q_LR3), "
             "scaled linearly with B")
-#: Seeds per profile (issue 25).
-SEEDS = {"smoke": 1, "quick": 3, "paper": 3}
 _Q_HBN = hbn_options("CIFAR-10")
 _P_HBN = {"eval_stats": "recompute"}  # the paper profile: its lambda at its T, Sec. 4.1's evaluation
 #: Why hbn-tab6's full HBN (94.91 +- 2.33 before issue 25) sat below the reference-variants benchmark's
@@ -114,8 +115,6 @@ def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows = [{"index": idx, "ablation": name, "acc (%)": fmt(per_seed[idx]), "seeds": len(runs[idx])}
             for idx, (name, _) in ABLATIONS.items()]
     paper = [{"index": i, "ablation": n, "acc (%)": a} for i, n, a in N.TABLE6]
-    from bnfl.experiments.training import mean_std
-
     stats = {idx: mean_std(v) for idx, v in per_seed.items()}
     notes = ["Table 6's (2) = 77.90 equals HBN at lr 0.005 in Table 8 (flagged by the catalog as a possible "
              "coincidence).", "acc: mean ± sample std over seeds."]
@@ -129,8 +128,6 @@ def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-tab6")
 def plot_tab6(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 2, width=4.4, height=3.4)
     names = list(s["acc"])
@@ -246,8 +243,6 @@ def _col(k: str, sep: str = " ") -> str:
 
 @plotter("hbn-fig5")
 def plot_fig5(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     t = result.series["acc"]
     Cs = sorted(t, key=float, reverse=True)  # C = 1 first, as the rows
     lams = sorted(t[Cs[0]], key=lambda k: float(k.split()[0]), reverse=True)
@@ -323,12 +318,10 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig6")
 def plot_fig6(result: Result) -> Any:
-    from bnfl.plots import color_for, marker_for, new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.4)
     for k, d in s["acc"].items():
-        ax.plot(s["E"], [d[str(E)] for E in s["E"]], marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+        ax.plot(s["E"], [d[str(E)] for E in s["E"]], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
     ax.set_xticks(s["E"])
     ax.set_xlabel("local epochs E")
     ax.set_ylabel("test accuracy (%)")

@@ -17,15 +17,16 @@ import numpy as np
 
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.hbn import numbers as N
+from bnfl.experiments.papers.hbn.normalisers import _plot_bars
 from bnfl.experiments.papers.hbn.seeded import count_of, fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
     LAST_K,
-    METHODS,
     P_BASES,
     P_LR,
     Q_BASE,
     Q_LR3,
+    ROWS,
     batch,
     dirichlet,
     explain,
@@ -34,6 +35,7 @@ from bnfl.experiments.papers.hbn.setups import (
     run,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, new_figure
 
 _THREE = ["BN", "GN", "HBN"]
 #: quick stand-ins (CATALOG hbn-tab5): name -> (bnfl model, spec override)
@@ -144,9 +146,6 @@ def _rounded(v: float) -> float | None:
 
 @plotter("hbn-tab5")
 def plot_tab5(result: Result) -> Any:
-    from bnfl.experiments.papers.hbn.normalisers import _plot_bars
-    from bnfl.plots import new_figure
-
     t = result.series["acc"]
     fig, ax = new_figure(1, 1, width=7.0, height=3.4)
     _plot_bars(ax, list(dict.fromkeys(r["model"] for r in result.rows)), t, _THREE)  # the table's order (JSON sorts keys)
@@ -204,14 +203,12 @@ def _mean_curve(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
 
 @plotter("hbn-fig7")
 def plot_fig7(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     curves = result.series["curves"]
     order = [r["model"] for r in result.rows]  # the table's order (stored results sort keys)
     fig, axes = new_figure(1, len(curves), width=3.0, height=2.8)
     for ax, (a, d) in zip(np.atleast_1d(axes), [(a, curves[a]) for a in order], strict=True):
         for k, c in d.items():
-            ax.plot(c["round"], c["acc"], color=color_for(METHODS[k]), label=k)
+            ax.plot(c["round"], c["acc"], color=color_for(ROWS[k]), label=k)
         ax.set_title(a, fontsize=9)
         ax.set_xlabel("round")
     np.atleast_1d(axes)[0].set_ylabel("test accuracy (%)")

@@ -23,11 +23,12 @@ from bnfl.experiments.curves import fmt_mean_std
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
-    METHODS,
     P_BASES,
     P_LR,
     Q_BASE,
     Q_CAT_LR,
+    ROWS,
+    SEEDS,
     accs,
     batch,
     compare,
@@ -42,10 +43,9 @@ from bnfl.experiments.papers.hbn.setups import (
     run,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, marker_for, new_figure
 
 _THREE = ["BN", "GN", "HBN"]
-#: Seeds per profile (issue 25: >= 3 wherever an entry trains; lock-step).
-SEEDS = {"smoke": 1, "quick": 3, "paper": 3}
 _LR_NOTE = ("learning rate = the catalog's 0.005 x B / 4 for every method (hbn-fig1's quick recipe; before issue 25 "
             "each method's rate was picked on one seed, BN 0.02 and HBN 0.005 at B = 4)")
 _Q_NOTE = ("CIFAR-100 -> Q-DIG (10 classes), K = 20 Dirichlet clients, 5 per round, Q-SCNN, E = 1 epoch, T = 60; "
@@ -203,10 +203,8 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot_vs_batch(ax: Any, Bs: list[int], d: dict[str, dict[str, float]]) -> None:
-    from bnfl.plots import color_for, marker_for
-
     for k, v in d.items():
-        ax.plot(Bs, [v[str(B)] for B in Bs], marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+        ax.plot(Bs, [v[str(B)] for B in Bs], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
     ax.set_xscale("log", base=2)
     ax.set_xticks(Bs)
     ax.set_xticklabels([str(B) for B in Bs])
@@ -215,8 +213,6 @@ def _plot_vs_batch(ax: Any, Bs: list[int], d: dict[str, dict[str, float]]) -> No
 
 @plotter("hbn-tab2")
 def plot_tab2(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, axes = new_figure(1, len(s["acc"]), width=4.2, height=3.4)
     axes = np.atleast_1d(axes)
@@ -258,14 +254,12 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig4")
 def plot_fig4(result: Result) -> Any:
-    from bnfl.plots import color_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 2, width=4.2, height=3.4)
     _plot_vs_batch(axes[0], s["B"], s["acc"])
     axes[0].set_title("ours (quick proxy)" if max(s["B"]) else "")
     for k, v in s["paper"].items():
-        axes[1].plot(list(N.TABLE2_B), v, marker="o", color=color_for(METHODS[k]), label=k)
+        axes[1].plot(list(N.TABLE2_B), v, marker="o", color=color_for(ROWS[k]), label=k)
     axes[1].set_xscale("log", base=2)
     axes[1].set_xticks(list(N.TABLE2_B))
     axes[1].set_xticklabels([str(B) for B in N.TABLE2_B])
@@ -345,15 +339,13 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig1")
 def plot_fig1(result: Result) -> Any:
-    from bnfl.plots import color_for, marker_for, new_figure
-
     s = result.series
     fig, axes = new_figure(1, 2, width=4.2, height=3.4)
     for ax, key, xlabel in zip(axes, ("a", "b"), ("Dirichlet coefficient phi", "batch size B"), strict=True):
         for k, d in s[key].items():
             pts = sorted((float(x), y) for x, y in d.items())  # stored results sort keys as text
             xs = [x for x, _ in pts]
-            ax.plot(xs, [y for _, y in pts], marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+            ax.plot(xs, [y for _, y in pts], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
         ax.set_xscale("log", base=2 if key == "b" else 10)
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{x:g}" for x in xs])

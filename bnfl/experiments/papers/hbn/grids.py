@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+# called as training.train*(...) so that tests can replace them on bnfl.experiments.training
+from bnfl.experiments import training
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.hbn import numbers as N
@@ -22,12 +24,12 @@ from bnfl.experiments.papers.hbn.seeded import fmt, mean_of, paired_at_least, pe
 from bnfl.experiments.papers.hbn.setups import (
     CATALOG_RATE,
     DECAY_NOTE,
-    METHODS,
     P_BASES,
     Q_BASE,
     Q_LR3,
     Q_TINY,
     Q_TINY_GRID,
+    ROWS,
     explain,
     lr_of,
     near_rates,
@@ -37,6 +39,7 @@ from bnfl.experiments.papers.hbn.setups import (
     variant,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, marker_for, new_figure
 
 #: Seeds each rate is scored on (the quick selection protocol of issue 25, :data:`setups.Q_LR3`).
 SELECTION_SEEDS = len(Q_LR3["seeds"])
@@ -87,11 +90,9 @@ def _consistency(eid: str, table: Mapping[str, tuple[tuple[float, ...], tuple[st
 def seeded_grid(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, list[dict[str, Any]]]:
     """The validation runs of method ``key`` over its grid, one per seed of ``ctx.seeds`` (lock-step):
     ``{lr: [run per seed]}``; the same specs as :func:`~bnfl.experiments.papers.hbn.setups.grid_runs`."""
-    from bnfl.experiments.training import train_seeds
-
     base = lr_cfg["base"]
     data = {**base["data"], "validation": lr_cfg["validation"]}
-    return {float(lr): train_seeds(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
+    return {float(lr): training.train_seeds(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
             for lr in lr_cfg["grid"][key]}
 
 
@@ -138,8 +139,6 @@ def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
 
 
 def _plot_grid(result: Result, title: str) -> Any:
-    from bnfl.plots import color_for, marker_for, new_figure
-
     fig, axes = new_figure(1, 2, width=4.6, height=3.4)
     for ax, key, ylabel in zip(axes, ("validation", "paper"), ("ours: validation accuracy (%)",
                                                               "paper: test accuracy (%)"), strict=True):
@@ -147,7 +146,7 @@ def _plot_grid(result: Result, title: str) -> Any:
             pts = sorted((float(x), v) for x, v in d.items())  # stored results sort keys as text
             xs = [x for x, _ in pts]
             ys = [np.nan if v is None or not math.isfinite(float(v)) else float(v) for _, v in pts]
-            ax.plot(xs, ys, marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+            ax.plot(xs, ys, marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
         ax.set_xscale("log")
         ax.set_xlabel("learning rate")
         ax.set_ylabel(ylabel)

@@ -24,13 +24,14 @@ from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
     LAST_K,
-    METHODS,
     P_BASES,
     P_LR,
     Q_BASE,
     Q_LR3,
     Q_TINY,
     Q_TINY_LR3,
+    ROWS,
+    SEEDS,
     accs,
     compare,
     dirichlet,
@@ -45,11 +46,10 @@ from bnfl.experiments.papers.hbn.setups import (
     run,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, marker_for, new_figure
 
 _LR_NOTE = ("each method at the rate chosen on a validation split by the mean of 3 seeds from the 3 rates of its Table 8 "
             "grid nearest the catalog's 0.005 (each keeps the paper's argmax; Table 10's 3 largest /4 for the Tiny stand-in)")
-#: Seeds per profile (issue 25).
-SEEDS = {"smoke": 1, "quick": 3, "paper": 3}
 #: HBN variants reported beside the headline HBN in the most heterogeneous Q-DIG column.
 VARIANTS: dict[str, dict[str, Any]] = {"HBN EMA": {"eval_stats": "global"}, "HBN lambda=0.01": {"lam": 0.01}}
 _P_HBN = {"eval_stats": "recompute"}  # the paper profile: its own lambda at its T, Sec. 4.1's evaluation
@@ -166,8 +166,6 @@ def _as_list(runs: Any) -> list[dict[str, Any]]:
 
 
 def _plot_bars(ax: Any, groups: list[str], table: dict[str, dict[str, float]], methods: list[str]) -> None:
-    from bnfl.plots import color_for
-
     w = 0.8 / len(methods)
     x = np.arange(len(groups))
     lo = min(v for g in groups for v in table[g].values() if v is not None and math.isfinite(v))
@@ -175,7 +173,7 @@ def _plot_bars(ax: Any, groups: list[str], table: dict[str, dict[str, float]], m
     for j, k in enumerate(methods):
         ys = [np.nan if table[g][k] is None else float(table[g][k]) for g in groups]  # JSON keeps NaN as null
         xs = x + (j - (len(methods) - 1) / 2) * w
-        ax.bar(xs, ys, w, color=color_for(METHODS.get(k, k)), label=k)
+        ax.bar(xs, ys, w, color=color_for(ROWS.get(k, k)), label=k)
         for xi, y in zip(xs, ys, strict=True):
             if not math.isfinite(y):  # a diverged run has no bar: say so
                 ax.text(xi, bottom + 1, "diverged", rotation=90, ha="center", va="bottom", fontsize=7)
@@ -186,8 +184,6 @@ def _plot_bars(ax: Any, groups: list[str], table: dict[str, dict[str, float]], m
 
 @plotter("hbn-tab1")
 def plot_tab1(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=9.0, height=3.6)
     first = s["acc"][s["columns"][0]]
@@ -267,12 +263,10 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-tab3")
 def plot_tab3(result: Result) -> Any:
-    from bnfl.plots import color_for, marker_for, new_figure
-
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.6)
     for k, d in s["acc"].items():
-        ax.plot(s["K"], [d[str(K)] for K in s["K"]], marker=marker_for(METHODS[k]), color=color_for(METHODS[k]), label=k)
+        ax.plot(s["K"], [d[str(K)] for K in s["K"]], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
     ax.set_xscale("log")
     ax.set_xticks(s["K"])
     ax.set_xticklabels([str(K) for K in s["K"]])

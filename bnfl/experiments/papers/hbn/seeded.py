@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments.claims import Claim, at_least, info, per_seed_claim
+from bnfl.experiments.curves import fmt_mean_std
+from bnfl.experiments.papers.hbn.setups import acc
 
 __all__ = ["count_of", "fmt", "mean_of", "paired_at_least", "per_seed"]
 
 
 def per_seed(runs: Sequence[Mapping[str, Any]], of: Any = None) -> list[float]:
     """One number per seed run: ``of(run)`` (default: the final test accuracy, NaN if diverged)."""
-    from bnfl.experiments.papers.hbn.setups import acc
-
     return [float((of or acc)(r)) for r in runs]
 
 
@@ -37,8 +37,6 @@ def fmt(values: Sequence[float]) -> str:
     """``"96.11 ± 0.42"`` (mean ± sample std over seeds, the shared
     :func:`~bnfl.experiments.curves.fmt_mean_std` format of every HBN table), ``"96.11 (1 seed)"``,
     ``"diverged"`` when every seed diverged, the per-seed list when only some did."""
-    from bnfl.experiments.curves import fmt_mean_std
-
     arr = np.asarray(list(values), dtype=float)
     if not arr.size or not np.isfinite(arr).all():
         return "diverged" if arr.size and not np.isfinite(arr).any() else f"{[round(v, 2) for v in arr.tolist()]}"

@@ -22,25 +22,32 @@ flagged in every training entry's deviations).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.augmentation import declare
+# called as training.train*(...) so that tests can replace them on bnfl.experiments.training
+from bnfl.experiments import training
+from bnfl.experiments.claims import per_seed_claim
 from bnfl.experiments.core import Context, deep_merge
-from bnfl.experiments.curves import merge_specs
+from bnfl.experiments.curves import fmt_mean_std, noise
 from bnfl.experiments.papers.hbn import numbers as N
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
+from bnfl.experiments.training import final, mean_std
+from bnfl.methods import get
 
 __all__ = [
-    "CATALOG_RATE", "LAMBDA_QUICK", "METHODS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
+    "CATALOG_RATE", "LAMBDA_QUICK", "ROWS", "SEEDS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
     "Q_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR", "Q_TINY_LR3", "SMOKE", "acc", "accs", "compare", "dirichlet", "fmt", "mean", "n_test_of", "grid_runs", "grid_scores",
     "gated", "hbn_note", "hbn_options", "label", "lr_of", "near_rates", "noise_of", "profiles", "reported", "scaled_lambda", "spec", "variant",
 ]
 
 #: The normalisation rows of Tables 1 and 3 (paper row -> bnfl method id), all with FedAvg.
-METHODS: dict[str, str] = {"BN": "fedavg+bn", "GN": "fedavg+gn", "LN": "fedavg+ln", "FedFN": "fedavg+fedfn",
+ROWS: dict[str, str] = {"BN": "fedavg+bn", "GN": "fedavg+gn", "LN": "fedavg+ln", "FedFN": "fedavg+fedfn",
                            "FixBN": "fixbn", "FBN": "fbn", "HBN": "hbn"}
 #: Options the methods take in HBN's experiments (Sec. 4.1: FixBN switches at 50% of the
 #: rounds, HBN's lambda = 0.01; both are bnfl's defaults, written out so the specs say so).
@@ -54,30 +61,21 @@ WHY_QUICK = ("on the quick proxy BN shows little of the damage HBN repairs (8x8 
              "points of its best even at B = 2 and phi = 0.1, hbn-tab2); where an entry keeps lambda = 0.01 and the EMA "
              "test statistics, they still carry the early models' statistics at 60 rounds (hbn-fig5)")
 
+#: Seeds per profile of the entries that judge claims over seeds (issue 25).
+SEEDS = seeds(quick=3, paper=3)
+
 DECAY_NOTE = "lr 'decays quadratically with 0.998': implemented as x0.998 per round (an interpretation)"
 
 
 def variant(key: str, **options: Any) -> dict[str, Any]:
     """The run-spec fields of method ``key`` (a paper row name or a bnfl method id)."""
-    from bnfl.methods import get
-
-    mid = get(METHODS.get(key, key)).id
+    mid = get(ROWS.get(key, key)).id
     return {"method": mid, "method_options": {**METHOD_OPTIONS.get(mid, {}), **options}}
 
 
 def label(key: str) -> str:
     """The paper's row name for a method id (``fedavg+bn`` -> ``BN``), else bnfl's label."""
-    for name, mid in METHODS.items():
-        if mid == key:
-            return name
-    from bnfl.methods import METHODS as ALL
-
-    return ALL[key].label if key in ALL else key
-
-
-def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
-    """A run spec from parts merged in order."""
-    return merge_specs({}, *parts)
+    return method_label(key, ROWS)
 
 
 def dirichlet(phi: float, num_clients: int | None = None) -> dict[str, Any]:
@@ -188,11 +186,9 @@ def fixed(rates: Mapping[str, float], at_batch: int) -> dict[str, Any]:
 
 def grid_runs(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, dict[str, Any]]:
     """The validation runs of method ``key`` over its grid: ``{lr: run}`` (cached, shared)."""
-    from bnfl.experiments.training import train
-
     base = lr_cfg["base"]
     data = {**base["data"], "validation": lr_cfg["validation"]}
-    return {float(lr): train(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
+    return {float(lr): training.train(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
             for lr in lr_cfg["grid"][key]}
 
 
@@ -200,10 +196,6 @@ def grid_scores(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float
     """Validation accuracy (%) of every rate of method ``key``'s grid, one value per seed of the
     protocol (``lr_cfg["seeds"]``, trained in lock-step), or ``[acc]`` of :func:`grid_runs`' one
     run when the protocol names no seeds. NaN: a diverged run."""
-    import dataclasses
-
-    from bnfl.experiments.training import train_seeds
-
     if "seeds" not in lr_cfg:
         return {lr: [acc(r)] for lr, r in grid_runs(ctx, lr_cfg, key).items()}
     base = lr_cfg["base"]
@@ -211,7 +203,7 @@ def grid_scores(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float
     sctx = dataclasses.replace(ctx, seeds=[int(s) for s in lr_cfg["seeds"]])
     out = {}
     for lr in lr_cfg["grid"][key]:
-        out[float(lr)] = accs(train_seeds(sctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}})))
+        out[float(lr)] = accs(training.train_seeds(sctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}})))
     ctx.runs_used.update(sctx.runs_used)
     return out
 
@@ -237,14 +229,11 @@ def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: s
     learning rate that protocol ``lr_cfg`` gives method ``lr_key`` (default ``key``: a variant
     of HBN uses HBN's rate); a list over ``ctx.seeds`` (lock-step) when ``seeds``. ``hbn``: options
     applied only when ``key`` is HBN (an entry's :func:`hbn_options`), under ``options``."""
-    from bnfl.experiments.training import train, train_seeds
-    from bnfl.methods import get
-
-    if hbn and get(METHODS.get(key, key)).id == "hbn":
+    if hbn and get(ROWS.get(key, key)).id == "hbn":
         options = {**dict(hbn), **options}
     s = spec(base, variant(key, **options), *parts)
     s = spec(s, {"train": {"lr": lr_of(ctx, lr_cfg, lr_key or key, int(s["train"]["batch_size"]))}})
-    return train_seeds(ctx, s) if seeds else train(ctx, s)
+    return training.train_seeds(ctx, s) if seeds else training.train(ctx, s)
 
 
 Q_LR = selection(Q_BASE, Q_GRID)
@@ -254,7 +243,7 @@ Q_TINY_LR = selection(Q_TINY, Q_TINY_GRID)
 #: The catalog's quick rate (hbn-fig1: "lr = 0.005 * B / 4 with momentum 0.9"), the same for every
 #: method: no method trains at another's multiple of it by a one-seed pick.
 CATALOG_RATE = 0.005
-Q_CAT_LR = fixed({k: CATALOG_RATE for k in METHODS}, 4)
+Q_CAT_LR = fixed({k: CATALOG_RATE for k in ROWS}, 4)
 
 
 def near_rates(grid: Sequence[float], centre: float, n: int = 3) -> list[float]:
@@ -318,8 +307,6 @@ P_LR: dict[str, dict[str, Any]] = {k: fixed(PAPER_LR[k], int(N.SETTINGS[k]["B"])
 
 def acc(r: Mapping[str, Any]) -> float:
     """Final test accuracy (%) of a run; NaN if it diverged (:func:`bnfl.experiments.training.final`)."""
-    from bnfl.experiments.training import final
-
     return final(r)
 
 
@@ -343,8 +330,6 @@ def accs(runs: Sequence[Mapping[str, Any]]) -> list[float]:
 def gated(claim: Any, gate: Any, *, what: str) -> Any:
     """``claim`` made ``"inconclusive"`` where it would pass while ``gate`` does not pass (issue 25:
     "HBN's drop is smaller" may only pass once BN's own drop, ``gate``, exceeds its interval)."""
-    import dataclasses
-
     if claim.verdict != "pass" or gate.verdict == "pass":
         return claim
     return dataclasses.replace(claim, verdict="inconclusive",
@@ -366,8 +351,6 @@ def compare(ctx: Context, name: str, statement: str, values: Sequence[float], th
     initialisation, batches and partition), which :class:`~bnfl.experiments.claims.Claim` stores with
     the per-seed values. With one seed (smoke, or ``--seeds 1``) there is no interval: the margin of the
     single value against one test sample (``runs``' ``n_test``)."""
-    from bnfl.experiments.claims import per_seed_claim
-
     vals = [float(v) for v in values]
     return per_seed_claim(name, statement, vals, threshold, baseline=baseline, seeds=list(ctx.seeds)[:len(vals)],
                           n_test=n_test_of(runs), side=side, detail=detail, why=why)
@@ -375,24 +358,17 @@ def compare(ctx: Context, name: str, statement: str, values: Sequence[float], th
 
 def fmt(values: Sequence[float]) -> str:
     """``"97.50 ± 0.21"`` over seeds (sample std), ``"97.50 (1 seed)"``, or ``"diverged"``."""
-    from bnfl.experiments.curves import fmt_mean_std
-    from bnfl.experiments.training import mean_std
-
     return fmt_mean_std(*mean_std(list(values)))
 
 
 def mean(values: Sequence[float]) -> float:
     """Mean over seeds (NaN if any seed diverged)."""
-    from bnfl.experiments.training import mean_std
-
     return mean_std(list(values))[0]
 
 
 def noise_of(*runs: Mapping[str, Any]) -> tuple[float, str]:
     """The noise floor of comparing single-seed ``runs``: one test sample, in points
     (:func:`bnfl.experiments.curves.noise`, each run a setting of one seed)."""
-    from bnfl.experiments.curves import noise
-
     return noise(*[[r] for r in runs])
 
 
@@ -400,8 +376,6 @@ def explain(ctx: Context, claims: list[Any]) -> list[Any]:
     """``claims`` with :data:`WHY_QUICK` added to the numbers-only why of every reproduction claim that
     fails or is inconclusive at the quick or smoke profile (a claim with its own why keeps it; the
     paper profile keeps the plain numbers)."""
-    import dataclasses
-
     if ctx.profile == "paper":
         return claims
     auto = ("measured ", "margin ", "the measurement is not finite")  # the claims module's numbers-only whys
@@ -415,15 +389,11 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
     """``{"smoke", "quick", "paper"}`` configs; smoke = quick with :data:`SMOKE` merged into every
     ``base*`` key and into every ``lr*`` protocol's grid base (grids cut to two rates), then
     ``smoke``."""
-    sm = deep_merge(quick, {k: SMOKE for k in quick if k.startswith("base")})
+    sm = smoke_on_bases(quick, SMOKE)
     for k in [k for k in sm if k.startswith("lr")]:
         if isinstance(sm[k], Mapping) and sm[k].get("mode") == "select":
             sm[k] = {**sm[k], "base": deep_merge(sm[k]["base"], SMOKE),
                      "grid": {m: v[:2] for m, v in sm[k]["grid"].items()}}
             if "seeds" in sm[k]:
                 sm[k]["seeds"] = sm[k]["seeds"][:1]
-    sm = deep_merge(sm, smoke or {})
-    sm["deviations"] = [SMOKE_NOTE]
-    paper = dict(paper)
-    paper.setdefault("deviations", [DECAY_NOTE])
-    return {"smoke": sm, "quick": declare(quick, paper), "paper": paper}
+    return profile_set(deep_merge(sm, smoke or {}), quick, paper, note=SMOKE_NOTE, paper_deviations=[DECAY_NOTE])

@@ -14,6 +14,7 @@ from typing import Any
 from bnfl.experiments.claims import linked
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.hbn import numbers as N
+from bnfl.experiments.papers.hbn.normalisers import _plot_bars
 from bnfl.experiments.papers.hbn.seeded import count_of, fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
@@ -28,6 +29,7 @@ from bnfl.experiments.papers.hbn.setups import (
     run,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.plots import color_for, new_figure
 
 #: Table 4's rows: name -> (base method id, the normaliser whose chosen rate it uses,
 #: the bnfl algorithm HBN composes with, its options).
@@ -121,9 +123,6 @@ def _r(v: float) -> float | None:
 
 @plotter("hbn-tab4")
 def plot_tab4(result: Result) -> Any:
-    from bnfl.experiments.papers.hbn.normalisers import _plot_bars
-    from bnfl.plots import color_for, new_figure
-
     t = result.series["acc"]
     fig, ax = new_figure(1, 1, width=8.0, height=3.4)
     _plot_bars(ax, [r["method"] for r in result.rows], t, ["base", "HBN"])  # the table's order (JSON sorts keys)

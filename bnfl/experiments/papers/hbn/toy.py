@@ -6,11 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from torch import nn
 
+from bnfl import models
+from bnfl.data import describe, partition
 from bnfl.experiments.claims import at_least, at_most, info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
+from bnfl.experiments.training import load_data
+from bnfl.fl.state import state_groups
+from bnfl.nn import FeatureNorm, is_norm_layer
+from bnfl.plots import new_figure
+from bnfl.theory import hbn_toy as T
 
 # -- Fig. 2 --------------------------------------------------------------------------------------
 _FIG2 = same_for_all_profiles({"n": 300, "seed": 0, "alpha": 0.0, "deviations": [
@@ -31,8 +39,6 @@ _FIG2 = same_for_all_profiles({"n": 300, "seed": 0, "alpha": 0.0, "deviations": 
     configs=_FIG2,
 )
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.theory import hbn_toy as T
-
     clusters = T.make_clusters(n=int(config["n"]), seed=int(config["seed"]))
     panels = T.all_normalizations(clusters, alpha=float(config["alpha"]))
     hybrid = next(k for k in panels if k.startswith("hybrid"))
@@ -60,8 +66,6 @@ def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig2")
 def plot_fig2(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     pts = result.series["points"]
     order = [r["panel"] for r in result.rows if r["panel"] in pts]  # raw, local, global, hybrid
     fig, axes = new_figure(1, len(pts), width=2.8, height=2.8)
@@ -99,9 +103,6 @@ def _entropy(counts: np.ndarray) -> np.ndarray:
     configs=_FIG3,
 )
 def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from bnfl.data import describe, partition
-    from bnfl.experiments.training import load_data
-
     split = load_data(config["data"], data_root=ctx.data_root)
     y = split.y_train.numpy()
     counts, rows = {}, []
@@ -127,8 +128,6 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig3")
 def plot_fig3(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     counts = result.series["counts"]
     fig, axes = new_figure(1, len(counts), width=5.0, height=2.6)
     for ax, (phi, c) in zip(axes, counts.items(), strict=True):
@@ -152,12 +151,6 @@ def plot_fig3(result: Result) -> Any:
     configs=same_for_all_profiles({"deviations": []}),
 )
 def compute_tab7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    from torch import nn
-
-    from bnfl import models
-    from bnfl.fl.state import state_groups
-    from bnfl.nn import FeatureNorm, is_norm_layer
-
     def count(m: nn.Module) -> int:
         return sum(p.numel() for p in m.parameters())
 
@@ -196,8 +189,6 @@ def compute_tab7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-tab7")
 def plot_tab7(result: Result) -> Any:
-    from bnfl.plots import new_figure
-
     rows = result.rows
     fig, ax = new_figure(1, 1, width=9.0, height=0.35 * len(rows) + 1.0)
     ax.axis("off")
