@@ -243,7 +243,18 @@ def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: s
     if hbn and get(METHODS.get(key, key)).id == "hbn":
         options = {**dict(hbn), **options}
     s = spec(base, variant(key, **options), *parts)
+    if lr_cfg["mode"] == "fair":  # issue 36: each run tuned on its own spec (papers/hbn/regime.py)
+        from bnfl.experiments.papers.hbn.regime import fair_rate
+
+        return run_at(ctx, spec(s, {"train": {"lr": fair_rate(ctx, lr_cfg, s)}}), seeds=seeds)
     s = spec(s, {"train": {"lr": lr_of(ctx, lr_cfg, lr_key or key, int(s["train"]["batch_size"]))}})
+    return train_seeds(ctx, s) if seeds else train(ctx, s)
+
+
+def run_at(ctx: Context, s: Mapping[str, Any], *, seeds: bool = False) -> Any:
+    """Train the run spec ``s`` as it is (a list over ``ctx.seeds``, lock-step, when ``seeds``)."""
+    from bnfl.experiments.training import train, train_seeds
+
     return train_seeds(ctx, s) if seeds else train(ctx, s)
 
 
@@ -417,6 +428,8 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
     ``smoke``."""
     sm = deep_merge(quick, {k: SMOKE for k in quick if k.startswith("base")})
     for k in [k for k in sm if k.startswith("lr")]:
+        if isinstance(sm[k], Mapping) and sm[k].get("mode") == "fair":  # regime.fair: 2 rates, 1 seed
+            sm[k] = {**sm[k], "grid": sm[k]["grid"][:2], "seeds": sm[k]["seeds"][:1]}
         if isinstance(sm[k], Mapping) and sm[k].get("mode") == "select":
             sm[k] = {**sm[k], "base": deep_merge(sm[k]["base"], SMOKE),
                      "grid": {m: v[:2] for m, v in sm[k]["grid"].items()}}
