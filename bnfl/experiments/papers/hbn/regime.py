@@ -328,7 +328,7 @@ def quick_config(precondition: str, setting: str) -> dict[str, Any]:
                 f"SGD momentum 0.9, T = {c.rounds}: HBN's regime as CATALOG 0.5's pilot",
                 calibration_note(precondition), FAIR_NOTE,
                 f"HBN: lambda = {hbn['lam']:g} (eq. 11 scaled from the paper's 0.01 at T = {T} to T = {c.rounds}), tested "
-                "with the statistics of the evaluated round's clients (Sec. 4.1)",
+                "with the statistics of the evaluated round's clients (Sec. 4.1, eval_stats='recompute')",
                 f"{SEEDS} seeds in lock-step, claims paired by seed", DECAY_NOTE]}
 
 
