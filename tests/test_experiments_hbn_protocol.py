@@ -168,3 +168,17 @@ def test_compare_falls_back_to_one_test_sample_with_one_seed():
     three = S.compare(Context(profile="quick", seeds=[0, 1, 2]), "x", "x >= 0", [1.0, 1.2, 0.9], 0.0,
                       baseline=[0.0, 0.1, 0.0], runs=runs)
     assert three.verdict == "pass" and three.interval["seeds"] == [0, 1, 2] and three.interval["n_test"] == 360
+
+
+def test_calibrated_stand_ins_do_not_blame_the_old_proxy():
+    """Issue 36: on a stand-in chosen by its precondition the quick why about the 8x8 proxy's missing damage
+    is false; the four headline entries' configs leave their whys as measured."""
+    from bnfl.experiments.claims import at_least
+    from bnfl.experiments.papers.hbn import regime
+
+    c = at_least("x", "x >= 1", 0.0, 1.0, noise=0.1)
+    ctx = Context(profile="quick")
+    assert c.verdict == "fail" and S.WHY_QUICK in S.explain(ctx, [c])[0].why
+    for eid in ("hbn-tab1", "hbn-tab2", "hbn-tab4", "hbn-tab6"):
+        assert regime.explained(ctx, E.get(eid).config("quick"), [c])[0].why == c.why, eid
+    assert S.WHY_QUICK in regime.explained(ctx, E.get("hbn-tab3").config("quick"), [c])[0].why

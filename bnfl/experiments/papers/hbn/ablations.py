@@ -130,7 +130,7 @@ def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                                    for idx, (_, opts) in ABLATIONS.items()})
     if rnote:
         notes.insert(0, rnote)
-    return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
+    return {"rows": rows, "paper": paper, "claims": regime.explained(ctx, config, claims), "deviations": list(config["deviations"]),
             "series": {"acc": {i or "HBN": stats[i][0] for i in stats}, "std": {i or "HBN": stats[i][1] for i in stats},
                        "per_seed": {i or "HBN": v for i, v in per_seed.items()}},
             "notes": notes}

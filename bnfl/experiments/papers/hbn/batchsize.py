@@ -203,7 +203,7 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              for j, B in enumerate(N.TABLE2_B)]
     paper.append({"B": "Avg.", **{f"{k} (phi={phi})": v for (k, phi), v in N.TABLE2_AVG.items()}})
     rnote, rates = regime.rates_note(ctx, config, {k: regime.method_spec(config, k) for k in config["methods"]})
-    return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
+    return {"rows": rows, "paper": paper, "claims": regime.explained(ctx, config, claims), "deviations": list(config["deviations"]),
             "series": {"B": Bs, "acc": m, "per_seed": table, "variants": variants, **({"rates": rates} if rates else {})},
             "notes": ([rnote] if rnote else []) + ["Cells: mean ± sample std over seeds; the Avg. row: mean ± std over the batch sizes of the means "
                       "(the paper's Avg. row). 'HBN EMA': HBN tested with the server's EMA statistics (eq. 11) instead "
@@ -258,7 +258,7 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     claims = [linked(c, "hbn-tab2") for c in _drop_claims(ctx, "0.6", "phi = 0.6", d, _flat(runs["0.6"]), Bs, margin=0.0)]
     rows = [{"B": B, **{k: fmt(d[k][str(B)]) for k in d}} for B in Bs]
     paper = [{"B": B, **{k: N.TABLE2[(k, 0.6)][j] for k in _THREE}} for j, B in enumerate(N.TABLE2_B)]
-    return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
+    return {"rows": rows, "paper": paper, "claims": regime.explained(ctx, config, claims), "deviations": list(config["deviations"]),
             "series": {"B": Bs, "acc": _means(table)["0.6"], "per_seed": d,
                        "paper": {k: [float(v) for v in N.TABLE2[(k, 0.6)]] for k in _THREE}},
             "notes": ["The paper's figure draws Table 2; its printed numbers are shown as the paper's table.",

@@ -159,7 +159,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                   for k in config["methods"]})
     if rnote:
         notes.append("Q-DIG columns: " + rnote)
-    return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
+    return {"rows": rows, "paper": paper, "claims": regime.explained(ctx, config, claims), "deviations": list(config["deviations"]),
             "series": {"columns": cols, "acc": means, "per_seed": table, "variants": variants}, "notes": notes}
 
 

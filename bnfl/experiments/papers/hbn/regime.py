@@ -360,3 +360,13 @@ def damage(precondition: str) -> float:
     """BN's damage (points, clean - damaged, mean over seeds) that :data:`CALIBRATION` measured on the
     stand-in :data:`CHOSEN` for ``precondition``."""
     return _interval(*CALIBRATION[(CHOSEN[precondition], precondition)])[0]
+
+
+def explained(ctx: Context, config: Mapping[str, Any], claims: list[Any]) -> list[Any]:
+    """``claims`` with :data:`~bnfl.experiments.papers.hbn.setups.WHY_QUICK` added where
+    :func:`~bnfl.experiments.papers.hbn.setups.explain` adds it, except in a config on a calibrated
+    stand-in (one with a ``precondition``): there the why about the old proxy's missing damage does not
+    hold; the entry's own ``bn-damage`` claim says whether the damage is there."""
+    from bnfl.experiments.papers.hbn.setups import explain
+
+    return list(claims) if config.get("precondition") else explain(ctx, claims)

@@ -20,7 +20,6 @@ from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
     P_BASES,
     P_LR,
-    explain,
     profiles,
     run,
 )
@@ -114,7 +113,7 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "and puts HBN layers where FedWon has none (plain convolutions).",
              "A solver whose base and +HBN runs both diverged is reported (an info claim), not counted as a fail "
              "of HBN." + (f" Both diverged: {', '.join(both)}." if both else "")]
-    return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
+    return {"rows": rows, "paper": paper, "claims": regime.explained(ctx, config, claims), "deviations": list(config["deviations"]),
             "series": {"acc": {n: {"base": mean_of(b), "HBN": mean_of(p)} for n, (b, p) in table.items()},
                        "per_seed": {n: {"base": b, "HBN": p} for n, (b, p) in table.items()},
                        **({"rates": rates} if rates else {})},
