@@ -45,8 +45,9 @@ Each method's grid (rates x seeds) trains as one lock-step stack with a per-row 
 167 s, hbn-tab6 324 s (ablations (1), (3)-(5) cannot batch and train seed by seed, grids included);
 before issue 36 the four entries took 337 / 102 / 66 / 89 s. hbn-tab1 on the conv stand-in (9 fair
 grids of 15 runs on Q-DIG at phi = 0.1, 5 seeds in 5 columns) did not finish within the session
-that measured these; its first 25 runs (the precondition's 10 and BN's grid) took about 40% of
-their 184 s wall share in CPU. The budget of 900 s for the four is exceeded by hbn-tab1's conv
+that measured these: 204 s for its first 50 runs (the precondition's 10, the first 40 grid runs),
+about 65 s a method's grid, so about 1,300-1,400 s in all (9 grids, 3 Q-DIG columns of 7 methods,
+the Tiny stand-in; extrapolated). The budget of 900 s for the four is exceeded by hbn-tab1's conv
 stand-in; the protocol was kept (the issue: measure it, do not shorten it).
 """
 
