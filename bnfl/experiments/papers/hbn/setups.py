@@ -236,7 +236,9 @@ def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: s
     """Train method ``key`` (with method ``options``) on ``base`` merged with ``parts``, at the
     learning rate that protocol ``lr_cfg`` gives method ``lr_key`` (default ``key``: a variant
     of HBN uses HBN's rate); a list over ``ctx.seeds`` (lock-step) when ``seeds``. ``hbn``: options
-    applied only when ``key`` is HBN (an entry's :func:`hbn_options`), under ``options``."""
+    applied only when ``key`` is HBN (an entry's :func:`hbn_options`), under ``options``. A protocol of
+    mode ``"fair"`` (issue 36) tunes the run on its own spec instead
+    (:func:`bnfl.experiments.papers.hbn.regime.fair_rate`; ``lr_key`` is not used)."""
     from bnfl.experiments.training import train, train_seeds
     from bnfl.methods import get
 
