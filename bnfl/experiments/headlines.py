@@ -128,18 +128,18 @@ DATA_STAND_INS: dict[str, str] = {
 }
 
 _DIG2 = "Q-DIG-2 (8x8 digits, 2 classes per client)"
+_DIR = "Q-DIG-DIR (8x8 digits, Dirichlet clients)"
 _DOM = "Q-DOM (8x8 digits in 5 styles)"
 _GAUSS2 = "Q-GAUSS(10) (2 classes per client, n_test 5,000; chosen by bench-calib-proxies)"
 
 _NO_BASIS = "set in the entry with no stated basis (neither a fraction of the stand-in's damage nor the paper's margin)"
 _SKEW_DAMAGE = Precondition("FedAvg+BN loses accuracy to the label skew (centralized BN - FedAvg+BN > 0)")
+_HBN_DAMAGE = Precondition("BN loses accuracy at phi = 0.1 and small batches (against iid or large batches)",
+                           elsewhere="the calibration in papers/hbn/regime.py (+2.89 [1.02, 4.76] at phi = 0.1)")
 _SHIFT_DAMAGE = Precondition("FedAvg+BN loses accuracy to the feature shift (iid control - shifted > 0)")
 _BN_DROP = Precondition("BN loses accuracy from B = 32 to B = 2 at phi = 0.6", "bn-damage", "BN's drop")
 #: HBN's stand-ins (issue 36, papers/hbn/regime.py): chosen per precondition by BN-only calibration runs.
-_HBN_CONV = "Q-DIG/Q-SCNN (8x8 digits, conv net, 20 Dirichlet clients; chosen by BN's damage at phi = 0.1)"
 _HBN_PILOT = "Q-GAUSS(10)/Q-MLP-BN (CATALOG 0.5's HBN pilot, 20 Dirichlet clients; chosen by BN's damage)"
-_HBN_SKEW01 = Precondition("BN loses accuracy to the label skew at phi = 0.1 (iid - phi = 0.1, B = 4)", "bn-damage",
-                           "BN's damage at phi = 0.1")
 _HBN_SKEW06 = Precondition("BN loses accuracy to the label skew at phi = 0.6, the paper's setting of Tables 4 and 6 "
                            "(iid - phi = 0.6, B = 4)", "bn-damage", "BN's damage at phi = 0.6")
 
@@ -169,16 +169,18 @@ HEADLINES: tuple[Headline, ...] = (
              "non-iid, momentum: FedTAN 87.66 vs FedAvg+GN 82.66 (Table 2)", _GAUSS2,
              threshold_reason="0: direction only (the paper's FedTAN leads FedAvg+GN by 5.00 pts)", paper_value=5.00),
     # HBN (Chen, Xu, Wu, Kittler)
+    # hbn-tab1 stays on its earlier protocol for now (issue 36): its conv stand-in carries BN's damage at
+    # phi = 0.1 (calibration +2.89 [1.02, 4.76]), but every run at a fair rate costs about 1,300 s of CPU
     Headline("hbn-tab1", "hbn-best-Q-DIG phi=0.1", "HBN is the best normaliser under strong non-iid",
-             "CIFAR-10, phi=0.1: HBN 71.56 vs FixBN 70.36, BN 69.61, GN 68.76 (Table 1)", _HBN_CONV,
-             threshold_reason="-1 pt: the paper's margin, read as non-inferiority ('best or within 1 pt of the best'; "
-                              "the paper's HBN leads the runner-up FixBN by 1.20)", paper_value=1.20,
-             precondition=_HBN_SKEW01),
+             "CIFAR-10, phi=0.1: HBN 71.56 vs FixBN 70.36, BN 69.61, GN 68.76 (Table 1)", _DIR,
+             threshold_reason="-1 pt: the entry's non-inferiority margin ('best or within 1 pt of the best'); the "
+                              "paper's HBN leads the runner-up FixBN by 1.20", paper_value=1.20,
+             precondition=_HBN_DAMAGE),
     Headline("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1", "HBN beats BN under strong non-iid",
-             "CIFAR-10, phi=0.1: HBN - BN = +1.95 pts (Table 1)", _HBN_CONV,
-             threshold_reason="1 pt: a fraction of the stand-in's own damage, 35% of BN's 2.89-pt loss at phi = 0.1 "
-                              "(iid - phi = 0.1, calibration); the paper's HBN - BN is +1.95", paper_value=1.95,
-             repair=True, precondition=_HBN_SKEW01),
+             "CIFAR-10, phi=0.1: HBN - BN = +1.95 pts (Table 1)", _DIR,
+             threshold_reason="1 pt: set in the entry, about half the paper's +1.95 (no fraction of the stand-in's "
+                              "damage: the entry does not measure it)", paper_value=1.95, repair=True,
+             precondition=_HBN_DAMAGE),
     Headline("hbn-tab2", "drop-0.6", "HBN keeps its accuracy at small batches",
              "CIFAR-100, phi=0.6, B=32 -> 2: BN drops 5.74 pts, HBN 2.19 (Table 2)", _HBN_PILOT,
              threshold_reason="19.9 pts: a fraction of the stand-in's own damage, half BN's 39.8-pt drop from B = 32 "
