@@ -1,7 +1,9 @@
 """The quick HBN entries share their runs (issue 25's cost cut for ``make run``): the grid entries
 (Tables 8-10) score exactly the 3-seed validation runs every other quick entry's learning rate is
-chosen on (``setups.Q_LR3`` / ``Q_TINY_LR3``), no quick entry trains a one-seed grid run any more,
-and hbn-tab4's FedAvg rows are hbn-tab1's runs.
+chosen on (``setups.Q_LR3`` / ``Q_TINY_LR3``), and no quick entry trains a one-seed grid run any more.
+The headline entries (hbn-tab1's Q-DIG columns, hbn-tab2, hbn-tab4, hbn-tab6; issue 36) tune every run
+on its own spec instead (``regime.fair``): 5 seeds in lock-step, HBN with the headline lambda and
+evaluation, and measure their precondition with BN-only runs.
 
 Nothing trains: a recording cache (``benchmarks.paper_plan.RecordingCache``) notes every run an
 entry asks for and answers with a neutral stand-in summary.
@@ -49,11 +51,10 @@ def test_quick_grid_entries_score_the_selection_runs():
     assert set(tab8) == set(tab9)
     assert len(tab8) == sum(len(v) for v in S.Q_GRID3.values()) * len(S.Q_LR3["seeds"])  # 3 rates x 3 seeds a method
     assert all(_is_validation(k) and k.get("seed_group") == S.Q_LR3["seeds"] for k in tab8.values())
-    assert set(tab8) <= set(quick_runs("hbn-tab1"))  # hbn-tab1 picks every method's rate from these runs
     assert set(quick_runs("hbn-tab10")) <= set(quick_runs("hbn-tab1"))  # the Tiny stand-in's selection
 
 
-@pytest.mark.parametrize("eid", ["hbn-tab4", "hbn-tab5", "hbn-fig7", "hbn-tab8", "hbn-tab9", "hbn-tab10"])
+@pytest.mark.parametrize("eid", ["hbn-tab5", "hbn-fig7", "hbn-tab8", "hbn-tab9", "hbn-tab10"])
 def test_no_quick_entry_trains_a_one_seed_grid(eid):
     runs = quick_runs(eid)
     single = [k for k in runs.values() if not k.get("seed_group")]
@@ -63,13 +64,46 @@ def test_no_quick_entry_trains_a_one_seed_grid(eid):
     assert validation <= grids, f"{eid}: {len(validation - grids)} validation runs outside the selection grids"
 
 
-def test_tab4_fedavg_rows_are_tab1_runs():
-    tab1 = set(quick_runs("hbn-tab1"))
-    fedavg = {h for h, k in quick_runs("hbn-tab4").items() if not _is_validation(k)
-              and k["spec"]["method"] in ("fedavg+bn", "hbn") and "solver" not in k["spec"]["method_options"]}
-    assert len(fedavg) == 2 * 3  # base BN and +HBN, 3 seeds each
-    assert fedavg <= tab1
-    claim = next(c for c in registry.get("hbn-tab4").compute(
-        Context(profile="quick", seeds=[0, 1, 2], cache=RecordingCache(), batched="auto"),
-        registry.get("hbn-tab4").config("quick"))["claims"] if c.name == "not-worse-FedAvg")
-    assert claim.counted_in == "hbn-tab1"
+@pytest.mark.parametrize("eid", ["hbn-tab2", "hbn-tab4", "hbn-tab6"])
+def test_headline_entries_tune_every_run_fairly(eid):
+    """Issue 36: every validation run of a headline entry's stand-in is a fair-grid run (the entry's 5 seeds in
+    one lock-step stack, the grid's 3 rates), HBN's grid runs carry the headline lambda and the recomputed
+    statistics (not lambda = 0.01 with the EMA statistics), and the entry asks for BN-only precondition runs."""
+    from bnfl.experiments.papers.hbn import regime
+
+    config = registry.get(eid).config("quick")
+    lr = config.get("lr_c10", config.get("lr"))
+    assert lr["mode"] == "fair" and lr["seeds"] == list(range(regime.SEEDS))
+    runs = quick_runs(eid)
+    data = config.get("base_c10", config.get("base"))["data"]
+    fair = [k for k in runs.values() if _is_validation(k) and k["spec"]["data"]["name"] == data["name"]]
+    assert fair and all(k.get("seed_group") == lr["seeds"] for k in fair)
+    per_spec: dict[str, set[float]] = {}
+    for k in fair:
+        s = {**k["spec"], "train": {**k["spec"]["train"], "lr": None}, "seed": None, "partition": None}
+        per_spec.setdefault(repr(sorted(s.items())), set()).add(float(k["spec"]["train"]["lr"]))
+    assert all(len(v) == len(regime.FAIR_GRID) for v in per_spec.values())
+    hbn = [k for k in fair if k["spec"]["method"] == "hbn"]
+    headline = config.get("hbn_c10", config.get("hbn"))
+    assert hbn and any(k["spec"]["method_options"].get("lam") == headline["lam"]
+                       and k["spec"]["method_options"].get("eval_stats") == "recompute" for k in hbn)
+    bn_only = {k["spec"]["partition"].get("kind") for k in runs.values()
+               if k["spec"]["method"] == "fedavg+bn" and not _is_validation(k)}
+    if config["precondition"].startswith("skew"):
+        assert "iid" in bn_only  # the clean side of BN's damage
+    claims = registry.get(eid).compute(Context(profile="quick", seeds=lr["seeds"], cache=RecordingCache(),
+                                               batched="auto"), config)["claims"]
+    pre = next(c for c in claims if c.name == "bn-damage")
+    assert pre.counted_in is None and pre.statement.startswith("precondition:")
+
+
+def test_regime_chooses_the_first_candidate_whose_precondition_holds():
+    from bnfl.experiments.papers.hbn import regime
+
+    assert regime.CHOSEN == {"skew-0.1": "Q-DIG/Q-SCNN", "batch-0.6": "Q-GAUSS(10)/Q-MLP-BN",
+                             "skew-0.6": "Q-GAUSS(10)/Q-MLP-BN"}
+    # a candidate earlier in the order wins once its interval lies above 0
+    table = dict(regime.CALIBRATION)
+    table[("Q-DIG/Q-SCNN", "batch-0.6")] = ((90.0, 91.0, 92.0), (80.0, 80.5, 81.0))
+    assert regime._choose(table)["batch-0.6"] == "Q-DIG/Q-SCNN"
+    assert "Q-DIG/Q-SCNN -0.72 [-3.25, +1.81]" in regime.calibration_note("batch-0.6")

@@ -228,12 +228,49 @@ def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: s
     """Train method ``key`` (with method ``options``) on ``base`` merged with ``parts``, at the
     learning rate that protocol ``lr_cfg`` gives method ``lr_key`` (default ``key``: a variant
     of HBN uses HBN's rate); a list over ``ctx.seeds`` (lock-step) when ``seeds``. ``hbn``: options
-    applied only when ``key`` is HBN (an entry's :func:`hbn_options`), under ``options``."""
+    applied only when ``key`` is HBN (an entry's :func:`hbn_options`), under ``options``. A protocol of
+    mode ``"fair"`` (issue 36) tunes the run on its own spec instead (:func:`fair_rate`; ``lr_key`` is
+    not used)."""
     if hbn and get(ROWS.get(key, key)).id == "hbn":
         options = {**dict(hbn), **options}
     s = spec(base, variant(key, **options), *parts)
+    if lr_cfg["mode"] == "fair":  # issue 36: each run tuned on its own spec (papers/hbn/regime.py)
+        return run_at(ctx, spec(s, {"train": {"lr": fair_rate(ctx, lr_cfg, s)}}), seeds=seeds)
     s = spec(s, {"train": {"lr": lr_of(ctx, lr_cfg, lr_key or key, int(s["train"]["batch_size"]))}})
     return training.train_seeds(ctx, s) if seeds else training.train(ctx, s)
+
+
+def run_at(ctx: Context, s: Mapping[str, Any], *, seeds: bool = False) -> Any:
+    """Train the run spec ``s`` as it is (a list over ``ctx.seeds``, lock-step, when ``seeds``)."""
+    return training.train_seeds(ctx, s) if seeds else training.train(ctx, s)
+
+
+def _grid_spec(lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> dict[str, Any]:
+    data = {**run_spec["data"], "validation": float(lr_cfg["validation"])}
+    return spec(run_spec, dirichlet(float(lr_cfg["phi"])), {"data": data, "train": {"batch_size": int(lr_cfg["batch"])}})
+
+
+def fair_scores(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> dict[float, list[float]]:
+    """Validation accuracy (%) per seed of every rate of the fair grid, for the method, options and
+    HBN evaluation of ``run_spec``. The rates x seeds train as one lock-step stack (a per-row
+    learning rate; each row equals its own lock-step run) and are cached like every run."""
+    sctx = dataclasses.replace(ctx, seeds=[int(s) for s in lr_cfg["seeds"]], runs_used={})
+    runs = training.train_grid(sctx, _grid_spec(lr_cfg, run_spec), lr_cfg["grid"])
+    ctx.runs_used.update(sctx.runs_used)
+    return {float(lr): accs(rs) for lr, rs in runs.items()}
+
+
+def fair_rate(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> float:
+    """The rate ``run_spec`` trains at: the grid rate with the best mean validation accuracy
+    (:func:`fair_scores`; ties: the larger; a rate that diverged on any seed never wins), scaled
+    linearly from the grid's batch size to the run's."""
+    scores = {lr: float(np.mean(v)) for lr, v in fair_scores(ctx, lr_cfg, run_spec).items()}
+    finite = {lr: s for lr, s in scores.items() if math.isfinite(s)}
+    if not finite:
+        raise RuntimeError(f"every rate of the fair grid diverged for {run_spec.get('method')}: {sorted(scores)}")
+    best = max(finite, key=lambda lr: (finite[lr], lr))
+    return best * int(run_spec["train"]["batch_size"]) / int(lr_cfg["batch"])
+
 
 
 Q_LR = selection(Q_BASE, Q_GRID)
@@ -391,6 +428,8 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
     ``smoke``."""
     sm = smoke_on_bases(quick, SMOKE)
     for k in [k for k in sm if k.startswith("lr")]:
+        if isinstance(sm[k], Mapping) and sm[k].get("mode") == "fair":  # regime.fair: 2 rates, 1 seed
+            sm[k] = {**sm[k], "grid": sm[k]["grid"][:2], "seeds": sm[k]["seeds"][:1]}
         if isinstance(sm[k], Mapping) and sm[k].get("mode") == "select":
             sm[k] = {**sm[k], "base": deep_merge(sm[k]["base"], SMOKE),
                      "grid": {m: v[:2] for m, v in sm[k]["grid"].items()}}
