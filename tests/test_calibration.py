@@ -116,7 +116,8 @@ def test_headroom_share_is_half_the_papers_relative_collapse():
     assert t == pytest.approx(0.5 * 45.63 / 81.53 * 87.41)
     # on the paper's own data it is half the paper's damage
     assert headroom_share(45.63, 91.53, 91.53, chance=10.0) == pytest.approx(45.63 / 2)
-    with pytest.raises(ValueError, match="above chance"):
-        headroom_share(45.63, 91.53, 9.0, chance=10.0)
+    assert headroom_share(45.63, 91.53, 9.0, chance=10.0) == 0.0  # an untrained stand-in has no room
+    with pytest.raises(ValueError, match="above its chance"):
+        headroom_share(45.63, 5.0, 97.0, chance=10.0)
     with pytest.raises(ValueError, match="fraction"):
         headroom_share(45.63, 91.53, 97.0, chance=10.0, fraction=0.0)

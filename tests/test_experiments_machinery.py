@@ -415,6 +415,32 @@ def test_seeds_train_together_under_the_batched_engine_and_are_cached_by_their_g
     assert calls == [3] and len(cache) == 7  # batched off: the seeds one by one, sequential keys
 
 
+def test_seed_groups_make_a_five_seed_entry_reuse_the_three_seed_runs_bitwise(monkeypatch):
+    """``Context.seed_groups=(3,)``: seeds 0-2 are the cached 3-seed group's runs (no training, the
+    same numbers), seeds 3-4 train as one more group; ``seed_groups`` cuts and validates."""
+    from bnfl.experiments import registry, training
+    from bnfl.fl import lockstep
+
+    assert training.seed_groups([0, 1, 2, 3, 4], (3,)) == [[0, 1, 2], [3, 4]]
+    assert training.seed_groups([0, 1], (3,)) == [[0, 1]]
+    assert training.seed_groups([0, 1, 2, 3, 4, 5], (3, 2)) == [[0, 1, 2], [3, 4], [5]]
+    assert training.seed_groups([0, 1, 2]) == [[0, 1, 2]]
+    with pytest.raises(ValueError, match="seed_groups must be sizes"):
+        registry.entry("x-bad", title="", summary="", kind="training", configs={}, seed_groups=(0,))
+    calls = []
+    real = lockstep.run_lockstep
+    monkeypatch.setattr(lockstep, "run_lockstep", lambda sims, **kw: calls.append(len(sims)) or real(sims, **kw))
+    spec = {"method": "fedavg+bn", "data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"},
+            "partition": {"kind": "dirichlet", "phi": 0.1, "num_clients": 3}, "rounds": 2,
+            "train": {"local_steps": 2, "eval_every": 2}}
+    cache = RunCache(None)
+    three = training.train_seeds(core.Context(profile="smoke", cache=cache, batched="auto", seeds=[0, 1, 2]), spec)
+    five = training.train_seeds(core.Context(profile="smoke", cache=cache, batched="auto", seeds=[0, 1, 2, 3, 4],
+                                             seed_groups=(3,)), spec)
+    assert calls == [3, 2] and len(cache) == 5
+    assert five[:3] == three and five[3] != five[4] and five[3] not in three
+
+
 # -- runner: results, resumability, report -----------------------------------------------------
 
 

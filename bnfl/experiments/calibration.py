@@ -46,13 +46,17 @@ import numpy as np
 
 from bnfl.experiments.core import Context, deep_merge
 
-__all__ = ["CANDIDATES", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS", "HEADLINE_SEED_COUNTS", "ROUNDS",
+__all__ = ["CANDIDATES", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS", "HEADLINE_SEED_COUNTS", "HEADLINE_SEED_GROUPS", "ROUNDS",
            "ClaimEffect", "headroom_share", "measure", "recommend", "resolution", "resolves", "scaled_effect", "seeds_needed", "table"]
 
 #: Seeds a headline claim runs (issue 25: 5 for the headline claims).
 HEADLINE_SEEDS = 5
 #: ``seeds=`` of an entry that holds a headline claim: :data:`HEADLINE_SEEDS` at quick and paper.
 HEADLINE_SEED_COUNTS = {"smoke": 1, "quick": HEADLINE_SEEDS, "paper": HEADLINE_SEEDS}
+#: ``seed_groups=`` of an entry that went from 3 seeds to :data:`HEADLINE_SEEDS`: seeds 0-2 stay one
+#: lock-step group, so they are the same runs, bitwise, as the 3-seed entries sharing them (trained
+#: once), and the added seeds train as another group.
+HEADLINE_SEED_GROUPS = (3,)
 #: A proxy resolves a claim when the scaled effect is at least this many resolutions.
 FACTOR = 2.0
 #: Rounds of every calibration run at quick (evaluated once, at the end).
@@ -202,12 +206,12 @@ def headroom_share(paper_damage: float, paper_top: float, top: float, *, chance:
         fraction * paper_damage / (paper_top - paper_chance) * (top - chance)
 
     FedTAN Table 1's collapse, 91.53 - 45.90 = 45.63 pts over 81.53 pts of headroom (56%), asks a
-    10-class stand-in at 97.4% to lose at least 0.5 * 0.56 * 87.4 = 24.5 pts.
+    10-class stand-in at 97.4% to lose at least 0.5 * 0.56 * 87.4 = 24.5 pts. A stand-in at or
+    below chance has no room: 0.
     """
-    room, paper_room = float(top) - float(chance), float(paper_top) - float(paper_chance)
-    if not (paper_room > 0 and room > 0):
-        raise ValueError(f"headroom_share: the tops ({paper_top}, {top}) must lie above chance "
-                         f"({paper_chance}, {chance})")
+    room, paper_room = max(float(top) - float(chance), 0.0), float(paper_top) - float(paper_chance)
+    if not paper_room > 0:
+        raise ValueError(f"headroom_share: the paper's top {paper_top} must lie above its chance {paper_chance}")
     if not 0 < fraction <= 1:
         raise ValueError(f"headroom_share: fraction must lie in (0, 1], got {fraction}")
     return float(fraction) * float(paper_damage) / paper_room * room

@@ -328,12 +328,30 @@ def train_seeds(ctx: Context, spec: Mapping[str, Any], *, observers: Sequence[Ob
     train together, their clients in one batched computation per round (:func:`_lockstep`).
     ``observers``: as in :func:`train`; their round hooks run in each seed's own loop."""
     observers = tuple(observers)
-    specs = [canonical(_seed_spec(spec, s)) for s in ctx.seeds]
-    if ctx.batched == "off" or len(specs) < 2:
-        return [train(ctx, one, observers=observers) for one in specs]
-    group = [int(s) for s in ctx.seeds]
-    ready = _lockstep(ctx, specs, group, observers)
-    return [train(ctx, one, ready=ready, group=group, observers=observers) for one in specs]
+    if ctx.batched == "off" or len(ctx.seeds) < 2:
+        return [train(ctx, canonical(_seed_spec(spec, s)), observers=observers) for s in ctx.seeds]
+    out = []
+    for group in seed_groups(ctx.seeds, ctx.seed_groups):
+        specs = [canonical(_seed_spec(spec, s)) for s in group]
+        if len(specs) < 2:
+            out += [train(ctx, one, observers=observers) for one in specs]
+            continue
+        ready = _lockstep(ctx, specs, group, observers)
+        out += [train(ctx, one, ready=ready, group=group, observers=observers) for one in specs]
+    return out
+
+
+def seed_groups(seeds: Sequence[int], sizes: Sequence[int] = ()) -> list[list[int]]:
+    """``seeds`` cut into lock-step groups of the given ``sizes`` in order; the rest is one more
+    group (:attr:`bnfl.experiments.core.Context.seed_groups`). ``seed_groups([0, 1, 2, 3, 4], (3,))``
+    is ``[[0, 1, 2], [3, 4]]``; no sizes: one group."""
+    seeds, out, at = [int(s) for s in seeds], [], 0
+    for n in sizes:
+        if at >= len(seeds):
+            break
+        out.append(seeds[at:at + int(n)])
+        at += int(n)
+    return out + ([seeds[at:]] if at < len(seeds) else [])
 
 
 def final(run: Mapping[str, Any], key: str = "test_acc") -> float:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments._claim import no_interval
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS
+from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import (
@@ -178,6 +178,7 @@ def plot_fig9(result: Result) -> Any:
               "through the run cache)."),
     kind="training",
     seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=_TAB2_CONFIGS,
 )
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

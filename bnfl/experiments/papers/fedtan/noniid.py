@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, headroom_share
+from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS, headroom_share
 from bnfl.experiments.claims import Claim, info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import (
@@ -64,6 +64,7 @@ from bnfl.experiments.registry import entry, plotter
               "stat-gradients, not client drift."),
     kind="training",
     seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base_a": spec(Q_BASE, {"model": {"name": "q_plain"}, "rounds": 1500,
                                        "train": {"local_steps": 1, "lr": 0.5, "eval_every": 75}}),
@@ -247,6 +248,7 @@ def _init_rows(runs: Mapping[tuple[str, str], list]) -> list[dict[str, Any]]:
               "global test set (each client's model only knows its own BN statistics)."),
     kind="training",
     seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base": dict(Q_BASE), "inits": [HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": dict(P_C10), "inits": ["authors"]},
@@ -315,6 +317,7 @@ def plot_fig4(result: Result) -> Any:
               " two local classes."),
     kind="training",
     seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_MOM), "inits": [HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": spec(P_C10, P_MOM), "inits": ["authors"]},

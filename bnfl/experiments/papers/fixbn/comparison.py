@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS
+from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
@@ -184,6 +184,7 @@ _T5_QUICK["deviations"] = [*_T5_QUICK["deviations"], choice_note(
     kind="training",
     configs=profiles(_T5_QUICK, _T5_PAPER, _T5_SMOKE),
     seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
 )
 def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = {}

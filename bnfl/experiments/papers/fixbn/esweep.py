@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS
+from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import Claim, at_least, info, linked
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, train_runs
@@ -126,6 +126,7 @@ def momentum_runs(ctx: Context, config: Mapping[str, Any]) -> dict[tuple[str, st
               "throws away most of its history."),
     kind="training",
     seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(_F4_QUICK, _F4_PAPER, _F4_SMOKE),
 )
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

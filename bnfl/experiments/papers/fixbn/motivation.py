@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, headroom_share
+from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS, headroom_share
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
@@ -112,6 +112,7 @@ def _gn_gap(ev: Seeds, f: Mapping[str, list[float]]) -> Claim:
               "across rounds. The paper does not print FixBN's bar values."),
     kind="training",
     seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=E1_CONFIGS,
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
@@ -180,6 +181,7 @@ def plot_fig1(result: Result) -> Any:
               "statistics are not the whole problem."),
     kind="training",
     seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=E1_CONFIGS,
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS
+from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import at_least, info
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
@@ -90,6 +90,7 @@ def _partition(name: str, part: dict[str, Any], setting: str, config: dict[str, 
               "advice for FL."),
     kind="training",
     seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(_F3_QUICK, _F3_PAPER, _F3_SMOKE),
 )
 def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
