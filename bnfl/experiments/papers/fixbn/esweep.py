@@ -8,7 +8,6 @@ E, budget) cell are shared by every entry that asks for them (run cache).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,6 +36,7 @@ from bnfl.experiments.papers.fixbn.setups import (
     variant,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.tuning import TUNE_SEEDS, VALIDATION, tune_rate
 
 
 def cell_spec(base: Mapping[str, Any], method: dict[str, Any], partition: Mapping[str, Any], e: int,
@@ -66,7 +66,7 @@ F4_MODES = (("reset", "plain"), ("local", "* local"), ("global", "† global"))
 #: maintained momentum reaches. Every (norm, momentum, E) cell picks its own rate from it.
 F4_GRID = (0.02, 0.05, 0.1, 0.2, 0.5)
 #: Seeds and validation fraction of the rate choice (held out of the training set).
-F4_TUNE = {"seeds": [0, 1, 2], "validation": 0.2}
+F4_TUNE = {"seeds": list(TUNE_SEEDS), "validation": VALIDATION}
 
 
 _F4_QUICK = {"base": spec(Q_MLP, DECAY), "partition": SHARDS, "e_grid": [1, 5, 25, 100], "steps": 200,
@@ -80,27 +80,16 @@ _F4_SMOKE = {"e_grid": [1, 2], "steps": 2, "base": {"train": {"batch_size": 8}},
              "tune": {"seeds": [0], "grid": [0.02, 0.2]}}
 
 
-def _tuned_rate(ctx: Context, config: Mapping[str, Any], n: str, mode: str, e: int) -> float:
-    """The grid rate with the best mean validation accuracy for one cell (ties: the smaller rate; a
-    rate that diverged on any seed never wins): every cell the same grid, seeds and budget."""
-    tune = config["tune"]
-    base = spec(config["base"], {"data": {**config["base"]["data"], "validation": float(tune["validation"])}})
-    sctx = dataclasses.replace(ctx, seeds=[int(x) for x in tune["seeds"]])
-    scores = {}
-    for lr in tune["grid"]:
-        runs = train_runs(sctx, cell_spec(spec(base, {"train": {"lr": float(lr)}}), momentum_variant(n, mode),
-                                          config["partition"], e, "steps", config["steps"]))
-        vals = finals(runs)
-        scores[float(lr)] = float(np.mean(vals)) if all(np.isfinite(vals)) else -np.inf
-    ctx.runs_used.update(sctx.runs_used)
-    return max(scores, key=lambda lr: (scores[lr], -lr))
-
-
 def tuned_runs(ctx: Context, config: Mapping[str, Any]) -> tuple[dict[tuple[str, str, int], list],
                                                                  dict[tuple[str, str, int], float]]:
-    """Runs of every (norm, momentum, E <= 5) cell at its own tuned rate, and the rates."""
+    """Runs of every (norm, momentum, E <= 5) cell at its own rate, tuned on a validation split with
+    the same grid, seeds and budget (:func:`bnfl.experiments.tuning.tune_rate`), and the rates."""
     cells = [(n, mode, e) for n in F4_NORMS for mode, _ in F4_MODES for e in config["e_grid"] if e <= 5]
-    rates = {c: _tuned_rate(ctx, config, *c) for c in cells}
+    tune = config["tune"]
+    rates = {(n, mode, e): tune_rate(ctx, cell_spec(config["base"], momentum_variant(n, mode), config["partition"], e,
+                                                    "steps", config["steps"]),
+                                     tune["grid"], seeds=tune["seeds"], validation=tune["validation"]).rate
+             for n, mode, e in cells}
     runs = {(n, mode, e): train_runs(ctx, cell_spec(spec(config["base"], {"train": {"lr": rates[(n, mode, e)]}}),
                                                     momentum_variant(n, mode), config["partition"], e, "steps",
                                                     config["steps"]))
