@@ -46,13 +46,18 @@ import numpy as np
 
 from bnfl.experiments.core import Context, deep_merge
 
-__all__ = ["CANDIDATES", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS", "HEADLINE_SEED_COUNTS", "HEADLINE_SEED_GROUPS", "ROUNDS",
+__all__ = ["CANDIDATES", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS", "DECIDING_SEEDS", "DECIDING_SEED_COUNTS", "HEADLINE_SEED_COUNTS", "HEADLINE_SEED_GROUPS", "ROUNDS",
            "ClaimEffect", "headroom_share", "measure", "recommend", "resolution", "resolves", "scaled_effect", "seeds_needed", "table"]
 
 #: Seeds a headline claim runs (issue 25: 5 for the headline claims).
 HEADLINE_SEEDS = 5
 #: ``seeds=`` of an entry that holds a headline claim: :data:`HEADLINE_SEEDS` at quick and paper.
 HEADLINE_SEED_COUNTS = {"smoke": 1, "quick": HEADLINE_SEEDS, "paper": HEADLINE_SEEDS}
+#: Most seeds a headline claim runs to decide (issue 36: where at most 10 would decide an undecided
+#: headline claim at its observed spread, it runs them).
+DECIDING_SEEDS = 10
+#: ``seeds=`` of an entry whose headline claim needed :data:`DECIDING_SEEDS` to be decided.
+DECIDING_SEED_COUNTS = {"smoke": 1, "quick": DECIDING_SEEDS, "paper": HEADLINE_SEEDS}
 #: ``seed_groups=`` of an entry that went from 3 seeds to :data:`HEADLINE_SEEDS`: seeds 0-2 stay one
 #: lock-step group, so they are the same runs, bitwise, as the 3-seed entries sharing them (trained
 #: once), and the added seeds train as another group.

@@ -8,7 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS, headroom_share
+from bnfl.experiments.calibration import (
+    DECIDING_SEED_COUNTS,
+    HEADLINE_SEED_COUNTS,
+    HEADLINE_SEED_GROUPS,
+    headroom_share,
+)
 from bnfl.experiments.claims import Claim, info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import (
@@ -63,7 +68,7 @@ from bnfl.experiments.registry import entry, plotter
               "SCAFFOLD do not repair it: the problem is the local BN statistics and "
               "stat-gradients, not client drift."),
     kind="training",
-    seeds=HEADLINE_SEED_COUNTS,
+    seeds=DECIDING_SEED_COUNTS,
     seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base_a": spec(Q_BASE, {"model": {"name": "q_plain"}, "rounds": 1500,
