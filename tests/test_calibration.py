@@ -106,3 +106,18 @@ def test_the_entry_trains_bn_only_and_reports_no_verdict(monkeypatch):
     assert all(r["resolution at 5 seeds"] is None and r["recommended"].startswith("not calibrated")
                for r in one["rows"])
     assert any("no seed spread" in n for n in one["notes"])
+
+
+def test_headroom_share_is_half_the_papers_relative_collapse():
+    from bnfl.experiments.calibration import headroom_share
+
+    # FedTAN Table 1: 45.63 of 81.53 pts above chance; a stand-in at 97.41% on 10 classes
+    t = headroom_share(45.63, 91.53, 97.41, chance=10.0)
+    assert t == pytest.approx(0.5 * 45.63 / 81.53 * 87.41)
+    # on the paper's own data it is half the paper's damage
+    assert headroom_share(45.63, 91.53, 91.53, chance=10.0) == pytest.approx(45.63 / 2)
+    assert headroom_share(45.63, 91.53, 9.0, chance=10.0) == 0.0  # an untrained stand-in has no room
+    with pytest.raises(ValueError, match="above its chance"):
+        headroom_share(45.63, 5.0, 97.0, chance=10.0)
+    with pytest.raises(ValueError, match="fraction"):
+        headroom_share(45.63, 91.53, 97.0, chance=10.0, fraction=0.0)

@@ -122,37 +122,18 @@ def test_fedtan_ii_round_counts_are_structural():
     assert all(c.verdict == "pass" for c in claims)
 
 
-def test_the_moved_headline_claims_follow_the_calibration_rule():
-    from bnfl.experiments import calibration as C
-    from bnfl.experiments.proxies import CHOICES, choice_note, proxy_spec
-
-    stored = ROOT / "figures" / "bench-calib-proxies" / "result.json"
-    rows = json.loads(stored.read_text())["rows"] if stored.is_file() else []
-    for (entry, claim), ch in CHOICES.items():
-        assert any(h.entry == entry and h.claim == claim for h in HEADLINES)
-        assert next(h for h in HEADLINES if h.entry == entry and h.claim == claim).stand_in.startswith(ch.chosen)
-        options = [{"candidate": cand, "resolves": eff >= C.FACTOR * res, "seeds needed": need}
-                   for cand, eff, res, need in ch.calibration]
-        assert C.recommend(options) == ch.chosen
-        assert ch.calibration[0][0] == next(iter(C.CANDIDATES[ch.family]))  # the current proxy first
-        for cand, eff, res, need in ch.calibration:  # the numbers the committed calibration printed
-            row = next((r for r in rows if (r["entry"], r["claim"], r["candidate"]) == (entry, claim, cand)), None)
-            if row is not None:
-                assert (row["scaled effect"], row["resolution at 5 seeds"], row["seeds needed"]) == (eff, res, need)
-                assert row["recommended"] == ch.chosen
-        spec = proxy_spec(entry, claim, {"method": "fixbn"})
-        assert spec["data"] == C.CANDIDATES[ch.family][ch.chosen] and spec["model"]["name"] == "q_mlp_bn"
-        assert spec["partition"] == C.FAMILIES[ch.family]["partition"] and spec["method"] == "fixbn"
-        note = choice_note(entry, claim)
-        assert f"{ch.calibration[0][1]:.2f} vs resolution {ch.calibration[0][2]:.2f}" in note
-        assert ch.chosen in note and "before any fix ran" in note
-        quick = E.get(entry).config("quick")
-        assert quick["proxy"]["data"] == C.CANDIDATES[ch.family][ch.chosen]
-        assert any(claim in d and "bench-calib-proxies" in d for d in quick["deviations"])
-        assert "proxy" not in E.get(entry).config("paper")  # the paper profile keeps the paper's data
-        assert E.get(entry).default_seeds["quick"] >= 3
-    with pytest.raises(ValueError, match="no calibrated proxy"):
-        proxy_spec("fedtan-tab2", "nope")
+def test_normalisation_layer_headlines_run_on_a_conv_net_at_tuned_rates_with_their_precondition():
+    """Issue 36: FedTAN vs FedAvg+GN (fedtan-tab2) and "FixBN is the best layer" (fixbn-tab5) compare
+    layers on a convolutional stand-in (GN over channels), every method at its own tuned rate, and
+    measure BN's damage with BN-only runs first; no MLP proxy is left."""
+    assert not (ROOT / "bnfl" / "experiments" / "proxies.py").exists()
+    for eid, claim in (("fedtan-tab2", "with mom.-non-iid"), ("fixbn-tab5", "fixbn-best")):
+        quick = E.get(eid).config("quick")
+        assert "proxy" not in quick and len(quick["tune"]["grid"]) >= 4
+        assert quick["base"]["model"]["name"] == "q_res"
+        head = next(h for h in HEADLINES if h.entry == eid and h.claim == claim)
+        assert head.precondition is not None and head.precondition.claim == "bn-damage"
+        assert "Q-RES" in head.stand_in and "tuned" in head.threshold_reason
 
 
 def test_fig9_counts_the_qdig_column_that_tab2_moved_to_its_proxy():

@@ -169,3 +169,19 @@ def test_table16_reads_consistently_only_in_the_reference_code_order():
     assert by["printed"]["cells below Table 14's 100% value"] > 0
     assert by["reference-code order"]["cells below Table 14's 100% value"] == 0
     assert claims[0].verdict == "pass" and claims[0].kind == "consistency"
+
+
+def test_unseen_domain_adaptation_split_is_disjoint_seeded_and_covers_all():
+    import torch
+
+    from bnfl.experiments.papers.fedbn.runs import adaptation_split
+
+    adapt, held = adaptation_split(11, 3)
+    assert len(adapt) == 5 and len(held) == 6
+    assert not set(adapt.tolist()) & set(held.tolist())
+    assert sorted(adapt.tolist() + held.tolist()) == list(range(11))
+    again = adaptation_split(11, 3)
+    assert torch.equal(adapt, again[0]) and torch.equal(held, again[1])
+    assert not torch.equal(adaptation_split(11, 4)[0], adapt)
+    with pytest.raises(ValueError, match="at least 2"):
+        adaptation_split(1, 0)

@@ -176,18 +176,27 @@ def test_every_fedtan_catalog_id_is_registered_with_all_profiles():
 
 def test_quick_training_entries_run_the_catalogs_seed_counts():
     """The catalog's quick repeats: 3 for FedTAN (fedtan-fig4's setup) and FixBN (fixbn-tab5; the
-    paper's 3 runs, so also fixbn-fig5's 2), 5 for hbn-tab6 (a headline entry, issue 36), 5 for FedBN's Fig. 5 family; no
-    deviation says a seed count was cut."""
+    paper's 3 runs, so also fixbn-fig5's 2), 5 for FedBN's Fig. 5 family; an entry that holds a
+    headline claim runs the headline count (issue 36: 5), and a FedTAN or FixBN one its first 3 seeds
+    as the same lock-step group as the 3-seed entries; no deviation says a seed count was cut."""
+    from bnfl.experiments.calibration import HEADLINE_SEEDS
+    from bnfl.experiments.headlines import HEADLINES
+
+    headline = {h.entry for h in HEADLINES if h.entry != "hbn-tab1"}  # hbn-tab1: its earlier protocol for now
     for eid in E.ids():
         entry = E.get(eid)
         if entry.kind != "training":
             continue
         want = {"fedtan": 3, "fixbn": 3}.get(eid.split("-")[0])
-        if want is not None:
+        if eid in headline:
+            assert entry.default_seeds["quick"] >= HEADLINE_SEEDS, eid
+            if want is not None:
+                assert entry.seed_groups[:1] == (want,), eid
+        elif want is not None:
             assert entry.default_seeds["quick"] == want, eid
         assert not any("1 seed instead" in d for d in entry.config("quick").get("deviations", [])), eid
     assert E.get("hbn-tab6").default_seeds["quick"] == 5
-    assert E.get("fedbn-fig5").default_seeds["quick"] == 5
+    assert E.get("fedbn-fig5").default_seeds["quick"] == 10 and E.get("fedbn-fig5").seed_groups == (5,)  # row 18
 
 
 def test_unknown_id_and_profile_raise():
@@ -413,6 +422,32 @@ def test_seeds_train_together_under_the_batched_engine_and_are_cached_by_their_g
     assert alone[0]["test_acc"][-1] == pytest.approx(runs[1]["test_acc"][-1], abs=100 / runs[1]["n_test"])
     training.train_seeds(core.Context(profile="smoke", cache=cache, seeds=[0, 1, 2]), spec)
     assert calls == [3] and len(cache) == 7  # batched off: the seeds one by one, sequential keys
+
+
+def test_seed_groups_make_a_five_seed_entry_reuse_the_three_seed_runs_bitwise(monkeypatch):
+    """``Context.seed_groups=(3,)``: seeds 0-2 are the cached 3-seed group's runs (no training, the
+    same numbers), seeds 3-4 train as one more group; ``seed_groups`` cuts and validates."""
+    from bnfl.experiments import registry, training
+    from bnfl.fl import lockstep
+
+    assert training.seed_groups([0, 1, 2, 3, 4], (3,)) == [[0, 1, 2], [3, 4]]
+    assert training.seed_groups([0, 1], (3,)) == [[0, 1]]
+    assert training.seed_groups([0, 1, 2, 3, 4, 5], (3, 2)) == [[0, 1, 2], [3, 4], [5]]
+    assert training.seed_groups([0, 1, 2]) == [[0, 1, 2]]
+    with pytest.raises(ValueError, match="seed_groups must be sizes"):
+        registry.entry("x-bad", title="", summary="", kind="training", configs={}, seed_groups=(0,))
+    calls = []
+    real = lockstep.run_lockstep
+    monkeypatch.setattr(lockstep, "run_lockstep", lambda sims, **kw: calls.append(len(sims)) or real(sims, **kw))
+    spec = {"method": "fedavg+bn", "data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"},
+            "partition": {"kind": "dirichlet", "phi": 0.1, "num_clients": 3}, "rounds": 2,
+            "train": {"local_steps": 2, "eval_every": 2}}
+    cache = RunCache(None)
+    three = training.train_seeds(core.Context(profile="smoke", cache=cache, batched="auto", seeds=[0, 1, 2]), spec)
+    five = training.train_seeds(core.Context(profile="smoke", cache=cache, batched="auto", seeds=[0, 1, 2, 3, 4],
+                                             seed_groups=(3,)), spec)
+    assert calls == [3, 2] and len(cache) == 5
+    assert five[:3] == three and five[3] != five[4] and five[3] not in three
 
 
 # -- runner: results, resumability, report -----------------------------------------------------

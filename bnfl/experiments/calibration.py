@@ -48,11 +48,23 @@ from bnfl.experiments import training
 from bnfl.experiments.core import Context, deep_merge
 from bnfl.experiments.training import final, mean_over_clients
 
-__all__ = ["CANDIDATES", "metric", "score", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS", "ROUNDS", "ClaimEffect",
-           "measure", "recommend", "resolution", "resolves", "scaled_effect", "seeds_needed", "table"]
+__all__ = ["CANDIDATES", "DECIDING_SEEDS", "DECIDING_SEED_COUNTS", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS",
+           "HEADLINE_SEED_COUNTS", "HEADLINE_SEED_GROUPS", "ROUNDS", "ClaimEffect", "headroom_share", "measure", "metric",
+           "recommend", "resolution", "resolves", "scaled_effect", "score", "seeds_needed", "table"]
 
 #: Seeds a headline claim runs (issue 25: 5 for the headline claims).
 HEADLINE_SEEDS = 5
+#: ``seeds=`` of an entry that holds a headline claim: :data:`HEADLINE_SEEDS` at quick and paper.
+HEADLINE_SEED_COUNTS = {"smoke": 1, "quick": HEADLINE_SEEDS, "paper": HEADLINE_SEEDS}
+#: Most seeds a headline claim runs to decide (issue 36: where at most 10 would decide an undecided
+#: headline claim at its observed spread, it runs them).
+DECIDING_SEEDS = 10
+#: ``seeds=`` of an entry whose headline claim needed :data:`DECIDING_SEEDS` to be decided.
+DECIDING_SEED_COUNTS = {"smoke": 1, "quick": DECIDING_SEEDS, "paper": HEADLINE_SEEDS}
+#: ``seed_groups=`` of an entry that went from 3 seeds to :data:`HEADLINE_SEEDS`: seeds 0-2 stay one
+#: lock-step group, so they are the same runs, bitwise, as the 3-seed entries sharing them (trained
+#: once), and the added seeds train as another group.
+HEADLINE_SEED_GROUPS = (3,)
 #: A proxy resolves a claim when the scaled effect is at least this many resolutions.
 FACTOR = 2.0
 #: Rounds of every calibration run at quick (evaluated once, at the end).
@@ -187,6 +199,30 @@ def scaled_effect(effect: ClaimEffect, proxy_damage: float) -> float | None:
     if effect.kind != "effect" or effect.effect is None or not effect.damage:
         return None
     return float(effect.effect) * float(proxy_damage) / float(effect.damage)
+
+
+def headroom_share(paper_damage: float, paper_top: float, top: float, *, chance: float,
+                   paper_chance: float = 10.0, fraction: float = 0.5) -> float:
+    """``fraction`` of the paper's damage, as a share of the paper's headroom, on the stand-in's headroom.
+
+    A damage claim ("FedAvg+BN collapses") measures the damage itself, so it cannot be scaled by
+    the damage as :func:`scaled_effect` does. Its threshold is the paper's damage as a share of the
+    paper's room above chance, ``paper_damage / (paper_top - paper_chance)``, applied to the
+    stand-in's room above chance, ``top - chance``, times ``fraction`` (one half: the stand-in shows
+    at least half the paper's relative collapse)::
+
+        fraction * paper_damage / (paper_top - paper_chance) * (top - chance)
+
+    FedTAN Table 1's collapse, 91.53 - 45.90 = 45.63 pts over 81.53 pts of headroom (56%), asks a
+    10-class stand-in at 97.4% to lose at least 0.5 * 0.56 * 87.4 = 24.5 pts. A stand-in at or
+    below chance has no room: 0.
+    """
+    room, paper_room = max(float(top) - float(chance), 0.0), float(paper_top) - float(paper_chance)
+    if not paper_room > 0:
+        raise ValueError(f"headroom_share: the paper's top {paper_top} must lie above its chance {paper_chance}")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"headroom_share: fraction must lie in (0, 1], got {fraction}")
+    return float(fraction) * float(paper_damage) / paper_room * room
 
 
 def _check(sd: float, n_test: int, seeds: int) -> None:

@@ -248,6 +248,12 @@ class Context:
         How the batched engine runs its steps on a GPU (CUDA graphs, channels-last, TF32, bf16).
         ``None``: CUDA graphs with ``stack="entry"`` on a CUDA device, nothing otherwise
         (:func:`bnfl.experiments.training.device_options`).
+    seed_groups : tuple of int
+        Sizes of the lock-step groups :func:`~bnfl.experiments.training.train_seeds` trains the
+        seeds in, in seed order; the seeds past the listed sizes form one more group. ``()`` (the
+        default): all seeds one group. An entry that grew from 3 seeds to 5 declares ``(3,)``:
+        its first three seeds are then the very runs (bitwise) of the 3-seed entries that share
+        them, and seeds 3-4 train as a pair.
     """
 
     profile: str
@@ -259,5 +265,6 @@ class Context:
     batched: str = "off"
     stack: str = "seeds"
     device_options: Any = None
+    seed_groups: tuple[int, ...] = ()
     #: ``{run hash: seconds}`` of every training run this entry used (fresh or from the cache).
     runs_used: dict[str, float] = field(default_factory=dict)

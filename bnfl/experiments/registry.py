@@ -75,6 +75,9 @@ class Entry:
         ``plot(result) -> matplotlib Figure`` (attached by :func:`plotter`).
     default_seeds : mapping
         ``{profile: number of seeds}``.
+    seed_groups : tuple of int
+        :attr:`bnfl.experiments.core.Context.seed_groups` of the entry's runs (``()``: all seeds
+        one lock-step group).
     """
 
     id: str
@@ -87,6 +90,7 @@ class Entry:
     plot: PlotFn | None = None
     look_for: str = ""
     default_seeds: Mapping[str, int] = field(default_factory=lambda: {"smoke": 1, "quick": 1, "paper": 5})
+    seed_groups: tuple[int, ...] = ()
 
     def config(self, profile: str) -> dict[str, Any]:
         if profile not in self.configs:
@@ -122,19 +126,23 @@ def entry(
     look_for: str = "",
     plot: PlotFn | None = None,
     seeds: Mapping[str, int] | None = None,
+    seed_groups: tuple[int, ...] = (),
 ) -> Callable[[ComputeFn], ComputeFn]:
     """Decorator: register the decorated ``compute`` function as ``experiment_id``.
 
     ``seeds`` defaults to 1 seed at smoke and quick, 5 at paper (the papers' run count) for
-    ``kind="training"``, and 1 everywhere for arithmetic and schematic entries.
+    ``kind="training"``, and 1 everywhere for arithmetic and schematic entries. ``seed_groups``:
+    :attr:`Entry.seed_groups`.
     """
+    if any(int(n) < 1 for n in seed_groups):
+        raise ValueError(f"experiment {experiment_id!r}: seed_groups must be sizes >= 1, got {seed_groups}")
     if seeds is None:
         seeds = {"smoke": 1, "quick": 1, "paper": 5 if kind == "training" else 1}
 
     def decorate(compute: ComputeFn) -> ComputeFn:
         register(Entry(id=experiment_id, paper=experiment_id.split("-", 1)[0], title=title, summary=summary,
                        kind=kind, configs=configs, compute=compute, plot=plot, look_for=look_for,
-                       default_seeds=dict(seeds)))
+                       default_seeds=dict(seeds), seed_groups=tuple(int(n) for n in seed_groups)))
         return compute
 
     return decorate

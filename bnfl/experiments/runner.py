@@ -190,7 +190,8 @@ def run(
     if cache is None:
         cache = RunCache(Path(out) / "_runs" if out is not None else None)
     ctx = Context(profile=profile, device=device, seeds=seed_list, data_root=root, cache=cache,
-                  progress=progress, batched=batched, stack=stack, device_options=device_options)
+                  progress=progress, batched=batched, stack=stack, device_options=device_options,
+                  seed_groups=entry.seed_groups)
     # Entries that draw random numbers outside torch (matplotlib layouts, python's random)
     # get the same stream every time.
     random.seed(seed_list[0])

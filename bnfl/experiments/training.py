@@ -29,7 +29,7 @@ import numpy as np
 
 from bnfl import fl
 from bnfl.data import DATASETS, load
-from bnfl.experiments.core import Context, config_hash
+from bnfl.experiments.core import Context, config_hash, deep_merge
 from bnfl.experiments.observers import Observer, observer_keys
 from bnfl.fl import lockstep
 from bnfl.fl.device_options import DeviceOptions
@@ -37,7 +37,7 @@ from bnfl.fl.engine import accuracy
 from bnfl.methods import get
 
 __all__ = ["canonical", "device_options", "domain_accuracies", "final", "load_data", "mean_over_clients", "mean_std",
-           "train", "train_seeds"]
+           "seed_groups", "train", "train_grid", "train_seeds"]
 
 #: Training defaults of the experiments (``spec["train"]``), filled in before hashing.
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -221,9 +221,10 @@ def _summary(spec: dict[str, Any], sim: Any, split: Any, outcome: Any, *, batche
 
 
 def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None,
-         observers: Sequence[Observer] = ()) -> dict[str, Any]:
+         observers: Sequence[Observer] = (), grid: Sequence[float] | None = None) -> dict[str, Any]:
     """The cache key of the canonical ``spec`` run under ``ctx`` (``group``: the seeds it trained
-    beside, :func:`train_seeds`; ``observers``: what it records beyond the summary)."""
+    beside, :func:`train_seeds`; ``grid``: and the learning rates, :func:`train_grid`;
+    ``observers``: what it records beyond the summary)."""
     key = {"spec": spec, "device": ctx.device}
     if DATASETS[spec["data"]["name"]].local:
         key["data_root"] = ctx.data_root
@@ -233,6 +234,8 @@ def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None,
         key["stack"] = "entry"
     elif group is not None:  # and from one seed's own batched run (the padding depends on the group)
         key["seed_group"] = [int(s) for s in group]
+        if grid is not None:  # trained beside the other rates of a grid: another padding again
+            key["lr_grid"] = [float(r) for r in grid]
     opts = device_options(ctx)
     if opts.any:  # CUDA graphs (equal to rounding), TF32, bf16, channels-last: cached apart
         key["device_options"] = opts.describe()
@@ -242,14 +245,15 @@ def _key(ctx: Context, spec: dict[str, Any], group: Sequence[int] | None = None,
 
 
 def train(ctx: Context, spec: Mapping[str, Any], *, ready: Mapping[str, dict[str, Any]] | None = None,
-          group: Sequence[int] | None = None, observers: Sequence[Observer] = ()) -> dict[str, Any]:
+          group: Sequence[int] | None = None, observers: Sequence[Observer] = (),
+          grid: Sequence[float] | None = None) -> dict[str, Any]:
     """Run (or fetch from ``ctx.cache``) one training run; see the module docstring for ``spec``.
     ``ready``: summaries already computed by :func:`train_seeds` for the seeds ``group``, by
     cache key. ``observers``: :class:`~bnfl.experiments.observers.Observer` instances whose
     round hooks run inside the training loop and whose fields join the summary (default none)."""
     spec = canonical(spec)
     observers = tuple(observers)
-    key = _key(ctx, spec, group, observers)
+    key = _key(ctx, spec, group, observers, grid)
 
     def compute() -> dict[str, Any]:
         done = (ready or {}).get(config_hash(key))
@@ -273,7 +277,7 @@ def _seed_spec(spec: Mapping[str, Any], seed: int) -> dict[str, Any]:
 
 
 def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int],
-              observers: Sequence[Observer] = ()) -> dict[str, dict[str, Any]]:
+              observers: Sequence[Observer] = (), grid: Sequence[float] | None = None) -> dict[str, dict[str, Any]]:
     """The summaries of ``specs`` (canonical, one per seed of ``group``), trained together unless
     ``ctx.cache`` holds all of them: :func:`bnfl.fl.lockstep.run_lockstep` trains every seed's
     clients in one batched computation per round. A seed's run then equals its own batched run
@@ -282,8 +286,8 @@ def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int
     (:func:`_key`), and the same seeds always train in the same group. Runs the batched engine
     cannot take (:func:`bnfl.fl.batched.batched_obstacle`) run one by one."""
     if ctx.cache is None:
-        return _lockstep_compute(ctx, specs, group, observers)
-    keys = [_key(ctx, s, group, observers) for s in specs]
+        return _lockstep_compute(ctx, specs, group, observers, grid)
+    keys = [_key(ctx, s, group, observers, grid) for s in specs]
     if all(ctx.cache.get(k) is not None for k in keys):
         return {}
     # One process trains the group; another that needs it waits (or, in `reproduce --jobs N`'s
@@ -291,14 +295,14 @@ def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int
     with ctx.cache.hold({"lockstep": keys}):
         if all(ctx.cache.get(k) is not None for k in keys):
             return {}
-        done = _lockstep_compute(ctx, specs, group, observers)
+        done = _lockstep_compute(ctx, specs, group, observers, grid)
         for k in keys:
             ctx.cache.put(k, done[config_hash(k)])
     return done
 
 
 def _lockstep_compute(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int],
-                      observers: Sequence[Observer]) -> dict[str, dict[str, Any]]:
+                      observers: Sequence[Observer], grid: Sequence[float] | None = None) -> dict[str, dict[str, Any]]:
     start = time.perf_counter()
     built = [(s, *_build(s, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress,
                          batched=ctx.batched, observers=observers, options=device_options(ctx))) for s in specs]
@@ -308,7 +312,7 @@ def _lockstep_compute(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequ
         if id(sim) not in outcomes:
             outcomes[id(sim)] = _outcome(sim)
     seconds = (time.perf_counter() - start) / len(built)  # each run's share of the joint time
-    return {config_hash(_key(ctx, s, group, observers)): _summary(s, sim, split, outcomes[id(sim)],
+    return {config_hash(_key(ctx, s, group, observers, grid)): _summary(s, sim, split, outcomes[id(sim)],
                                                                   batched=ctx.batched, seconds=seconds,
                                                                   observers=observers)
             for s, sim, split in built}
@@ -320,12 +324,51 @@ def train_seeds(ctx: Context, spec: Mapping[str, Any], *, observers: Sequence[Ob
     train together, their clients in one batched computation per round (:func:`_lockstep`).
     ``observers``: as in :func:`train`; their round hooks run in each seed's own loop."""
     observers = tuple(observers)
-    specs = [canonical(_seed_spec(spec, s)) for s in ctx.seeds]
+    if ctx.batched == "off" or len(ctx.seeds) < 2:
+        return [train(ctx, canonical(_seed_spec(spec, s)), observers=observers) for s in ctx.seeds]
+    out = []
+    for group in seed_groups(ctx.seeds, ctx.seed_groups):
+        specs = [canonical(_seed_spec(spec, s)) for s in group]
+        if len(specs) < 2:
+            out += [train(ctx, one, observers=observers) for one in specs]
+            continue
+        ready = _lockstep(ctx, specs, group, observers)
+        out += [train(ctx, one, ready=ready, group=group, observers=observers) for one in specs]
+    return out
+
+
+def train_grid(ctx: Context, spec: Mapping[str, Any], rates: Sequence[float]) -> dict[float, list[dict[str, Any]]]:
+    """``spec`` at every learning rate of ``rates``, once per seed of ``ctx.seeds``: ``{lr: runs}``.
+
+    With the batched engine the whole grid (rates x seeds) trains as one lock-step group, its
+    rows differing only in the learning rate (one per row, :func:`bnfl.fl.batched_together.stacks`),
+    so a grid of four rates costs about one batched run of all of them, not four. Each run equals
+    its own batched run up to rounding and is cached under its grid (:func:`_key`); with the
+    batched engine off every run trains alone, exactly as :func:`train` would.
+    """
+    rates = [float(r) for r in rates]
+    if len(set(rates)) != len(rates) or not rates:
+        raise ValueError(f"train_grid: the rates must be distinct and at least one, got {rates}")
+    specs = {(lr, int(s)): canonical(_seed_spec(deep_merge(spec, {"train": {"lr": lr}}), s))
+             for lr in rates for s in ctx.seeds}
     if ctx.batched == "off" or len(specs) < 2:
-        return [train(ctx, one, observers=observers) for one in specs]
+        return {lr: [train(ctx, specs[(lr, int(s))]) for s in ctx.seeds] for lr in rates}
     group = [int(s) for s in ctx.seeds]
-    ready = _lockstep(ctx, specs, group, observers)
-    return [train(ctx, one, ready=ready, group=group, observers=observers) for one in specs]
+    ready = _lockstep(ctx, list(specs.values()), group, (), rates)
+    return {lr: [train(ctx, specs[(lr, s)], ready=ready, group=group, grid=rates) for s in group] for lr in rates}
+
+
+def seed_groups(seeds: Sequence[int], sizes: Sequence[int] = ()) -> list[list[int]]:
+    """``seeds`` cut into lock-step groups of the given ``sizes`` in order; the rest is one more
+    group (:attr:`bnfl.experiments.core.Context.seed_groups`). ``seed_groups([0, 1, 2, 3, 4], (3,))``
+    is ``[[0, 1, 2], [3, 4]]``; no sizes: one group."""
+    seeds, out, at = [int(s) for s in seeds], [], 0
+    for n in sizes:
+        if at >= len(seeds):
+            break
+        out.append(seeds[at:at + int(n)])
+        at += int(n)
+    return out + ([seeds[at:]] if at < len(seeds) else [])
 
 
 def final(run: Mapping[str, Any], key: str = "test_acc") -> float:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments.calibration import DECIDING_SEED_COUNTS
 from bnfl.experiments.claims import at_most, linked
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedbn import numbers as N
@@ -159,7 +160,10 @@ _SOTA_PROSE = dict(
               "gain over FedAvg largest on the domain whose pixel statistics are farthest from the clean one. "
               "One test sample of a domain is 1.39 points at quick scale."),
     kind="training",
-    seeds=SEEDS,
+    # Fig. 5 / Table 11's headline (FedBN best on the mean, row 18) was undecided at 5 seeds with about
+    # 10 deciding it: 10 seeds, the first 5 the same lock-step group as the other digits entries' runs
+    seeds=DECIDING_SEED_COUNTS,
+    seed_groups=(SEEDS["quick"],),
     configs=_SOTA,
 )
 

@@ -66,6 +66,20 @@ def new_client_model(clients: Sequence[nn.Module], x: torch.Tensor) -> nn.Module
     return model
 
 
+def adaptation_split(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A new client's ``n`` samples split in two disjoint halves, seeded: ``(adapt, held)``.
+
+    FedBN App. G gives an unseen client the averaged BN affine parameters and "the (mean, variance)
+    on its own data". Here the statistics come from ``adapt`` and every method (FedBN's new client,
+    FedAvg's and FedProx's global model) is scored on ``held`` only, so no test sample is
+    normalised by statistics it took part in.
+    """
+    if n < 2:
+        raise ValueError(f"an unseen domain needs at least 2 samples to split into adaptation and test, got {n}")
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+    return order[: n // 2].sort().values, order[n // 2:].sort().values
+
+
 @torch.no_grad()
 def _eval(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     model.eval()
@@ -143,9 +157,10 @@ class FedBNProtocol(Observer):
                     x, y = unseen_domain_test(style, data["domains"], int(data.get("seed", 0)),
                                               form=data.get("form", "image"))
                 x, y = x.to(sim.x_test.device, sim.x_test.dtype), y.to(sim.x_test.device)
-                model = new_client_model([sim.client_model(c) for c in clients], x) if personal else glob
-                out["unseen_acc"][style] = round(_eval(model, x, y)[0], 3)
-            out["n_test_unseen"] = int(x.shape[0])
+                adapt, held = adaptation_split(int(x.shape[0]), int(data.get("seed", 0)))
+                model = new_client_model([sim.client_model(c) for c in clients], x[adapt]) if personal else glob
+                out["unseen_acc"][style] = round(_eval(model, x[held], y[held])[0], 3)
+            out["n_test_unseen"] = int(held.numel())
         return out
 
 

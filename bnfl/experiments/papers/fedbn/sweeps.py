@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bnfl.data.fedbn_folders import DOMAINNET_TOP10
+from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import linked
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedbn import numbers as N
@@ -105,7 +106,8 @@ def _avg(d: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
               "into 10 shards, n of them as clients (more clients: less heterogeneity per client pair). Mean "
               "accuracy over the domains, FedBN's per-client protocol."),
     kind="training",
-    seeds=SWEEP_SEEDS,
+    seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=_FIG4,
 )
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments.calibration import (
+    DECIDING_SEED_COUNTS,
+    HEADLINE_SEED_COUNTS,
+    HEADLINE_SEED_GROUPS,
+    headroom_share,
+)
 from bnfl.experiments.claims import Claim, info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import (
@@ -35,7 +41,6 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_BASE,
     Q_MOM,
     REFERENCE_MOMENTUM_NOTE,
-    SEEDS,
     config_deviations,
     method_color,
     method_label,
@@ -64,7 +69,8 @@ from bnfl.plots import new_figure
               "SCAFFOLD do not repair it: the problem is the local BN statistics and "
               "stat-gradients, not client drift."),
     kind="training",
-    seeds=SEEDS,
+    seeds=DECIDING_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base_a": spec(Q_BASE, {"model": {"name": "q_plain"}, "rounds": 1500,
                                        "train": {"local_steps": 1, "lr": 0.5, "eval_every": 75}}),
@@ -93,9 +99,15 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                  nobn, -20.0, baseline=bn,
                                  detail=f"no-BN {np.mean(nobn):.2f} vs BN {np.mean(bn):.2f}"))
     central = finals(b[("pooled", "centralized")])
+    # "Collapses": at least half the paper's collapse (FedTAN Table 1, 91.53 -> 45.90) as a share of
+    # the room above chance, on this stand-in's room (10 classes here and in CIFAR-10).
+    paper_top = parse_mean_std(TABLE1[0][2])[0]
+    paper_damage = paper_top - parse_mean_std(TABLE1[2][2])[0]
+    drop = round(headroom_share(paper_damage, paper_top, float(np.mean(central)), chance=10.0), 1)
     for k in ("fedavg+bn", "scaffold"):
         v = finals(b[("non-iid", k)])
-        claims.append(ev.at_most(f"b-{k}", f"(b) {method_label(k)} non-iid <= Central - 10 pts", v, -10.0,
+        claims.append(ev.at_most(f"b-{k}", f"(b) {method_label(k)} non-iid <= Central - {drop:.1f} pts (half the "
+                                 "paper's collapse, as a share of the room above chance)", v, -drop,
                                  baseline=central, detail=f"{method_label(k)} {np.mean(v):.2f} vs Central "
                                  f"{np.mean(central):.2f}"))
     # At E = 1 FedProx's proximal gradient mu (w - w_global) is zero at the only local step: FedProx
@@ -186,11 +198,16 @@ def _ordering_claims(ev: Seeds, runs: Mapping[tuple[str, str], list], setting: s
     f = {k: finals(runs[(setting, k)]) for k in ("fedavg+bn", "fedavg+alg2", "fedtan", "fedbn")}
     steps = [min(b - a, c - b) for a, b, c in zip(f["fedavg+bn"], f["fedavg+alg2"], f["fedtan"], strict=True)]
     m = {k: float(np.mean(v)) for k, v in f.items()}
+    # FedTAN repairs at least half the damage this entry measures (Central - FedAvg+BN, non-iid, headline
+    # init, same seeds); the paper's FedTAN repairs 41.76 of 45.63 pts (92%).
+    damage = float(np.mean(finals(runs[("non-iid", "centralized")]))) - float(np.mean(finals(runs[("non-iid", "fedavg+bn")])))
+    half = round(max(damage, 0.0) / 2, 1)
     return [
         ev.at_least(f"ordering{suffix}", "non-iid ordering FedAvg+BN < FedAvg+Alg2 < FedTAN (per seed: the smaller "
                     "of the two steps)", steps, 0.0,
                     detail=f"FedAvg+BN {m['fedavg+bn']:.2f} < Alg2 {m['fedavg+alg2']:.2f} < FedTAN {m['fedtan']:.2f}"),
-        ev.at_least(f"fedtan-gap{suffix}", "non-iid FedTAN - FedAvg+BN >= 8 pts", f["fedtan"], 8.0,
+        ev.at_least(f"fedtan-gap{suffix}", f"non-iid FedTAN - FedAvg+BN >= {half:.1f} pts (half this entry's "
+                    f"FedAvg+BN damage, Central - FedAvg+BN = {damage:.1f} pts)", f["fedtan"], half,
                     baseline=f["fedavg+bn"]),
         ev.at_most(f"fedbn{suffix}", "non-iid FedBN <= FedAvg+BN (FedBN's damage at least FedAvg+BN's; paper "
                    "19.46 vs 45.90)", f["fedbn"], 0.0, baseline=f["fedavg+bn"], why=FEDBN_WHY,
@@ -234,7 +251,8 @@ def _init_rows(runs: Mapping[tuple[str, str], list]) -> list[dict[str, Any]]:
               "FedBN/SiloBN should reach a low *local* training loss but a poor accuracy on the "
               "global test set (each client's model only knows its own BN statistics)."),
     kind="training",
-    seeds=SEEDS,
+    seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base": dict(Q_BASE), "inits": [HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": dict(P_C10), "inits": ["authors"]},
@@ -302,7 +320,8 @@ def plot_fig4(result: Result) -> Any:
               "FedBN and SiloBN sit at ~19.4%, just under the 20% of a model that only predicts its"
               " two local classes."),
     kind="training",
-    seeds=SEEDS,
+    seeds=HEADLINE_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_MOM), "inits": [HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": spec(P_C10, P_MOM), "inits": ["authors"]},

@@ -14,6 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments.calibration import (
+    DECIDING_SEED_COUNTS,
+    HEADLINE_SEED_GROUPS,
+    headroom_share,
+)
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
@@ -83,7 +88,13 @@ def _m(runs: list) -> float:
 
 def _bn_gap(ev: Seeds, f: Mapping[str, list[float]]) -> Claim:
     """BN's FL gap at E = 1 (Table 1; Fig. 1 shows the same bars and links here)."""
-    return ev.at_least("bn-gap", "BN: centralized - FL >= 15 pts", f["centralized"], 15.0, baseline=f["fedavg+bn"],
+    # At least half the paper's gap (Table 1: 89.30 -> 42.93) as a share of the room above chance, on
+    # this stand-in's room (10 classes here and in CIFAR-10).
+    top = parse_mean_std(TABLE1[1][1])[0]
+    gap = round(headroom_share(top - parse_mean_std(TABLE1[1][2])[0], top, float(np.mean(f["centralized"])),
+                               chance=10.0), 1)
+    return ev.at_least("bn-gap", f"BN: centralized - FL >= {gap:.1f} pts (half the paper's gap, as a share of the "
+                       "room above chance)", f["centralized"], gap, baseline=f["fedavg+bn"],
                        detail=f"Centralized+BN {np.mean(f['centralized']):.2f}, FedAvg+BN {np.mean(f['fedavg+bn']):.2f}")
 
 
@@ -105,7 +116,8 @@ def _gn_gap(ev: Seeds, f: Mapping[str, list[float]]) -> Claim:
               "at half the rounds) recovers most of the gap; FixBN* also keeps each client's SGD momentum "
               "across rounds. The paper does not print FixBN's bar values."),
     kind="training",
-    seeds=SEEDS,
+    seeds=DECIDING_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=E1_CONFIGS,
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +183,8 @@ def plot_fig1(result: Result) -> Any:
               "FedAvg+BN model on the pooled training data. Neither closes the gap in the paper: the "
               "statistics are not the whole problem."),
     kind="training",
-    seeds=SEEDS,
+    seeds=DECIDING_SEED_COUNTS,
+    seed_groups=HEADLINE_SEED_GROUPS,
     configs=E1_CONFIGS,
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

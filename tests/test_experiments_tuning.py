@@ -1,0 +1,59 @@
+"""Fair learning rates (:mod:`bnfl.experiments.tuning`) and the lock-step grid they train on
+(:func:`bnfl.experiments.training.train_grid`)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bnfl.experiments import core, training, tuning
+from bnfl.experiments.cache import RunCache
+
+SPEC = {"method": "fedavg+bn", "data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn"},
+        "partition": {"kind": "dirichlet", "phi": 0.1, "num_clients": 3}, "rounds": 2,
+        "train": {"local_steps": 2, "eval_every": 2}}
+
+
+def test_a_grid_trains_as_one_lockstep_group_and_a_one_rate_grid_is_the_seed_group(monkeypatch):
+    from bnfl.fl import lockstep
+
+    calls = []
+    real = lockstep.run_lockstep
+    monkeypatch.setattr(lockstep, "run_lockstep", lambda sims, **kw: calls.append(len(sims)) or real(sims, **kw))
+    cache = RunCache(None)
+    ctx = core.Context(profile="smoke", cache=cache, batched="auto", seeds=[0, 1])
+    grid = training.train_grid(ctx, SPEC, [0.05, 0.2])
+    assert calls == [4] and sorted(grid) == [0.05, 0.2] and all(len(v) == 2 for v in grid.values())
+    assert grid[0.05][0]["test_acc"] != grid[0.2][0]["test_acc"]  # the rate reaches its row
+    assert training.train_grid(ctx, SPEC, [0.05, 0.2]) == grid and calls == [4]  # cached
+    one = training.train_grid(ctx, SPEC, [0.05])[0.05]
+    seeds = training.train_seeds(ctx, core.deep_merge(SPEC, {"train": {"lr": 0.05}}))
+    assert [r["test_acc"] for r in one] == [r["test_acc"] for r in seeds]  # bitwise: the same lock-step
+    off = core.Context(profile="smoke", cache=cache, seeds=[0, 1])
+    alone = training.train_grid(off, SPEC, [0.05, 0.2])
+    assert alone[0.2][1] == training.train(off, training._seed_spec(core.deep_merge(SPEC, {"train": {"lr": 0.2}}), 1))
+    with pytest.raises(ValueError, match="distinct"):
+        training.train_grid(ctx, SPEC, [0.1, 0.1])
+
+
+def test_tune_rate_takes_the_best_mean_validation_accuracy_ties_to_the_larger_and_never_a_diverged_rate(monkeypatch):
+    table = {0.01: [80.0, 82.0], 0.05: [90.0, 88.0], 0.1: [89.0, 89.0], 0.5: [99.0, float("nan")]}
+    seen = {}
+
+    def fake(ctx, spec, rates):
+        seen.update(spec=spec, seeds=list(ctx.seeds))
+        return {lr: [{"test_acc": [v]} for v in table[lr]] for lr in rates}
+
+    monkeypatch.setattr(tuning, "train_grid", fake)
+    t = tuning.tune_rate(core.Context(profile="quick"), SPEC, list(table), seeds=(0, 1))
+    assert t.rate == 0.1 and t.scores[0.05] == t.scores[0.1] == 89.0 and t.scores[0.5] == -math.inf
+    assert seen["spec"]["data"]["validation"] == 0.2 and seen["seeds"] == [0, 1] and "validation" not in SPEC["data"]
+    assert not t.at_edge and "lr 0.1 (validation 89.0" in t.describe() and "0.5: diverged" in t.describe()
+    with pytest.raises(ValueError, match="empty"):
+        tuning.tune_rate(core.Context(profile="quick"), SPEC, [])
+    with pytest.raises(ValueError, match="fraction"):
+        tuning.tune_rate(core.Context(profile="quick"), SPEC, [0.1], validation=1.0)
+    table[0.1] = table[0.05] = table[0.01] = [float("nan")]
+    with pytest.raises(RuntimeError, match="diverged"):
+        tuning.tune_rate(core.Context(profile="quick"), SPEC, [0.01, 0.05, 0.1, 0.5])
