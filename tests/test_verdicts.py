@@ -254,3 +254,9 @@ def test_issue_36_defects_in_the_entries_that_need_no_retraining():
     # fixbn-fig3's why names the reason that holds in each setting (issue 36: row 16 cited chance wrongly)
     assert "chance" not in _gn_why("Q-DIG / Q-MLP-BN").replace("far above chance", "")
     assert "100-class" in _gn_why("Tiny analogue: Q-GAUSS(100) / Q-MLP-BN")
+
+
+def test_a_count_whose_items_store_no_interval_is_undecided_not_a_crash():
+    """One seed (the smoke profile) stores no interval per item; the count still reads, undecided."""
+    v = V.judge_claim_record({"items": {"FedAvg": None, "FedProx": None}, "need": 1})
+    assert v.word == V.UNDECIDED and "0 of 2 items reproduced" in v.reason

@@ -216,7 +216,10 @@ def judge_count(record: Mapping[str, Any], *, null: float = 0.0) -> Verdict:
     undecided items that must still hold would need."""
     items = record.get("items") or {}
     need = int(record.get("need") or 0)
-    words = {k: judge_claim_record(v, null=null) for k, v in items.items()}
+    # an item with no interval (one seed: the smoke profile) is undecided, and no seed count decides it
+    words = {k: judge_claim_record(v, null=null) if v else Verdict(UNDECIDED, f"{UNDECIDED} (no interval)", None, None,
+                                                                    "no interval stored")
+             for k, v in items.items()}
     hold = [k for k, v in words.items() if v.word == REPRODUCED]
     open_ = sorted((k for k, v in words.items() if v.word == UNDECIDED),
                    key=lambda k: words[k].seeds_needed if words[k].seeds_needed is not None else _SEED_LIMIT + 1)
