@@ -128,12 +128,13 @@ def test_committed_headlines_speak_the_words_whole_with_reasons_and_units():
         r = row[i]
         assert ("has no claim 'bn-damage'" in r["why"] or "Precondition held" in r["why"]
                 or (r["word"] == V.NOT_TESTABLE and "not wholly above 0" in r["why"])), (i, r["why"])
-    assert row[5]["word"] == V.CONTRADICTED and row[22]["word"] == V.CONTRADICTED
-    assert "FedAvg contradicted" in row[10]["why"] and "(fail)" not in row[10]["why"]  # items said once
+    assert row[22]["word"] == V.CONTRADICTED  # FedBN's new client, statistics from a held-apart half
+    assert row[1]["word"] == row[12]["word"] == V.SMALLER  # 10 seeds: a collapse, smaller than half the paper's
+    assert "3 of 4 items reproduced" in row[10]["why"] and "(pass)" not in row[10]["why"]  # items said once
     assert row[7]["verdict"].startswith("UNDECIDED (LEANS AGAINST; ~")
     assert row[13]["word"] == V.REPRODUCED and "Precondition held: BN's FL gap" in row[13]["why"]
     assert "repairs 88% of it" in row[23]["why"]
-    assert "pts (95% CI, 3 seeds)" in row[1]["ours"] and "pts" not in row[13]["ours"]  # a share has no unit
+    assert "pts (95% CI, 10 seeds)" in row[1]["ours"] and "pts" not in row[13]["ours"]  # a share has no unit
     assert "not measured with this entry's runs" in row[18]["why"]  # said, not invented
     assert "SingleSet" in HEADLINES[17].topic  # row 18 names what it tests against
 
@@ -191,14 +192,17 @@ def test_compare_on_a_copy_of_the_committed_figures_with_one_claim_moved(tmp_pat
     path = tmp_path / "copy" / "hbn-tab2" / "result.json"
     d = json.loads(path.read_text())
     c = next(c for c in d["claims"] if c["name"] == "hbn-ge-bn-0.6-B2")
+    was = c["interval"]["estimate"]
+    shift = -1.5 * (c["interval"]["high"] - c["interval"]["low"]) - was  # well beyond the interval, below 0
     for k in ("estimate", "low", "high"):
-        c["interval"][k] += 3.5
+        c["interval"][k] += shift
     path.write_text(json.dumps(d))
     assert bnfl_main(["compare", str(tmp_path / "copy"), str(tmp_path / "orig")]) == 1
     out = capsys.readouterr().out
     moved = [line for line in out.splitlines() if " | " in line]
-    assert len(moved) == 1 and moved[0].startswith("hbn-tab2 | hbn-ge-bn-0.6-B2: A 4.15 B 0.65 d 3.50 (BEYOND")
-    assert "verdict inconclusive (reproduced) -> inconclusive (undecided) (not borderline)" in moved[0]
+    assert len(moved) == 1
+    assert moved[0].startswith(f"hbn-tab2 | hbn-ge-bn-0.6-B2: A {was + shift:.2f} B {was:.2f} d {shift:.2f} (BEYOND")
+    assert "(not borderline)" in moved[0]
 
 
 def test_forest_items_follow_the_table_and_the_figure_draws(tmp_path):
