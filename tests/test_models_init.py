@@ -126,13 +126,13 @@ def test_init_reaches_run_configs_and_the_train_cli(tmp_path, monkeypatch):
     from bnfl.cli import main
 
     seen = {}
-    real_run = config_module.run
+    real_run = config_module._run  # the CLI resolves the engine once and calls _run
 
     def spy(cfg, **kw):
         seen["model"] = dict(cfg.model)
         return real_run(cfg, **kw)
 
-    monkeypatch.setattr(config_module, "run", spy)
+    monkeypatch.setattr(config_module, "_run", spy)
     assert main(["train", "--config", str(toml), "--init", "pytorch", "--quiet", "--batched", "off",
                  "--out", str(tmp_path / "out")]) == 0
     assert seen["model"] == {"name": "q_mlp_bn", "init": "pytorch"}

@@ -23,7 +23,7 @@
 # each domain split into 10 shards, n of them as clients (more clients: less heterogeneity per
 # client pair). Mean accuracy over the domains, FedBN's per-client protocol.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedbn-fig4/result.json`. Its deviations from the catalog's
 # recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; (c): a tenth

@@ -22,7 +22,7 @@
 # mean, and its gain over FedAvg largest on the domain whose pixel statistics are farthest from the
 # clean one. One test sample of a domain is 1.39 points at quick scale.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (10 seeds),
 # whose result is committed in `figures/fedbn-fig5/result.json`. Its deviations from the catalog's
 # recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU. The paper's

@@ -23,7 +23,7 @@
 # in theory, FedAvg+BN collapses on non-iid clients, and FedProx and SCAFFOLD do not repair it: the
 # problem is the local BN statistics and stat-gradients, not client drift.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (10 seeds),
 # whose result is committed in `figures/fedtan-fig3/result.json`. Its deviations from the catalog's
 # recipe: no data augmentation at quick (train.augment = 'none'), where the paper profile augments
 # (the authors' CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet: flip): the

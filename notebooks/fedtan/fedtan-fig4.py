@@ -26,7 +26,7 @@
 # reach a low *local* training loss but a poor accuracy on the global test set (each client's model
 # only knows its own BN statistics).
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig4/result.json`. Its deviations from the catalog's
 # recipe: no data augmentation at quick (train.augment = 'none'), where the paper profile augments
 # (the authors' CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet: flip): the

@@ -22,7 +22,7 @@
 # fall below BN and should lead where the partition is most skewed; GN is not always better than BN,
 # contrary to the usual advice for FL.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fixbn-fig3/result.json`. Its deviations from the catalog's
 # recipe: Q-DIG + Q-MLP-BN instead of Q-RES (5x slower per step), E = 20, 32 epochs = 23 rounds
 # (CATALOG quick recipe otherwise); Tiny-ImageNet analogue: Q-GAUSS(100) with 5000 training samples,
@@ -31,7 +31,7 @@
 # with 4 px padding + horizontal flip; ImageNet: flip): the quick data are 8x8 digits or vectors,
 # where a 4-pixel shift moves half the digit out of view and a flip turns one digit into another,
 # and every committed quick number was made without it. The paper's setup trains on `cifar10`,
-# `tiny_imagenet` read from a local folder, with 3 seeds: `bnfl run fixbn-fig3 --profile paper
+# `tiny_imagenet` read from a local folder, with 5 seeds: `bnfl run fixbn-fig3 --profile paper
 # --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT`
 # to show it here. Its own assumptions: CIFAR-10 trained with random crop (4 px padding) +
 # horizontal flip [assumed]: the FixBN paper states no augmentation and its code is not public; this

@@ -23,14 +23,14 @@
 # rounds (* locally, † averaged on the server) should help most when E is small, where a momentum
 # reset every round throws away most of its history.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fixbn-fig4/result.json`. Its deviations from the catalog's
 # recipe: Q-MLP-BN instead of Q-RES and 200 local steps per client instead of 1500 (15-minute
 # budget); E in {1, 5, 25, 100}; no data augmentation at quick (train.augment = 'none'), where the
 # paper profile augments (the authors' CIFAR recipe: random crop with 4 px padding + horizontal
 # flip; ImageNet: flip): the quick data are 8x8 digits or vectors, where a 4-pixel shift moves half
 # the digit out of view and a flip turns one digit into another, and every committed quick number
-# was made without it. The paper's setup trains on `cifar10` read from a local folder, with 3 seeds:
+# was made without it. The paper's setup trains on `cifar10` read from a local folder, with 5 seeds:
 # `bnfl run fixbn-fig4 --profile paper --data-root DIR --device cuda --out OUT`, then set
 # `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: fixed 128
 # epochs = 64,000 local steps per client (B = 20, |D_m| = 10,000); E = 2500 gives 25.6 rounds, run

@@ -24,14 +24,14 @@
 # final FedAvg+BN model on the pooled training data. Neither closes the gap in the paper: the
 # statistics are not the whole problem.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (10 seeds),
 # whose result is committed in `figures/fixbn-tab1/result.json`. Its deviations from the catalog's
 # recipe: Q-MLP-BN (2 BN layers) instead of Q-RES and R = 1000 instead of 1500 (the catalog allows
 # Q-MLP-BN; 15-minute budget); no data augmentation at quick (train.augment = 'none'), where the
 # paper profile augments (the authors' CIFAR recipe: random crop with 4 px padding + horizontal
 # flip; ImageNet: flip): the quick data are 8x8 digits or vectors, where a 4-pixel shift moves half
 # the digit out of view and a flip turns one digit into another, and every committed quick number
-# was made without it. The paper's setup trains on `cifar10` read from a local folder, with 3 seeds:
+# was made without it. The paper's setup trains on `cifar10` read from a local folder, with 5 seeds:
 # `bnfl run fixbn-tab1 --profile paper --data-root DIR --device cuda --out OUT`, then set
 # `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: R = 64,000
 # rounds = 128 epochs at B = 20, E = 1 (the paper's budget for Table 1 is not stated; Sec. 6.1's
