@@ -96,6 +96,15 @@ def test_docs_build_leaves_figures_folder_alone(site: Path) -> None:
     assert not _FIGURES_CHANGED, f"the docs build changed figures/: {_FIGURES_CHANGED}"
 
 
+def test_no_doctree_carries_the_build_environment(site: Path) -> None:
+    """A page's saved doctree holds that page only: autodoc's signature nodes kept the document they
+    were parsed in, whose settings pointed at Sphinx's build environment, and every one of the ~480
+    doctrees pickled it (about 3 MB each; a third of the build's CPU time)."""
+    heavy = [p.relative_to(site) for p in (site / ".doctrees").rglob("*.doctree")
+             if b"BuildEnvironment" in p.read_bytes()]
+    assert not heavy, f"{len(heavy)} doctrees pickle the build environment, e.g. {heavy[:3]}"
+
+
 def test_docs_build_with_warnings_as_errors(site: Path) -> None:
     for page in ("index.html", "getting-started.html", "theory.html", "algorithms.html", "recipes.html",
                  "_generated/api/index.html", "_generated/ledger.html",

@@ -1229,8 +1229,22 @@ def generate(app: Sphinx) -> None:
     refresh_notebook_cache(app, inputs)
 
 
+def one_document(app: Sphinx, doctree: nodes.document) -> None:
+    """Point every node of a page at that page's document.
+
+    Some nodes (autodoc's signatures) keep the document they were parsed in, whose settings still
+    hold Sphinx's whole build environment; pickling the page's doctree then wrote that environment
+    (about 3 MB) into every one of the site's ~480 doctrees, and the parallel readers sent each back
+    to the main process. A node with no document of its own asks its parent, up to the page.
+    """
+    for node in doctree.findall(include_self=False):
+        if node._document is not None and node._document is not doctree:
+            node._document = None
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.connect("builder-inited", generate)
+    app.connect("doctree-read", one_document)
     app.add_directive("ledger", LedgerDirective)
     app.connect("env-get-outdated", ledger_outdated)
     app.connect("env-get-outdated", notebooks_outdated)
