@@ -164,7 +164,7 @@ def test_docs_dashboard_and_paper_pages_from_a_small_results_folder(bnfl_docs, t
     row = next(line for line in index.splitlines() if line.startswith("| 6 |"))
     assert row.count(" | ") == 5, "six columns on the narrow docs page"
     assert f"**HBN**: {HEADLINES[5].topic} ({{ref}}`hbn-tab1 <repro-hbn-tab1>`)" in row
-    assert f"97.78 pts; threshold {HEADLINES[5].threshold_reason}" in row and "| Q-DIG-DIR |" in row
+    assert f"97.78 pts; threshold {HEADLINES[5].threshold_reason}" in row and "| Q-DIG/Q-SCNN |" in row
     assert "| REPRODUCED |" in row
     assert "Key: each cell is *pass/fail/inconclusive/info*" in (out / "hbn.md").read_text()
     hbn = (out / "hbn.md").read_text()

@@ -64,7 +64,7 @@ def test_no_quick_entry_trains_a_one_seed_grid(eid):
     assert validation <= grids, f"{eid}: {len(validation - grids)} validation runs outside the selection grids"
 
 
-@pytest.mark.parametrize("eid", ["hbn-tab2", "hbn-tab4", "hbn-tab6"])
+@pytest.mark.parametrize("eid", ["hbn-tab1", "hbn-tab2", "hbn-tab4", "hbn-tab6"])
 def test_headline_entries_tune_every_run_fairly(eid):
     """Issue 36: every validation run of a headline entry's stand-in is a fair-grid run (the entry's 5 seeds in
     one lock-step stack, the grid's 3 rates), HBN's grid runs carry the headline lambda and the recomputed

@@ -122,9 +122,9 @@ def test_committed_headlines_speak_the_words_whole_with_reasons_and_units():
         assert not r["why"].endswith("..."), r["why"]  # whole, never cut
         assert r["why"].endswith("."), r["why"]
     row = dict(enumerate(rows, 1))
-    # HBN rows 8-11 judge their precondition by the entry's own BN-only claim 'bn-damage' (issue 36): the stored
+    # HBN rows 6-11 judge their precondition by the entry's own BN-only claim 'bn-damage' (issue 36): the stored
     # result either holds it (the word follows its interval) or the row says that it has none
-    for i in range(8, 12):  # rows 6-7 (hbn-tab1) keep the earlier protocol for now
+    for i in range(6, 12):
         r = row[i]
         assert ("has no claim 'bn-damage'" in r["why"] or "Precondition held" in r["why"]
                 or (r["word"] == V.NOT_TESTABLE and "not wholly above 0" in r["why"])), (i, r["why"])

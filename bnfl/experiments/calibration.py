@@ -170,7 +170,7 @@ EFFECTS: tuple[ClaimEffect, ...] = (
     _e("fixbn-fig1", "fixbn-closes", _LS, 41.75, 45.57, "FedAvg+FixBN 87.71 - FedAvg+BN 45.96; " + _FX4),
     _e("fixbn-fig1", "star", _LS, None, None, "Fig. 1 prints no number for FixBN* vs FixBN", "none"),
     _e("fixbn-fig4", "fixbn-local-E1", _SH, None, None, "Fig. 4 prints no numbers (curves only)", "none"),
-    _e("fixbn-fig3", "Q-DIG / Q-MLP-BN-Shards-fixbn-gn", _SH, 16.87, 37.56,
+    _e("fixbn-fig3", "conv-Shards-fixbn-gn", _SH, 16.87, 37.56,
        "Fig. 3 prints no numbers: Table 5's FixBN 76.56 - GN 59.69 (Shards, E=100); " + _FX5),
     _e("fixbn-tab5", "fixbn-best", _SH, 5.90, 37.56, "FixBN 76.56 - runner-up FixUp 70.66; " + _FX5),
     _e("fedbn-tab11", "fedbn-best-mean", _FS, 2.54, 3.60, "FedBN 85.22 - FedAvg 82.68; " + _FB),

@@ -23,9 +23,7 @@ precondition interval lies wholly above 0 is the stand-in of that precondition's
 
 **Preconditions** (BN only, FedAvg+BN at the untuned ``0.005 * B / 4``, 5 seeds, paired by seed):
 
-- ``skew-0.1`` (hbn-tab1, rows 6-7): BN(iid, B = 4) - BN(phi = 0.1, B = 4) > 0 (calibrated; hbn-tab1
-  itself still runs its earlier protocol: every Q-DIG run at a fair rate costs about 1,300 s of CPU,
-  more than the quick profile's budget allows today);
+- ``skew-0.1`` (hbn-tab1, rows 6-7): BN(iid, B = 4) - BN(phi = 0.1, B = 4) > 0;
 - ``batch-0.6`` (hbn-tab2, rows 8-9): BN(phi = 0.6, B = 32) - BN(phi = 0.6, B = 2) > 0;
 - ``skew-0.6`` (hbn-tab4 and hbn-tab6, rows 10-11; the paper runs both at phi = 0.6, B = 4):
   BN(iid, B = 4) - BN(phi = 0.6, B = 4) > 0.
