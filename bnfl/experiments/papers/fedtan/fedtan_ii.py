@@ -17,9 +17,9 @@ from bnfl.experiments.curves import (
     merge_specs,
     train_runs,
 )
+from bnfl.experiments.drawing import fedtan_ii_plot
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.communication import build_model
-from bnfl.experiments.papers.fedtan.drawing import fedtan_ii_plot
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.numbers import (
     CIFAR_ITERATIONS,
     MNIST_ITERATIONS,

@@ -26,8 +26,8 @@ from bnfl.experiments.curves import (
     roughness,
     train_runs,
 )
-from bnfl.experiments.papers.fedtan.drawing import bars_vs_paper, curve_panels
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals, per_seed
+from bnfl.experiments.drawing import bars_vs_paper, curve_panels
+from bnfl.experiments.evidence import Seeds, finals, per_seed
 from bnfl.experiments.papers.fedtan.numbers import (
     TABLE1,
 )

@@ -16,11 +16,11 @@ from bnfl.experiments.curves import (
     merge_specs,
     train_runs,
 )
-from bnfl.experiments.papers.fedtan.drawing import (
+from bnfl.experiments.drawing import (
     domains_plot,
     iid_noniid_plot,
 )
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.setups import (
     ALL6,
     DOMAINNET,

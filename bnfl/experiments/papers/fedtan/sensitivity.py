@@ -15,7 +15,7 @@ from bnfl.experiments.curves import (
     merge_specs,
     train_runs,
 )
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.noniid import FEDBN_WHY
 from bnfl.experiments.papers.fedtan.setups import (
     IID,

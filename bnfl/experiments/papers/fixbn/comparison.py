@@ -15,8 +15,8 @@ from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GRO
 from bnfl.experiments.claims import info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import setups as fedtan_setups
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
 from bnfl.experiments.papers.fixbn.numbers import FEDTAN_CROSSCHECK, TABLE4, TABLE5
 from bnfl.experiments.papers.fixbn.setups import (
     DECAY,

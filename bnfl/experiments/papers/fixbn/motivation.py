@@ -22,7 +22,7 @@ from bnfl.experiments.calibration import (
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fixbn.numbers import (
     DECOUPLED_ACC,
     RECALIBRATION_GAIN,

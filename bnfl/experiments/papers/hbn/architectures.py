@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.evidence import count_of, fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.normalisers import _plot_bars
-from bnfl.experiments.papers.hbn.seeded import count_of, fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
     LAST_K,

@@ -19,8 +19,8 @@ import numpy as np
 from bnfl.experiments import training
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.evidence import fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn import numbers as N
-from bnfl.experiments.papers.hbn.seeded import fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn.setups import (
     CATALOG_RATE,
     DECAY_NOTE,

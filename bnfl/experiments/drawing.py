@@ -1,0 +1,144 @@
+"""Figure helpers the entries share: curve panels with std bands, bars beside the paper's, and the
+panel layouts of FedTAN's other-data and FedTAN-II entries.
+
+A series is named ``<prefix>/<method id>`` (accuracy) or ``<prefix>/<method id>/loss``; a line takes
+the method's colour and label from :data:`bnfl.methods.METHODS`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.patches import Patch
+
+from bnfl.experiments.core import Result
+from bnfl.experiments.printed import parse_mean_std
+from bnfl.experiments.setups import label as method_label
+from bnfl.plots import color_for, new_figure
+
+__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "fedtan_ii_plot", "iid_noniid_plot"]
+
+method_color = color_for  # one colour per method across bnfl's figures
+
+
+def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: str, *,
+                  ncols: int = 2) -> Any:
+    """Panels of (series prefix, y-kind "acc"|"loss", title); lines per method with std bands."""
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = new_figure(nrows, ncols, width=4.0, height=3.0, squeeze=False)
+    for ax, (prefix, kind, ptitle) in zip(axes.flat, panels, strict=False):
+        for name, c in result.series.items():
+            parts = name.split("/")
+            is_loss = parts[-1] == "loss"
+            if "/".join(parts[:-2 if is_loss else -1]) != prefix or is_loss != (kind == "loss"):
+                continue
+            key = parts[-2] if is_loss else parts[-1]
+            ax.plot(c["x"], c["y"], color=method_color(key), label=method_label(key), lw=1.4)
+            if not is_loss and any(c.get("std") or []):
+                y, sd = np.array(c["y"]), np.array(c["std"])
+                ax.fill_between(c["x"], y - sd, y + sd, color=method_color(key), alpha=0.15, lw=0)
+        ax.set_title(ptitle)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("test accuracy (%)" if kind == "acc" else "training loss")
+        if kind == "loss":
+            ax.set_yscale("log")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(title)
+    return fig
+
+
+def bars_vs_paper(result: Result, groups: Sequence[str], title: str, paper_cols: Sequence[str],
+                   ours_cols: Sequence[str]) -> Any:
+    ncols = min(2, len(groups))
+    nrows = math.ceil(len(groups) / ncols)
+    fig, axes = new_figure(nrows, ncols, width=4.2, height=3.2, squeeze=False)
+    for ax, g, pc, oc in zip(axes.flat, groups, paper_cols, ours_cols, strict=True):
+        names = [r["FL scheme"] for r in result.rows]
+        x = np.arange(len(names))
+        ours = [float("nan") if v is None else float(v) for v in result.series["bars"][oc]]
+        paper = [_mean_of(r[pc]) for r in result.rows]
+        ax.bar(x - 0.2, ours, width=0.4, color=[color_for(n) for n in names], label="ours")
+        ax.bar(x + 0.2, paper, width=0.4, color="#BBBBBB", label="paper")
+        ax.set_xticks(x, names, rotation=30, ha="right", fontsize=7)
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(g)
+    handles = [Patch(facecolor="white", edgecolor="#333333", label="ours (method colour, left bar)"),
+               Patch(facecolor="#BBBBBB", label="paper (right bar)")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def _mean_of(text: Any) -> float:
+    if isinstance(text, int | float):
+        return float(text)
+    try:
+        return parse_mean_std(str(text))[0]
+    except ValueError:
+        return float("nan")
+
+
+def iid_noniid_plot(title: str) -> Any:
+    def plot(result: Result) -> Any:
+        return curve_panels(result, [("iid", "acc", "iid"), ("non-iid", "acc", "non-iid")],
+                             f"{title} ({result.profile} profile)")
+    return plot
+
+
+def domains_plot(title: str) -> Any:
+    def plot(result: Result) -> Any:
+        s = result.series
+        names = s["domains"]
+        nd = len(names) - 1
+        ncols = 3 if nd + 1 <= 6 else 4
+        nrows = math.ceil((nd + 1) / ncols)
+        fig, axes = new_figure(nrows, ncols, width=3.0, height=2.6, squeeze=False)
+        for j, ax in enumerate(axes.flat):
+            if j > nd:
+                ax.axis("off")
+                continue
+            labels = ["FedTAN", "FedAvg+BN"] + [f"FedBN-{d[:3]}" for d in names[:nd]] + [f"Single-{d[:3]}" for d in names[:nd]]
+            vals = [s["fedtan"][j], s["fedavg"][j]] + [r[j] for r in s["fedbn"]] + [r[j] for r in s["singlenet"]]
+            cols = [method_color("fedtan"), method_color("fedavg+bn")] + [method_color("fedbn")] * nd + [method_color("singlenet")] * nd
+            ax.bar(range(len(vals)), vals, color=cols)
+            ax.set_xticks(range(len(vals)), labels, rotation=90, fontsize=6)
+            ax.set_ylim(0, 100)
+            ax.set_title(f"test: {names[j]}", fontsize=9)
+            ax.set_ylabel("accuracy (%)")
+        fig.suptitle(f"{title} ({result.profile} profile)")
+        return fig
+    return plot
+
+
+def fedtan_ii_plot(title: str) -> Any:
+    def plot(result: Result) -> Any:
+        tags = list(dict.fromkeys(n.rsplit("/", 1)[0] for n in result.series))
+        fig, axes = new_figure(len(tags), 2, width=4.3, height=3.0, squeeze=False)
+        cmap = [method_color("fedtan2"), "#56B4E9", "#009E73", "#CC79A7", "#777777"]
+        for (a1, a2), tag in zip(axes, tags, strict=True):
+            names = [n for n in result.series if n.rsplit("/", 1)[0] == tag]
+            for i, n in enumerate(names):
+                c = result.series[n]
+                short = n.rsplit("/", 1)[1]
+                col = method_color("fedtan") if short.startswith("FedTAN") else cmap[i % len(cmap)]
+                label = short if short.startswith("FedTAN") else f"FedTAN-II ({short})"
+                ls = "--" if "lr drop" in short else "-"  # FedTAN with FedTAN-II's schedule
+                a1.plot(c["x"], c["y"], ls, color=col, label=label)
+                a2.plot(c["comm_rounds"], c["y"], ls, color=col, label=label)
+            a1.set_xlabel("iteration")
+            a2.set_xlabel("communication rounds")
+            a2.set_xscale("log")
+            a1.set_title(f"{tag}: vs iterations")
+            a2.set_title(f"{tag}: vs communication rounds")
+            for ax in (a1, a2):
+                ax.set_ylabel("test accuracy (%)")
+            a1.legend(fontsize=7)
+        fig.suptitle(f"{title} ({result.profile} profile)")
+        return fig
+    return plot
