@@ -19,7 +19,7 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, new_figure
 
-__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "fedtan_ii_plot", "iid_noniid_plot"]
+__all__ = ["bars_vs_paper", "curve_panels", "ours_beside_paper", "domains_plot", "fedtan_ii_plot", "iid_noniid_plot"]
 
 method_color = color_for  # one colour per method across bnfl's figures
 
@@ -73,6 +73,23 @@ def bars_vs_paper(result: Result, groups: Sequence[str], title: str, paper_cols:
     fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
     fig.suptitle(title)
     return fig
+
+
+def ours_beside_paper(ax: Any, names: Sequence[str], ours: Sequence[Any], paper: Sequence[Any], *, profile: str,
+                      paper_label: str = "paper", yerr: Sequence[Any] | None = None, rotation: int = 25,
+                      fontsize: int = 8) -> None:
+    """Two bars per name on ``ax``: ours (blue, left; ``yerr`` its seed std) and the paper's (grey,
+    right), accuracy in % on 0-100. ``None`` (a cell stored without a number) and NaN draw no bar."""
+    def nums(values: Sequence[Any]) -> list[float]:
+        return [float("nan") if v is None else float(v) for v in values]
+
+    x = np.arange(len(names))
+    err = None if yerr is None else [0 if v is None or not np.isfinite(v) else v for v in yerr]
+    ax.bar(x - 0.2, nums(ours), 0.4, yerr=err, color="#0072B2", label=f"ours ({profile})")
+    ax.bar(x + 0.2, nums(paper), 0.4, color="#BBBBBB", label=paper_label)
+    ax.set_xticks(x, names, rotation=rotation, ha="right", fontsize=fontsize)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("test accuracy (%)")
 
 
 def _mean_of(text: Any) -> float:

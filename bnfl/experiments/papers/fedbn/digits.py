@@ -255,9 +255,7 @@ def _loss_claims(tag: str, avg_runs: list[dict[str, Any]], bn_runs: list[dict[st
     look_for=("The loss after each round's aggregation, of the model each client then holds, in eval mode, "
               "on its whole training set (the curve the reference code prints). FedAvg's global model "
               "normalises every domain with averaged statistics; FedBN's clients keep theirs."),
-    kind="training",
-    seeds=SEEDS,
-    configs=_SOTA,
+    kind="training", seeds=SEEDS, configs=_SOTA,
 )
 def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = sota_runs(ctx, config, ("FedAvg", "FedBN"))
@@ -348,9 +346,7 @@ def plot_fig7(result: Result) -> Any:
              "FedBN 85.22: federated with local BN is close to pooling the data."),
     look_for=("Centralized pools all domains into one model with one set of BN statistics; FedBN trains "
               "apart but keeps its statistics local. The catalog's check: FedBN within 3 points of it."),
-    kind="training",
-    seeds=SEEDS,
-    configs=_SOTA,
+    kind="training", seeds=SEEDS, configs=_SOTA,
 )
 def compute_tab12(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = {"Centralized": fedbn_runs(ctx, spec(config["base"], variant("centralized")), unseen=config.get("unseen", ())),

@@ -184,8 +184,7 @@ def plot_tab16(result: Result) -> Any:
               "digits). FedBN has no BN of its own for a new client; the paper's rule averages the clients' "
               "affine parameters and normalises with the new client's statistics. The paper: FedBN 92.45 / "
               "94.61, FedProx 92.35 / 94.31, FedAvg 91.28 / 93.55."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=_SOTA | {"paper": _SOTA["paper"] | {"unseen": ["morpho:global", "morpho:local"]}},
 )
 def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

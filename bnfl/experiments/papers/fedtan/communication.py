@@ -80,8 +80,7 @@ def _tab3_volumes(bn: nn.Module, gn: nn.Module, **kwargs: Any) -> dict[str, Comm
               " parameter counts of the real ResNet-20 (BN and GN versions) and check the engine's "
               "own accounting (`bnfl.fl.comm_volume`) against it. One printed percentage does not "
               "follow from the paper's own volumes."),
-    kind="exact",
-    configs=same_for_all_profiles({"extra_models": ["q_res", "q_mlp_bn"]}),
+    kind="exact", configs=same_for_all_profiles({"extra_models": ["q_res", "q_mlp_bn"]}),
 )
 def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     bn_model = build_model("resnet20", norm="bn", num_classes=10)

@@ -68,9 +68,7 @@ from bnfl.plots import new_figure
               "large-batch SGD in theory, FedAvg+BN collapses on non-iid clients, and FedProx and "
               "SCAFFOLD do not repair it: the problem is the local BN statistics and "
               "stat-gradients, not client drift."),
-    kind="training",
-    seeds=DECIDING_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
+    kind="training", seeds=DECIDING_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base_a": spec(Q_BASE, {"model": {"name": "q_plain"}, "rounds": 1500,
                                        "train": {"local_steps": 1, "lr": 0.5, "eval_every": 75}}),
@@ -250,9 +248,7 @@ def _init_rows(runs: Mapping[tuple[str, str], list]) -> list[dict[str, Any]]:
               "local stat-gradients; Property 3) should beat FedAvg+BN but not reach FedTAN, and "
               "FedBN/SiloBN should reach a low *local* training loss but a poor accuracy on the "
               "global test set (each client's model only knows its own BN statistics)."),
-    kind="training",
-    seeds=HEADLINE_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
+    kind="training", seeds=HEADLINE_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base": dict(Q_BASE), "inits": [HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": dict(P_C10), "inits": ["authors"]},
@@ -319,9 +315,7 @@ def plot_fig4(result: Result) -> Any:
               "87.66 vs FedAvg+BN 45.90 (the '+41.76%' of the text is this difference in points); "
               "FedBN and SiloBN sit at ~19.4%, just under the 20% of a model that only predicts its"
               " two local classes."),
-    kind="training",
-    seeds=HEADLINE_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
+    kind="training", seeds=HEADLINE_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_MOM), "inits": [HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": spec(P_C10, P_MOM), "inits": ["authors"]},

@@ -46,8 +46,7 @@ from bnfl.plots import new_figure
               "statistics drift away from the global ones (Property 2). FedTAN should follow "
               "centralized training at every $k$; FedAvg+BN (gradient deviation) and FedBN (poor "
               "generalisation of the personalised models) should drop as $k$ decreases."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": dict(Q_BASE), "k": [2, 4, 6, 8, 10], "deviations": []},
         paper={"base": dict(P_C10), "k": [2, 4, 6, 8, 10]},
@@ -115,8 +114,7 @@ def plot_fig5(result: Result) -> Any:
     look_for=("Batch-size sensitivity (Supplement E, without momentum). The paper does not print "
               "the batch sizes. FedTAN should stay close to centralized training at every batch "
               "size, while FedAvg+BN and FedBN stay poor on non-iid data at every batch size."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": dict(Q_BASE), "batch_sizes": [8, 16, 32, 64],
            "deviations": ["non-iid only (the check is on k=2)"]},

@@ -94,9 +94,7 @@ _TAB6 = profiles(_TAB6_QUICK,
              "78.22); the naive weighted average for eq. 8, fixed alphas (global only, batch only, 1:1) each cost "
              "less; full HBN is best."),
     look_for="Each row replaces one piece of HBN; compare with the last row (full HBN).",
-    kind="training",
-    configs=_TAB6,
-    seeds=TAB6_SEEDS,
+    kind="training", configs=_TAB6, seeds=TAB6_SEEDS,
 )
 def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = {idx: run(ctx, config["lr"], config["base"], "HBN", seeds=True, hbn=config.get("hbn"), **opts)
@@ -191,9 +189,7 @@ _FIG5 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR3, "hbn": _Q_HBN, "lams":
     summary=("Fig. 5: with few clients per round a small lambda (a slow EMA of the global statistics) helps; with "
              "all clients active the choice of lambda barely matters."),
     look_for="Accuracy for each lambda at each activation ratio C.",
-    kind="training",
-    configs=_FIG5,
-    seeds=SEEDS,
+    kind="training", configs=_FIG5, seeds=SEEDS,
 )
 def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     lams, Cs = [float(v) for v in config["lams"]], [float(c) for c in config["C"]]
@@ -292,9 +288,7 @@ _FIG6 = profiles({"base": batch(Q_BASE, 32), "lr": Q_CAT_LR, "hbn": hbn_options(
     summary=("Fig. 6 (App. B.3): HBN keeps its advantage for moderate numbers of local epochs; at E = 10 client "
              "drift dominates and the normalisers no longer differ."),
     look_for="The three normalisers' accuracy against E, and the gap HBN - BN shrinking as E grows.",
-    kind="training",
-    configs=_FIG6,
-    seeds=SEEDS,
+    kind="training", configs=_FIG6, seeds=SEEDS,
 )
 def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Es = [int(e) for e in config["E"]]

@@ -163,9 +163,7 @@ def _paper_consistency() -> list[Claim]:
     summary=("Table 2: CIFAR-100 accuracy of BN, GN and HBN at batch sizes 32 ... 2 (phi = 0.6 and 0.3); BN loses "
              "5.74 pts from B = 32 to B = 2, HBN 2.19, and HBN at B = 2 beats BN at B = 32."),
     look_for="Each method's accuracy as the batch shrinks; the spread over batch sizes (Avg. row) is HBN's smallest.",
-    kind="training",
-    configs=_TAB2,
-    seeds=TAB2_SEEDS,
+    kind="training", configs=_TAB2, seeds=TAB2_SEEDS,
 )
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Bs = [int(b) for b in config["B"]]
@@ -242,9 +240,7 @@ _FIG4 = profiles({**_TAB2_QUICK, "phis": [0.6]}, {**_TAB2_PAPER, "phis": [0.6]},
     title="Accuracy by batch size (plot of Table 2, phi = 0.6)",
     summary="Fig. 4: Table 2's phi = 0.6 columns as curves: HBN stays flat as the batch shrinks, BN falls.",
     look_for="The three curves against B; the runs are Table 2's (shared through the cache).",
-    kind="training",
-    configs=_FIG4,
-    seeds=TAB2_SEEDS,
+    kind="training", configs=_FIG4, seeds=TAB2_SEEDS,
 )
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Bs = [int(b) for b in config["B"]]
@@ -303,9 +299,7 @@ def _err(table: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, list[f
              "(b) against the batch size at phi = 0.6; HBN has the lowest error everywhere, BN degrades with strong "
              "heterogeneity and tiny batches."),
     look_for="Error = 100 - accuracy. (a) left: smaller phi = more heterogeneous; (b) right: smaller batches.",
-    kind="training",
-    configs=_FIG1,
-    seeds=SEEDS,
+    kind="training", configs=_FIG1, seeds=SEEDS,
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     phis, Bs, pB, bphi = [float(p) for p in config["phis"]], [int(b) for b in config["B"]], int(config["phi_B"]), \

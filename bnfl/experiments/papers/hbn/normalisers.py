@@ -101,9 +101,7 @@ def _best_claim(ctx: Context, tag: str, per_seed: dict[str, list[float]], runs: 
              "CIFAR-100 and Tiny-ImageNet at several Dirichlet coefficients; HBN is best in every column."),
     look_for=("One column per (data set, phi); smaller phi = more heterogeneous clients. Compare HBN with the best "
               "other normaliser in each column, and HBN and FixBN with BN at the most heterogeneous setting."),
-    kind="training",
-    configs=_TAB1,
-    seeds=SEEDS,
+    kind="training", configs=_TAB1, seeds=SEEDS,
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     cols, table, claims, every = [], {}, [], {}
@@ -215,9 +213,7 @@ _TAB3 = profiles(_TAB3_QUICK, _TAB3_PAPER, smoke={"K": [6, 12], "per_round": 3})
     summary=("Table 3: CIFAR-10 accuracy with K = 100 ... 1000 clients (10 per round, B = 4, phi = 0.6): every "
              "method degrades as K grows, HBN least."),
     look_for="Accuracy against the number of clients K at a fixed number of clients per round.",
-    kind="training",
-    configs=_TAB3,
-    seeds=SEEDS,
+    kind="training", configs=_TAB3, seeds=SEEDS,
 )
 def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Ks = [int(k) for k in config["K"]]

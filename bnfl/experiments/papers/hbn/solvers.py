@@ -68,9 +68,7 @@ def needed(n: int) -> int:
     summary=("Table 4: FedAvg, FedProx, FedAdam, SCAFFOLD, MOON, FedSAM, FedACG and FedWon each gain when their "
              "normalisation is replaced by HBN (CIFAR-10, phi = 0.6, B = 4)."),
     look_for="Each solver with its base normalisation and with HBN; the gain column (mean over seeds).",
-    kind="training",
-    configs=_TAB4,
-    seeds={"smoke": 1, "quick": regime.SEEDS, "paper": 3},
+    kind="training", configs=_TAB4, seeds={"smoke": 1, "quick": regime.SEEDS, "paper": 3},
 )
 def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(s) for s in ctx.seeds]
