@@ -1,0 +1,28 @@
+"""The figure helpers the paper entries share (bnfl.experiments.drawing)."""
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from bnfl.experiments.drawing import ours_beside_paper  # noqa: E402
+from bnfl.plots import new_figure  # noqa: E402
+
+
+def test_ours_beside_paper_draws_two_bars_per_name_and_skips_missing_cells():
+    fig, ax = new_figure(1, 1, width=4.0, height=3.0)
+    # a stored result writes a cell without a number as null: it must draw no bar, not fail
+    ours_beside_paper(ax, ["a", "b", "c"], [10.0, None, 30.0], [12.0, 20.0, float("nan")], profile="quick",
+                      paper_label="paper (Table 1)", yerr=[1.0, None, float("nan")])
+    bars = [c for c in ax.containers if c.get_label() in ("ours (quick)", "paper (Table 1)")]
+    ours, paper = bars
+    assert ours.get_label() == "ours (quick)" and paper.get_label() == "paper (Table 1)"
+    h_ours = [p.get_height() for p in ours.patches]
+    h_paper = [p.get_height() for p in paper.patches]
+    assert h_ours[0] == 10.0 and math.isnan(h_ours[1]) and h_ours[2] == 30.0
+    assert h_paper[:2] == [12.0, 20.0] and math.isnan(h_paper[2])
+    assert all(p.get_x() + p.get_width() <= q.get_x() + 1e-9 for p, q in zip(ours.patches, paper.patches, strict=True))  # ours left
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+    assert ax.get_ylim() == (0.0, 100.0) and ax.get_ylabel() == "test accuracy (%)"
+    matplotlib.pyplot.close(fig)
