@@ -8,7 +8,7 @@ the method's colour and label from :data:`bnfl.methods.METHODS`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,9 +19,15 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, new_figure
 
-__all__ = ["bars_vs_paper", "curve_panels", "ours_beside_paper", "domains_plot", "fedtan_ii_plot", "iid_noniid_plot"]
+__all__ = ["bars_vs_paper", "curve_panels", "drawn_by", "ours_beside_paper", "domains_plot", "fedtan_ii_plot", "iid_noniid_plot"]
 
 method_color = color_for  # one colour per method across bnfl's figures
+
+
+def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
+    """An entry's plot ``draw(result, *args)``: one figure helper serving several entries, each with its
+    own title (``plotter("fedbn-tab11")(drawn_by(_bars, "FedBN Table 11: ..."))``)."""
+    return lambda result: draw(result, *args)
 
 
 def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: str, *,

@@ -32,7 +32,7 @@ from bnfl.experiments.interval_claims import interval_monotone, interval_within
 from bnfl.experiments.training import final
 
 __all__ = ["Seeds", "count_of", "finals", "finite_or", "fmt", "mean_of", "paired_at_least", "per_seed",
-           "rounds_to_each"]
+           "rounded", "rounds_to_each"]
 
 
 def finals(runs: Sequence[Mapping[str, Any]], key: str = "test_acc") -> list[float]:
@@ -122,6 +122,11 @@ class Seeds:
         one = self.one_sample or 0.0
         return monotone(name, statement, [float(np.mean(c)) for c in columns], increasing=increasing,
                         tolerance=max(tolerance, one), allowed_violations=allowed_violations, labels=labels, why=why)
+
+
+def rounded(value: float) -> float | None:
+    """A table cell: ``value`` to 2 decimals, ``None`` (stored as null) when it is not finite."""
+    return None if not math.isfinite(value) else round(value, 2)
 
 
 def finite_or(values: Sequence[float], cap: float) -> list[float]:

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments.calibration import DECIDING_SEED_COUNTS
-from bnfl.experiments.claims import at_most, linked
+from bnfl.experiments.claims import at_most, linked, per_seed_claim
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import drawn_by
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.runs import fedbn_runs
 from bnfl.experiments.papers.fedbn.setups import (
@@ -27,7 +28,6 @@ from bnfl.experiments.papers.fedbn.setups import (
     SWEEP_SEEDS,
     local_epochs,
     per_domain_stats,
-    per_seed_claim,
     profiles,
     seed_means,
     spec,
@@ -205,14 +205,8 @@ def _bars(result: Result, title: str, methods: list[str] | None = None) -> Any:
     return fig
 
 
-@plotter("fedbn-fig5")
-def plot_fig5(result: Result) -> Any:
-    return _bars(result, "FedBN Fig. 5: accuracy per domain (mean ± std over seeds)")
-
-
-@plotter("fedbn-tab11")
-def plot_tab11(result: Result) -> Any:
-    return _bars(result, "FedBN Table 11: accuracy per domain")
+plotter("fedbn-fig5")(drawn_by(_bars, "FedBN Fig. 5: accuracy per domain (mean ± std over seeds)"))
+plotter("fedbn-tab11")(drawn_by(_bars, "FedBN Table 11: accuracy per domain"))
 
 
 # -- Fig. 3 and Fig. 7: convergence ---------------------------------------------------------------

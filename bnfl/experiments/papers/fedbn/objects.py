@@ -21,6 +21,7 @@ from bnfl import models
 from bnfl.data import load
 from bnfl.experiments.claims import at_least, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import drawn_by
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.setups import Q_DOMAINS
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
@@ -235,14 +236,8 @@ def _plot_architecture(result: Result, title: str) -> Any:
     return fig
 
 
-@plotter("fedbn-tab3")
-def plot_tab3(result: Result) -> Any:
-    return _plot_architecture(result, "FedBN Table 3, digits CNN")
-
-
-@plotter("fedbn-tab9")
-def plot_tab9(result: Result) -> Any:
-    return _plot_architecture(result, "FedBN Table 9, AlexNet-BN")
+plotter("fedbn-tab3")(drawn_by(_plot_architecture, "FedBN Table 3, digits CNN"))
+plotter("fedbn-tab9")(drawn_by(_plot_architecture, "FedBN Table 9, AlexNet-BN"))
 
 
 # -- Table 10: ABIDE sites -----------------------------------------------------------------------

@@ -26,9 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.claims import (
-    per_seed_claim,  # the one per-seed claim, re-exported for the entries
-)
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_CODE
 from bnfl.experiments.setups import label as method_label
@@ -38,7 +35,7 @@ from bnfl.methods import get
 
 __all__ = [
     "FEDAVG_LIKE", "ROWS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
-    "domain_noise", "label", "local_epochs", "mean_over_clients", "per_seed_claim", "profiles", "seed_means", "spec",
+    "domain_noise", "label", "local_epochs", "mean_over_clients", "profiles", "seed_means", "spec",
     "variant",
 ]
 

@@ -15,8 +15,9 @@ import numpy as np
 
 from bnfl.data.fedbn_folders import DOMAINNET_TOP10
 from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
-from bnfl.experiments.claims import linked
+from bnfl.experiments.claims import linked, per_seed_claim
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import drawn_by
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, most_shifted_domain
 from bnfl.experiments.papers.fedbn.runs import fedbn_runs
@@ -26,7 +27,6 @@ from bnfl.experiments.papers.fedbn.setups import (
     SWEEP_SEEDS,
     local_epochs,
     per_domain_stats,
-    per_seed_claim,
     profiles,
     seed_means,
     spec,
@@ -320,9 +320,7 @@ def _plot_be(result: Result, title: str) -> Any:
     return fig
 
 
-@plotter("fedbn-tab13")
-def plot_tab13(result: Result) -> Any:
-    return _plot_be(result, "FedBN Table 13: batch size x local epochs")
+plotter("fedbn-tab13")(drawn_by(_plot_be, "FedBN Table 13: batch size x local epochs"))
 
 
 @entry(
@@ -338,9 +336,7 @@ def compute_fig8(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@plotter("fedbn-fig8")
-def plot_fig8(result: Result) -> Any:
-    return _plot_be(result, "FedBN Fig. 8: accuracy against local epochs")
+plotter("fedbn-fig8")(drawn_by(_plot_be, "FedBN Fig. 8: accuracy against local epochs"))
 
 
 # -- Table 1: real-world feature shift ---------------------------------------------------------------
