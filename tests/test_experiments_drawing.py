@@ -26,3 +26,21 @@ def test_ours_beside_paper_draws_two_bars_per_name_and_skips_missing_cells():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
     assert ax.get_ylim() == (0.0, 100.0) and ax.get_ylabel() == "test accuracy (%)"
     matplotlib.pyplot.close(fig)
+
+
+def test_a_stored_one_seed_result_plots_its_per_domain_bars():
+    """A one-seed run (smoke, or --seeds 1) has no spread: NaN in memory, null once stored. fedbn-fig5,
+    -tab11 and -tab12 draw their error bars from it (``bnfl plot`` on a smoke folder failed with a
+    TypeError before)."""
+    import dataclasses
+    from pathlib import Path
+
+    from bnfl import experiments as E
+    from bnfl.experiments.runner import load_result
+
+    for eid in ("fedbn-fig5", "fedbn-tab11", "fedbn-tab12"):
+        stored = load_result(Path(__file__).resolve().parents[1] / "figures", eid)
+        one_seed = {**stored.series, "std": {k: [None] * len(v) for k, v in stored.series["std"].items()}}
+        fig = E.plot(eid, dataclasses.replace(stored, series=one_seed))
+        assert fig.axes
+        matplotlib.pyplot.close(fig)

@@ -8,7 +8,7 @@ the method's colour and label from :data:`bnfl.methods.METHODS`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,9 +17,9 @@ from matplotlib.patches import Patch
 from bnfl.experiments.core import Result
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.setups import label as method_label
-from bnfl.plots import color_for, new_figure
+from bnfl.plots import color_for, marker_for, new_figure
 
-__all__ = ["bars_vs_paper", "curve_panels", "drawn_by", "ours_beside_paper", "domains_plot", "fedtan_ii_plot", "iid_noniid_plot"]
+__all__ = ["bars_vs_paper", "curve_panels", "drawn_by", "lines_against", "ours_beside_paper", "domains_plot", "fedtan_ii_plot", "iid_noniid_plot"]
 
 method_color = color_for  # one colour per method across bnfl's figures
 
@@ -79,6 +79,20 @@ def bars_vs_paper(result: Result, groups: Sequence[str], title: str, paper_cols:
     fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
     fig.suptitle(title)
     return fig
+
+
+def lines_against(ax: Any, xs: Sequence[float], curves: Mapping[str, Mapping[str, float]], *,
+                  rows: Mapping[str, str], xlabel: str, log_base: int | None = None) -> None:
+    """One line per method of ``curves`` (``{row name: {str(x): y}}``, as a stored result keeps them)
+    against ``xs``, in the method's colour and marker (the row name's method id in ``rows``); a tick
+    at every x, on a log scale of ``log_base`` when given."""
+    for k, d in curves.items():
+        ax.plot(xs, [d[str(x)] for x in xs], marker=marker_for(rows[k]), color=color_for(rows[k]), label=k)
+    if log_base is not None:
+        ax.set_xscale("log", base=log_base)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{x:g}" for x in xs])
+    ax.set_xlabel(xlabel)
 
 
 def ours_beside_paper(ax: Any, names: Sequence[str], ours: Sequence[Any], paper: Sequence[Any], *, profile: str,

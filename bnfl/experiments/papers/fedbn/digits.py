@@ -193,7 +193,8 @@ def _bars(result: Result, title: str, methods: list[str] | None = None) -> Any:
         for i, k in enumerate(methods):
             if k not in data:
                 continue
-            e = None if err is None else [0 if not np.isfinite(v) else v for v in (np.nan_to_num(err[k], nan=0.0))]
+            # one seed has no spread: NaN in memory, null once stored (bnfl plot reads it back)
+            e = None if err is None else [0.0 if v is None or not np.isfinite(v) else v for v in err[k]]
             ax.bar(x + (i - (len(methods) - 1) / 2) * w, data[k], w, yerr=e, capsize=2,
                    color=color_for(ROWS.get(k, k), i), label=k)
         ax.set_xticks(x, cols, rotation=20)

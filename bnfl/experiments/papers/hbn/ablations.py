@@ -17,6 +17,7 @@ import numpy as np
 
 from bnfl.experiments.claims import Claim, info
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import lines_against
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn.setups import (
@@ -42,7 +43,7 @@ from bnfl.experiments.papers.hbn.setups import (
 )
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.training import mean_std
-from bnfl.plots import color_for, marker_for, new_figure
+from bnfl.plots import color_for, new_figure
 
 _Q_NOTE = "CIFAR -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, E = 1 epoch, T = 60"
 _LR_NOTE = ("HBN's rate chosen at B = 4 on a validation split by the mean of 3 seeds (hbn-tab1's protocol, setups.Q_LR3), "
@@ -323,10 +324,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_fig6(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.4)
-    for k, d in s["acc"].items():
-        ax.plot(s["E"], [d[str(E)] for E in s["E"]], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
-    ax.set_xticks(s["E"])
-    ax.set_xlabel("local epochs E")
+    lines_against(ax, s["E"], s["acc"], rows=ROWS, xlabel="local epochs E")
     ax.set_ylabel("test accuracy (%)")
     ax.legend(fontsize=7)
     fig.suptitle("HBN Fig. 6: accuracy against local epochs (ours)")

@@ -20,6 +20,7 @@ import numpy as np
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import fmt_mean_std
+from bnfl.experiments.drawing import lines_against
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn.setups import (
@@ -209,22 +210,13 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "at T = 60 (variants, not the headline)."]}
 
 
-def _plot_vs_batch(ax: Any, Bs: list[int], d: dict[str, dict[str, float]]) -> None:
-    for k, v in d.items():
-        ax.plot(Bs, [v[str(B)] for B in Bs], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(Bs)
-    ax.set_xticklabels([str(B) for B in Bs])
-    ax.set_xlabel("batch size B")
-
-
 @plotter("hbn-tab2")
 def plot_tab2(result: Result) -> Any:
     s = result.series
     fig, axes = new_figure(1, len(s["acc"]), width=4.2, height=3.4)
     axes = np.atleast_1d(axes)
     for ax, (phi, d) in zip(axes, s["acc"].items(), strict=True):
-        _plot_vs_batch(ax, s["B"], d)
+        lines_against(ax, s["B"], d, rows=ROWS, xlabel="batch size B", log_base=2)
         ax.set_title(f"phi = {phi}")
     axes[0].set_ylabel("test accuracy (%), mean over seeds")
     axes[0].legend(fontsize=7)
@@ -261,7 +253,7 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_fig4(result: Result) -> Any:
     s = result.series
     fig, axes = new_figure(1, 2, width=4.2, height=3.4)
-    _plot_vs_batch(axes[0], s["B"], s["acc"])
+    lines_against(axes[0], s["B"], s["acc"], rows=ROWS, xlabel="batch size B", log_base=2)
     axes[0].set_title("ours (quick proxy)" if max(s["B"]) else "")
     for k, v in s["paper"].items():
         axes[1].plot(list(N.TABLE2_B), v, marker="o", color=color_for(ROWS[k]), label=k)

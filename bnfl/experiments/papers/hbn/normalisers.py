@@ -19,6 +19,7 @@ import numpy as np
 
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import lines_against
 from bnfl.experiments.interval_claims import interval_monotone
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
@@ -46,7 +47,7 @@ from bnfl.experiments.papers.hbn.setups import (
     run,
 )
 from bnfl.experiments.registry import entry, plotter
-from bnfl.plots import color_for, marker_for, new_figure
+from bnfl.plots import color_for, new_figure
 
 _LR_NOTE = ("each method at the rate chosen on a validation split by the mean of 3 seeds from the 3 rates of its Table 8 "
             "grid nearest the catalog's 0.005 (each keeps the paper's argmax; Table 10's 3 largest /4 for the Tiny stand-in)")
@@ -261,12 +262,7 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_tab3(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.6)
-    for k, d in s["acc"].items():
-        ax.plot(s["K"], [d[str(K)] for K in s["K"]], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
-    ax.set_xscale("log")
-    ax.set_xticks(s["K"])
-    ax.set_xticklabels([str(K) for K in s["K"]])
-    ax.set_xlabel("clients K (fixed number per round)")
+    lines_against(ax, s["K"], s["acc"], rows=ROWS, xlabel="clients K (fixed number per round)", log_base=10)
     ax.set_ylabel("test accuracy (%)")
     ax.legend(fontsize=7)
     fig.suptitle("HBN Table 3: accuracy by the number of clients (ours)")
