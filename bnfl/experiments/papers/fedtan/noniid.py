@@ -42,7 +42,6 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_MOM,
     REFERENCE_MOMENTUM_NOTE,
     config_deviations,
-    method_color,
     method_label,
     method_row,
     profiles,
@@ -52,7 +51,7 @@ from bnfl.experiments.papers.fedtan.setups import (
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
-from bnfl.plots import new_figure
+from bnfl.plots import color_for, new_figure
 
 # -- fig3 ------------------------------------------------------------------------------------
 
@@ -133,7 +132,7 @@ def plot_fig3(result: Result) -> Any:
     fig, (a1, a2) = new_figure(1, 2, width=4.4, height=3.2)
     for key in ("fedavg+bn", "fedavg+none"):
         c = result.series[f"a/{key}"]
-        a1.plot(c["x"], c["y"], color=method_color(key), label=method_label(key) + (" (diverged)" if c["diverged"] else ""))
+        a1.plot(c["x"], c["y"], color=color_for(key), label=method_label(key) + (" (diverged)" if c["diverged"] else ""))
     a1.set_title("(a) deep plain MLP, iid, E=1")
     for name, c in result.series.items():
         if not name.startswith("b/"):
@@ -142,7 +141,7 @@ def plot_fig3(result: Result) -> Any:
         ls = "--" if setting == "iid" else "-"
         # FedAvg+BN, FedProx and SCAFFOLD can nearly coincide: draw the later ones thinner.
         lw = {"fedavg+bn": 3.0, "fedprox": 1.8, "scaffold": 1.0}.get(key, 1.6)
-        a2.plot(c["x"], c["y"], ls, color=method_color(key), lw=lw, label=f"{method_label(key)} {setting}")
+        a2.plot(c["x"], c["y"], ls, color=color_for(key), lw=lw, label=f"{method_label(key)} {setting}")
     a2.set_title("(b) Q-MLP-BN, E=1")
     for ax in (a1, a2):
         ax.set_xlabel("iteration")

@@ -24,14 +24,13 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_BASE,
     SEEDS,
     config_deviations,
-    method_color,
     method_label,
     method_row,
     profiles,
     variant_spec,
 )
 from bnfl.experiments.registry import entry, plotter
-from bnfl.plots import new_figure
+from bnfl.plots import color_for, new_figure
 
 # -- fig5 ------------------------------------------------------------------------------------
 
@@ -90,11 +89,11 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_fig5(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(width=5.0, height=3.4)
-    ax.axhline(s["central"], color=method_color("centralized"), ls="--", label=method_label("centralized"))
+    ax.axhline(s["central"], color=color_for("centralized"), ls="--", label=method_label("centralized"))
     for m in ("fedtan", "fedavg+bn", "fedbn"):
         # one seed has no spread (stored as None / NaN): no error bar
         err = [0.0 if v is None or not math.isfinite(v) else v for v in s[f"{m}_std"]]
-        ax.errorbar(s["k"], s[m], yerr=err, marker="o", color=method_color(m), label=method_label(m), capsize=2)
+        ax.errorbar(s["k"], s[m], yerr=err, marker="o", color=color_for(m), label=method_label(m), capsize=2)
     ax.set_xticks(s["k"])
     ax.set_xlabel("classes per client k")
     ax.set_ylabel("test accuracy (%)")
@@ -156,7 +155,7 @@ def plot_fig12(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(width=5.0, height=3.4)
     for k in ("centralized", "fedtan", "fedavg+bn", "fedbn"):
-        ax.plot(s["B"], s[k], "o-", color=method_color(k), label=method_label(k) + (" (pooled)" if k == "centralized" else ", k=2"))
+        ax.plot(s["B"], s[k], "o-", color=color_for(k), label=method_label(k) + (" (pooled)" if k == "centralized" else ", k=2"))
     ax.set_xscale("log", base=2)
     ax.set_xticks(s["B"], [str(b) for b in s["B"]])
     ax.set_xlabel("per-client batch size B")
