@@ -15,7 +15,7 @@ from bnfl.methods import METHODS
 PAPERS = Path(K.__file__).resolve().parent / "papers"
 #: The helpers the toolkit declares (bnfl.experiments.setups; the per-seed claims of .evidence and
 #: .claims; the figure helpers of .drawing): no paper module declares them again.
-SHARED = {"spec", "acc_noise", "method_row", "method_label", "seeds", "smoke_on_bases", "profile_set",
+SHARED = {"spec", "acc_noise", "method_row", "method_label", "seeds", "smoke_on_bases", "profile_set", "accs",
           "Seeds", "finals", "per_seed", "rounds_to_each", "finite_or", "mean_of", "paired_at_least", "count_of",
           "rounded", "per_seed_claim", "curve_panels", "bars_vs_paper", "ours_beside_paper", "drawn_by"}
 

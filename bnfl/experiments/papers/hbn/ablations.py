@@ -18,6 +18,7 @@ import numpy as np
 from bnfl.experiments.claims import Claim, info
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn.setups import (
@@ -29,7 +30,6 @@ from bnfl.experiments.papers.hbn.setups import (
     Q_LR3,
     ROWS,
     SEEDS,
-    accs,
     batch,
     compare,
     explain,
@@ -100,7 +100,7 @@ _TAB6 = profiles(_TAB6_QUICK,
 def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = {idx: run(ctx, config["lr"], config["base"], "HBN", seeds=True, hbn=config.get("hbn"), **opts)
             for idx, (_, opts) in ABLATIONS.items()}
-    per_seed = {idx: accs(rs) for idx, rs in runs.items()}
+    per_seed = {idx: finals(rs) for idx, rs in runs.items()}
     every = [r for rs in runs.values() for r in rs]
     full = per_seed[""]
     claims: list[Claim] = []
@@ -207,7 +207,7 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             rs = run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, seeds=True,
                      hbn={**hbn, "lam": lam})
             every += rs
-            table[str(c)][names[lam]] = accs(rs)
+            table[str(c)][names[lam]] = finals(rs)
         for vname, opts in (config.get("variants") or {}).items():
             if str(c) != lo:  # the variants where lambda matters: the fewest clients a round
                 continue
@@ -216,7 +216,7 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             rs = run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, seeds=True,
                      hbn={**hbn, "lam": min(lams), **opts})
             every += rs
-            table[str(c)][f"{vname} (variant)"] = accs(rs)
+            table[str(c)][f"{vname} (variant)"] = finals(rs)
     small, big = names[min(lams)], names[max(lams)]
     claims: list[Claim] = [
         compare(ctx, "low-C", f"C = {lo}: acc(lambda = {small}) >= acc(lambda = {big}) + 1 pt", table[lo][small], 1.0,
@@ -299,7 +299,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         for k in config["methods"]:
             rs = run(ctx, config["lr"], config["base"], k, {"train": {"local_steps": E}}, seeds=True, hbn=config.get("hbn"))
             every += rs
-            table[k][str(E)] = accs(rs)
+            table[k][str(E)] = finals(rs)
     claims: list[Claim] = []
     for E in [e for e in Es if e <= 5]:
         best = max(("BN", "GN"), key=lambda k: mean(table[k][str(E)]) if math.isfinite(mean(table[k][str(E)])) else -math.inf)

@@ -21,6 +21,7 @@ from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import fmt_mean_std
 from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn.setups import (
@@ -31,7 +32,6 @@ from bnfl.experiments.papers.hbn.setups import (
     Q_CAT_LR,
     ROWS,
     SEEDS,
-    accs,
     batch,
     compare,
     dirichlet,
@@ -82,7 +82,7 @@ def _sweep(ctx: Context, config: dict[str, Any], phis: list[float], Bs: list[int
         for B in Bs:
             for k, rs in _runs(ctx, config, float(phi), int(B)).items():
                 runs[str(phi)][k][str(B)] = rs
-                table[str(phi)][k][str(B)] = accs(rs)
+                table[str(phi)][k][str(B)] = finals(rs)
     return table, runs
 
 
@@ -116,9 +116,9 @@ def _variant_rows(ctx: Context, config: dict[str, Any], phi: float, Bs: list[int
     at = [min(Bs)] if config.get("variants_at") == "smallest" else sorted({Bs[0], Bs[-1]}, reverse=True)
     for B in at:
         for name, rs in _variant_runs(ctx, config, phi, B).items():
-            out.setdefault(name, {})[str(B)] = accs(rs)
+            out.setdefault(name, {})[str(B)] = finals(rs)
             claims.append(info(f"variant-{name}-phi{phi}-B{B}", f"phi = {phi}, B = {B}: {name} (a variant, not the "
-                               "headline)", mean(accs(rs)), detail=fmt(accs(rs))))
+                               "headline)", mean(finals(rs)), detail=fmt(finals(rs))))
     return out, claims
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.evidence import finals
 from bnfl.experiments.interval_claims import interval_monotone
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
@@ -33,7 +34,6 @@ from bnfl.experiments.papers.hbn.setups import (
     Q_TINY_LR3,
     ROWS,
     SEEDS,
-    accs,
     compare,
     dirichlet,
     explain,
@@ -111,7 +111,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     for setting, phi in config["columns"]:
         name = f"{config['names'][setting]} phi={phi}"
         runs = every[name] = _column_runs(ctx, config, setting, float(phi))
-        per_seed = {k: accs(rs) for k, rs in runs.items()}
+        per_seed = {k: finals(rs) for k, rs in runs.items()}
         flat = [r for rs in runs.values() for r in rs]
         cols.append(name)
         table[name] = per_seed
@@ -126,9 +126,9 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             for vname, opts in config.get("variants", {}).items():
                 rs = run(ctx, config["lr_c10"], config["base_c10"], "HBN", dirichlet(float(phi)), seeds=True,
                          hbn={**config.get("hbn_c10", {}), **opts})
-                variants.setdefault(vname, {})[name] = accs(rs)
+                variants.setdefault(vname, {})[name] = finals(rs)
                 claims.append(info(f"variant-{vname}-{name}", f"{name}: {vname} (a variant, not the headline)",
-                                   mean(accs(rs)), detail=f"{fmt(accs(rs))} vs HBN {fmt(per_seed['HBN'])}"))
+                                   mean(finals(rs)), detail=f"{fmt(finals(rs))} vs HBN {fmt(per_seed['HBN'])}"))
     rows = [{"method": k, **{c: fmt(table[c][k]) for c in cols}} for k in config["methods"]]
     rows += [{"method": v, **{c: fmt(d[c]) if c in d else None for c in cols}} for v, d in variants.items()]
     paper = [{"method": k, **{f"{d} phi={p}": v for (d, p), v in zip(N.TABLE1_COLUMNS, N.TABLE1[k], strict=True)}}
@@ -229,7 +229,7 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         flat = [r for rs in runs.values() for r in rs]
         all_runs += flat
         for k, rs in runs.items():
-            table[k][str(K)] = accs(rs)
+            table[k][str(K)] = finals(rs)
         c = _best_claim(ctx, f"K={K}", {k: table[k][str(K)] for k in config["methods"]}, flat)
         claims.append(linked(c, owners[str(K)]) if str(K) in owners else c)  # Table 1's runs: counted there
     n_test = n_test_of(all_runs)
