@@ -11,20 +11,11 @@ from torch import nn
 
 from bnfl.experiments.claims import Claim, info, within
 from bnfl.experiments.core import Context
-from bnfl.experiments.curves import (
-    curve,
-    final_stats,
-    merge_specs,
-    train_runs,
-)
+from bnfl.experiments.curves import curve, final_stats, merge_specs, train_runs
 from bnfl.experiments.drawing import fedtan_ii_plot
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.communication import build_model
-from bnfl.experiments.papers.fedtan.numbers import (
-    CIFAR_ITERATIONS,
-    MNIST_ITERATIONS,
-    NUM_CLIENTS,
-)
+from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERATIONS, NUM_CLIENTS
 from bnfl.experiments.papers.fedtan.setups import (
     NONIID,
     P_C10,
@@ -35,11 +26,10 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_RES,
     SEEDS,
     config_deviations,
-    method_row,
     profiles,
-    spec,
 )
 from bnfl.experiments.registry import entry
+from bnfl.experiments.setups import method_row, spec
 from bnfl.fl.accounting import comm_volume
 from bnfl.nn import bn_modules
 

@@ -28,9 +28,7 @@ from bnfl.experiments.curves import (
 )
 from bnfl.experiments.drawing import bars_vs_paper, curve_panels
 from bnfl.experiments.evidence import Seeds, finals, per_seed
-from bnfl.experiments.papers.fedtan.numbers import (
-    TABLE1,
-)
+from bnfl.experiments.papers.fedtan.numbers import TABLE1
 from bnfl.experiments.papers.fedtan.setups import (
     HEADLINE_INIT,
     IID,
@@ -42,15 +40,14 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_MOM,
     REFERENCE_MOMENTUM_NOTE,
     config_deviations,
-    method_label,
-    method_row,
     profiles,
-    spec,
     variant_spec,
     with_init,
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import method_row, spec
 from bnfl.plots import color_for, new_figure
 
 # -- fig3 ------------------------------------------------------------------------------------

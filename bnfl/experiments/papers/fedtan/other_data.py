@@ -11,15 +11,8 @@ import numpy as np
 
 from bnfl.experiments.claims import at_most
 from bnfl.experiments.core import Context
-from bnfl.experiments.curves import (
-    curve,
-    merge_specs,
-    train_runs,
-)
-from bnfl.experiments.drawing import (
-    domains_plot,
-    iid_noniid_plot,
-)
+from bnfl.experiments.curves import curve, merge_specs, train_runs
+from bnfl.experiments.drawing import domains_plot, iid_noniid_plot
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.setups import (
     ALL6,
@@ -36,14 +29,13 @@ from bnfl.experiments.papers.fedtan.setups import (
     SEEDS,
     UNSTATED_R,
     config_deviations,
-    method_label,
-    method_row,
     profiles,
-    spec,
     variant_spec,
     with_data,
 )
 from bnfl.experiments.registry import entry
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import method_row, spec
 
 # -- fig6 / fig7 -------------------------------------------------------------------------------
 

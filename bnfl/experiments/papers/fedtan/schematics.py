@@ -12,9 +12,7 @@ from torch import nn
 from bnfl.experiments.claims import within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedtan.communication import build_model, model_counts
-from bnfl.experiments.papers.fedtan.numbers import (
-    NUM_CLIENTS,
-)
+from bnfl.experiments.papers.fedtan.numbers import NUM_CLIENTS
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
 from bnfl.plots import color_for, new_figure
 

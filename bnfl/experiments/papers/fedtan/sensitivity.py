@@ -10,11 +10,7 @@ import numpy as np
 
 from bnfl.experiments.claims import linked
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.curves import (
-    final_stats,
-    merge_specs,
-    train_runs,
-)
+from bnfl.experiments.curves import final_stats, merge_specs, train_runs
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.noniid import FEDBN_WHY
 from bnfl.experiments.papers.fedtan.setups import (
@@ -24,12 +20,12 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_BASE,
     SEEDS,
     config_deviations,
-    method_label,
-    method_row,
     profiles,
     variant_spec,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import method_row
 from bnfl.plots import color_for, new_figure
 
 # -- fig5 ------------------------------------------------------------------------------------

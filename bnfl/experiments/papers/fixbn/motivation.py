@@ -14,11 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import (
-    DECIDING_SEED_COUNTS,
-    HEADLINE_SEED_GROUPS,
-    headroom_share,
-)
+from bnfl.experiments.calibration import DECIDING_SEED_COUNTS, HEADLINE_SEED_GROUPS, headroom_share
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs

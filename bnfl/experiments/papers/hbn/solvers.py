@@ -17,13 +17,7 @@ from bnfl.experiments.evidence import count_of, fmt, mean_of, paired_at_least, p
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn.normalisers import _plot_bars
-from bnfl.experiments.papers.hbn.setups import (
-    DECAY_NOTE,
-    P_BASES,
-    P_LR,
-    profiles,
-    run,
-)
+from bnfl.experiments.papers.hbn.setups import DECAY_NOTE, P_BASES, P_LR, profiles, run
 from bnfl.experiments.registry import entry, plotter
 from bnfl.plots import color_for, new_figure
 
