@@ -11,9 +11,9 @@ import torch
 
 from bnfl.experiments import core, training
 from bnfl.experiments.cache import RunCache
+from bnfl.experiments.claims import per_seed_claim
 from bnfl.experiments.papers.fedbn import digits, sweeps, unequal
 from bnfl.experiments.papers.fedbn.runs import FedBNProtocol, fedbn_run, fedbn_runs
-from bnfl.experiments.papers.fedbn.setups import per_seed_claim
 from bnfl.experiments.papers.fedbn.theory import bayes_accuracy, fit_target
 
 torch.set_num_threads(1)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals, rounds_to_each
+from bnfl.experiments.evidence import Seeds, finals, rounds_to_each
 
 SEEDS = [0, 1, 2]
 

@@ -1,4 +1,4 @@
-"""The seeded claims of HBN's Tables 4, 5, 8-10 and Fig. 7 (bnfl.experiments.papers.hbn.seeded): paired
+"""The seeded claims of HBN's Tables 4, 5, 8-10 and Fig. 7 (bnfl.experiments.evidence): paired
 intervals, diverged pairs (NaN vs NaN is reported, not an HBN fail), and "k of n" counts decided by
 intervals; hbn-tab4 asks the catalog's 3 of 4. No training."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from bnfl.experiments.papers.hbn.seeded import count_of, fmt, mean_of, paired_at_least
+from bnfl.experiments.evidence import count_of, fmt, mean_of, paired_at_least
 from bnfl.experiments.papers.hbn.solvers import QUICK_SOLVERS, needed
 
 NAN = math.nan

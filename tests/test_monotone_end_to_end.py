@@ -18,8 +18,8 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from bnfl.experiments import claims  # noqa: E402
+from bnfl.experiments.evidence import Seeds  # noqa: E402
 from bnfl.experiments.interval_claims import interval_monotone  # noqa: E402
-from bnfl.experiments.papers.fedtan.evidence import Seeds  # noqa: E402
 
 SEEDS = [0, 1, 2, 3, 4]
 # Seed noise: the middle setting is noisy (no step is resolved), the two ends move together (the

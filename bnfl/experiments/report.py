@@ -156,7 +156,7 @@ def interval_text(c: Any) -> str | None:
         bad = iv.get("diverged_seeds")
         return (f"none: {iv['no_interval']}" + (f" on seed(s) {', '.join(map(str, bad))}" if bad else "")
                 + f" ({iv.get('finite', 0)} of {len(iv.get('values') or [])} seeds gave a number)")
-    if "low" not in iv:  # a count over items, each judged by its own interval (papers/hbn/seeded.count_of)
+    if "low" not in iv:  # a count over items, each judged by its own interval (evidence.count_of)
         items = iv.get("items") or {}
         return (f"{len(iv.get('passing') or [])} of {len(items)} hold by their own 95% intervals, "
                 f"{len(iv.get('undecided') or [])} undecided ({iv.get('need')} needed)")

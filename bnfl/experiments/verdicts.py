@@ -210,7 +210,7 @@ def precondition_holds(record: Mapping[str, Any]) -> bool | None:
 
 def judge_count(record: Mapping[str, Any], *, null: float = 0.0) -> Verdict:
     """The verdict of "at least ``need`` of these items hold" from the stored per-item intervals
-    (:func:`bnfl.experiments.papers.hbn.seeded.count_of`'s record): ``reproduced`` when ``need``
+    (:func:`bnfl.experiments.evidence.count_of`'s record): ``reproduced`` when ``need``
     items are reproduced, ``contradicted`` when fewer than ``need`` could still be (the rest are
     contradicted or smaller than claimed), else ``undecided`` with the seeds the slowest of the
     undecided items that must still hold would need."""

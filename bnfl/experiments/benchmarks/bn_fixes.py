@@ -135,8 +135,7 @@ def _mean_iv(values: list[float]) -> tuple[float, float, float]:
               "damage when its bar reaches the line; its claim passes when the paired interval of (fix - FedAvg+BN) "
               "lies above 0. FedBN keeps one model per client: on the label-skew settings its client models are "
               "scored on the global test set, which is not what FedBN was designed for (it targets feature shift)."),
-    kind="training",
-    seeds={"smoke": 2, "quick": 5, "paper": 5},
+    kind="training", seeds={"smoke": 2, "quick": 5, "paper": 5},
     configs={"smoke": _SMOKE_CFG, "quick": _QUICK, "paper": _PAPER},
 )
 def compute_bench_bn_fixes(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

@@ -62,8 +62,7 @@ def _measure_all(ctx: Context, config: dict[str, Any]) -> tuple[dict[str, dict[s
               "seeds. A bar right of the dashed line (2x) means the proxy can resolve the claim; left of it, a "
               "pass or fail there says more about the proxy than about the paper. The table's last column gives "
               "the recommended proxy per claim."),
-    kind="training",
-    seeds={"smoke": 2, "quick": 5, "paper": 5},
+    kind="training", seeds={"smoke": 2, "quick": 5, "paper": 5},
     configs={"smoke": _SMOKE, "quick": _QUICK, "paper": _PAPER},
 )
 def compute_calib_proxies(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments.calibration import DECIDING_SEED_COUNTS
-from bnfl.experiments.claims import at_most, linked
+from bnfl.experiments.claims import at_most, linked, per_seed_claim
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import drawn_by
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.runs import fedbn_runs
 from bnfl.experiments.papers.fedbn.setups import (
@@ -27,7 +28,6 @@ from bnfl.experiments.papers.fedbn.setups import (
     SWEEP_SEEDS,
     local_epochs,
     per_domain_stats,
-    per_seed_claim,
     profiles,
     seed_means,
     spec,
@@ -193,7 +193,8 @@ def _bars(result: Result, title: str, methods: list[str] | None = None) -> Any:
         for i, k in enumerate(methods):
             if k not in data:
                 continue
-            e = None if err is None else [0 if not np.isfinite(v) else v for v in (np.nan_to_num(err[k], nan=0.0))]
+            # one seed has no spread: NaN in memory, null once stored (bnfl plot reads it back)
+            e = None if err is None else [0.0 if v is None or not np.isfinite(v) else v for v in err[k]]
             ax.bar(x + (i - (len(methods) - 1) / 2) * w, data[k], w, yerr=e, capsize=2,
                    color=color_for(ROWS.get(k, k), i), label=k)
         ax.set_xticks(x, cols, rotation=20)
@@ -205,14 +206,8 @@ def _bars(result: Result, title: str, methods: list[str] | None = None) -> Any:
     return fig
 
 
-@plotter("fedbn-fig5")
-def plot_fig5(result: Result) -> Any:
-    return _bars(result, "FedBN Fig. 5: accuracy per domain (mean ± std over seeds)")
-
-
-@plotter("fedbn-tab11")
-def plot_tab11(result: Result) -> Any:
-    return _bars(result, "FedBN Table 11: accuracy per domain")
+plotter("fedbn-fig5")(drawn_by(_bars, "FedBN Fig. 5: accuracy per domain (mean ± std over seeds)"))
+plotter("fedbn-tab11")(drawn_by(_bars, "FedBN Table 11: accuracy per domain"))
 
 
 # -- Fig. 3 and Fig. 7: convergence ---------------------------------------------------------------
@@ -255,9 +250,7 @@ def _loss_claims(tag: str, avg_runs: list[dict[str, Any]], bn_runs: list[dict[st
     look_for=("The loss after each round's aggregation, of the model each client then holds, in eval mode, "
               "on its whole training set (the curve the reference code prints). FedAvg's global model "
               "normalises every domain with averaged statistics; FedBN's clients keep theirs."),
-    kind="training",
-    seeds=SEEDS,
-    configs=_SOTA,
+    kind="training", seeds=SEEDS, configs=_SOTA,
 )
 def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = sota_runs(ctx, config, ("FedAvg", "FedBN"))
@@ -348,9 +341,7 @@ def plot_fig7(result: Result) -> Any:
              "FedBN 85.22: federated with local BN is close to pooling the data."),
     look_for=("Centralized pools all domains into one model with one set of BN statistics; FedBN trains "
               "apart but keeps its statistics local. The catalog's check: FedBN within 3 points of it."),
-    kind="training",
-    seeds=SEEDS,
-    configs=_SOTA,
+    kind="training", seeds=SEEDS, configs=_SOTA,
 )
 def compute_tab12(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = {"Centralized": fedbn_runs(ctx, spec(config["base"], variant("centralized")), unseen=config.get("unseen", ())),

@@ -21,6 +21,7 @@ from bnfl import models
 from bnfl.data import load
 from bnfl.experiments.claims import at_least, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import drawn_by
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.setups import Q_DOMAINS
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
@@ -190,8 +191,7 @@ def _architecture(name: str, shape: tuple[int, int, int], printed: tuple[tuple[s
     summary=("Table 3: five conv/FC blocks with BN after all but the last layer, 28x28x3 inputs. Printed "
              "with layer 3 twice; the reference code and 6272 = 128*7*7 have one conv3."),
     look_for="The printed rows beside the rows read off bnfl's built model, and its parameter counts.",
-    kind="exact",
-    configs=same_for_all_profiles({"model": "digit_cnn", "shape": [3, 28, 28]}),
+    kind="exact", configs=same_for_all_profiles({"model": "digit_cnn", "shape": [3, 28, 28]}),
 )
 def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     out = _architecture(config["model"], tuple(config["shape"]), N.TABLE3, N.TABLE3_DUPLICATE_ROW,
@@ -208,8 +208,7 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "DomainNet at 256x256. Printed with a spurious Conv2D(64, 128, 5, 1, 2) row copied from "
              "Table 3."),
     look_for="The printed rows beside bnfl's, the spurious row marked, and the 57M parameters counted.",
-    kind="exact",
-    configs=same_for_all_profiles({"model": "alexnet_bn", "shape": [3, 256, 256]}),
+    kind="exact", configs=same_for_all_profiles({"model": "alexnet_bn", "shape": [3, 256, 256]}),
 )
 def compute_tab9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     out = _architecture(config["model"], tuple(config["shape"]), N.TABLE9, N.TABLE9_SPURIOUS_ROW,
@@ -237,14 +236,8 @@ def _plot_architecture(result: Result, title: str) -> Any:
     return fig
 
 
-@plotter("fedbn-tab3")
-def plot_tab3(result: Result) -> Any:
-    return _plot_architecture(result, "FedBN Table 3, digits CNN")
-
-
-@plotter("fedbn-tab9")
-def plot_tab9(result: Result) -> Any:
-    return _plot_architecture(result, "FedBN Table 9, AlexNet-BN")
+plotter("fedbn-tab3")(drawn_by(_plot_architecture, "FedBN Table 3, digits CNN"))
+plotter("fedbn-tab9")(drawn_by(_plot_architecture, "FedBN Table 9, AlexNet-BN"))
 
 
 # -- Table 10: ABIDE sites -----------------------------------------------------------------------
@@ -256,8 +249,7 @@ def plot_tab9(result: Result) -> Any:
              "the same label ratios with sample counts proportional to the window counts."),
     look_for=("The printed arithmetic (ASD + HC = Total, the percentages, Trunc = Frames - 32 + 1) and the "
               "synthetic sites' ratios beside the paper's."),
-    kind="exact",
-    configs={"smoke": {"scale": 0.5}, "quick": {"scale": 1.0}, "paper": {"scale": 1.0}},
+    kind="exact", configs={"smoke": {"scale": 0.5}, "quick": {"scale": 1.0}, "paper": {"scale": 1.0}},
 )
 def compute_tab10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     t = {name: [int(v.rstrip("%")) for v in vals] for name, vals in N.TABLE10}

@@ -26,8 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.claims import Claim
-from bnfl.experiments.claims import per_seed_claim as _per_seed_claim
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_CODE
 from bnfl.experiments.setups import label as method_label
@@ -37,7 +35,7 @@ from bnfl.methods import get
 
 __all__ = [
     "FEDAVG_LIKE", "ROWS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
-    "domain_noise", "label", "local_epochs", "mean_over_clients", "per_seed_claim", "profiles", "seed_means", "spec",
+    "domain_noise", "label", "local_epochs", "mean_over_clients", "profiles", "seed_means", "spec",
     "variant",
 ]
 
@@ -135,14 +133,6 @@ def seed_means(runs: Sequence[Mapping[str, Any]]) -> list[float]:
     """Each seed's equal-weight mean over clients (:func:`mean_over_clients`), in seed order."""
     return [mean_over_clients(r) for r in runs]
 
-
-def per_seed_claim(name: str, statement: str, values: Sequence[float], threshold: float, *,
-                   baseline: Sequence[float] | None = None, seeds: Sequence[int], side: str = "above",
-                   n_test: int | None = None, detail: str = "", why: str = "") -> Claim:
-    """:func:`bnfl.experiments.claims.per_seed_claim` (interval over 2+ seeds, paired with
-    ``baseline``; one test sample with one seed)."""
-    return _per_seed_claim(name, statement, values, threshold, baseline=baseline, seeds=seeds, side=side,
-                           n_test=n_test, detail=detail, why=why)
 
 SMOKE: dict[str, Any] = {"rounds": 2, "train": {"batch_size": 16, "eval_every": 2}}
 SMOKE_NOTE = "smoke profile: 2 rounds: checks the machinery, not the paper's claims"

@@ -15,8 +15,9 @@ import numpy as np
 
 from bnfl.data.fedbn_folders import DOMAINNET_TOP10
 from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
-from bnfl.experiments.claims import linked
+from bnfl.experiments.claims import linked, per_seed_claim
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import drawn_by
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, most_shifted_domain
 from bnfl.experiments.papers.fedbn.runs import fedbn_runs
@@ -26,7 +27,6 @@ from bnfl.experiments.papers.fedbn.setups import (
     SWEEP_SEEDS,
     local_epochs,
     per_domain_stats,
-    per_seed_claim,
     profiles,
     seed_means,
     spec,
@@ -105,10 +105,7 @@ def _avg(d: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
               "epochs; (b) the fraction of each domain's training split a client holds; (c) each domain split "
               "into 10 shards, n of them as clients (more clients: less heterogeneity per client pair). Mean "
               "accuracy over the domains, FedBN's per-client protocol."),
-    kind="training",
-    seeds=HEADLINE_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
-    configs=_FIG4,
+    kind="training", seeds=HEADLINE_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS, configs=_FIG4,
 )
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     pa, b, pc = _panel_a(ctx, config), _panel_b(ctx, config), _panel_c(ctx, config)
@@ -262,9 +259,7 @@ def _t13(ctx: Context, config: dict[str, Any]) -> tuple[dict[tuple[str, int, str
     look_for=("Nine settings, following the original FedAvg paper's grid. FedBN's advantage should not depend on "
               "how the local work is cut. The most-shifted domain is the one whose pixels are farthest from the "
               "clean domain's."),
-    kind="training",
-    seeds=SWEEP_SEEDS,
-    configs=_T13,
+    kind="training", seeds=SWEEP_SEEDS, configs=_T13,
 )
 def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     per, domains = _t13(ctx, config)
@@ -325,9 +320,7 @@ def _plot_be(result: Result, title: str) -> Any:
     return fig
 
 
-@plotter("fedbn-tab13")
-def plot_tab13(result: Result) -> Any:
-    return _plot_be(result, "FedBN Table 13: batch size x local epochs")
+plotter("fedbn-tab13")(drawn_by(_plot_be, "FedBN Table 13: batch size x local epochs"))
 
 
 @entry(
@@ -335,9 +328,7 @@ def plot_tab13(result: Result) -> Any:
     title="Test accuracy against local epochs for each batch size (App. E.4)",
     summary="Fig. 8: Table 13 as curves: accuracy against E for B = 10, 50 and full batch, FedBN above FedAvg.",
     look_for="The runs of fedbn-tab13, drawn against E. The catalog's check is Table 13's (counted there).",
-    kind="training",
-    seeds=SWEEP_SEEDS,
-    configs=_T13,
+    kind="training", seeds=SWEEP_SEEDS, configs=_T13,
 )
 def compute_fig8(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     out = compute_tab13(ctx, config)
@@ -345,9 +336,7 @@ def compute_fig8(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@plotter("fedbn-fig8")
-def plot_fig8(result: Result) -> Any:
-    return _plot_be(result, "FedBN Fig. 8: accuracy against local epochs")
+plotter("fedbn-fig8")(drawn_by(_plot_be, "FedBN Fig. 8: accuracy against local epochs"))
 
 
 # -- Table 1: real-world feature shift ---------------------------------------------------------------
@@ -387,8 +376,7 @@ _T1_DEV = ["Office proxy: Q-DOM with 4 domains, 62 training samples each; Domain
     look_for=("Three groups of clients with feature shift: few images per client (62, 105) and, for ABIDE, "
               "fMRI connectomes from four sites. The catalog's checks: FedBN best group mean in each group, and "
               "above FedAvg on at least 75% of the individual clients."),
-    kind="training",
-    seeds={"smoke": 1, "quick": 5, "paper": 5},
+    kind="training", seeds={"smoke": 1, "quick": 5, "paper": 5},
     configs=profiles({"groups": _GROUP_QUICK, "deviations": _T1_DEV + [_QUICK["deviations"][0]]},
                      {"groups": _GROUP_PAPER, "deviations": [
                          "300 rounds (the Office code's default and the text's 300 epochs); no augmentation (the "

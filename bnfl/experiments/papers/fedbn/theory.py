@@ -83,8 +83,7 @@ def _clients(config: dict[str, Any], variant: str) -> list[Any]:
               "(a BN layer kept local) and both minima move to w*. The printed recipe (targets from the "
               "raw inputs) would give both clients the same optimum already without BN, which is why "
               "the figures need the latent-scale reading (CATALOG §4.1)."),
-    kind="exact",
-    configs=same_for_all_profiles(_TOY),
+    kind="exact", configs=same_for_all_profiles(_TOY),
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     w = _grid(config["w_grid"])
@@ -160,8 +159,7 @@ def plot_fig1(result: Result) -> Any:
     look_for=("The loss depends on w/gamma only: its minimum is a valley through the origin. FedAvg "
               "averages gamma too and lands off the valley (high error); FedBN keeps gamma local and the "
               "averaged w stays on it."),
-    kind="exact",
-    configs=same_for_all_profiles(_TOY | {"gamma_grid": [0.5, 4.0, 141], "w_grid": [0.05, 6.0, 240]}),
+    kind="exact", configs=same_for_all_profiles(_TOY | {"gamma_grid": [0.5, 4.0, 141], "w_grid": [0.05, 6.0, 240]}),
 )
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     clients = _clients(config, "latent")

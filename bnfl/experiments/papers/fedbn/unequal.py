@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.claims import at_least, linked, within
+from bnfl.experiments.claims import at_least, linked, per_seed_claim, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import drawn_by
 from bnfl.experiments.interval_claims import interval_within
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.digits import (
@@ -25,7 +26,6 @@ from bnfl.experiments.papers.fedbn.setups import (
     SEEDS,
     SWEEP_SEEDS,
     per_domain_stats,
-    per_seed_claim,
     profiles,
     spec,
     variant,
@@ -107,9 +107,7 @@ def compute_tab15(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     return _unequal_result(ctx, config, N.TABLE15, N.TABLE15_SAMPLES)
 
 
-@plotter("fedbn-tab15")
-def plot_tab15(result: Result) -> Any:
-    return _bars(result, "FedBN Table 15: unequal client sizes")
+plotter("fedbn-tab15")(drawn_by(_bars, "FedBN Table 15: unequal client sizes"))
 
 
 def _permutation_check() -> tuple[list[dict[str, Any]], list[Any]]:
@@ -168,9 +166,7 @@ def compute_tab16(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@plotter("fedbn-tab16")
-def plot_tab16(result: Result) -> Any:
-    return _bars(result, "FedBN Table 16: unequal sizes (columns as printed)")
+plotter("fedbn-tab16")(drawn_by(_bars, "FedBN Table 16: unequal sizes (columns as printed)"))
 
 
 # -- Table 17: unseen domains ------------------------------------------------------------------------
@@ -184,8 +180,7 @@ def plot_tab16(result: Result) -> Any:
               "digits). FedBN has no BN of its own for a new client; the paper's rule averages the clients' "
               "affine parameters and normalises with the new client's statistics. The paper: FedBN 92.45 / "
               "94.61, FedProx 92.35 / 94.31, FedAvg 91.28 / 93.55."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=_SOTA | {"paper": _SOTA["paper"] | {"unseen": ["morpho:global", "morpho:local"]}},
 )
 def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from torch import nn
 from bnfl import models
 from bnfl.experiments.claims import info, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import drawn_by
 from bnfl.experiments.papers.fedtan.numbers import (
     CIFAR_ITERATIONS,
     MNIST_ITERATIONS,
@@ -80,8 +81,7 @@ def _tab3_volumes(bn: nn.Module, gn: nn.Module, **kwargs: Any) -> dict[str, Comm
               " parameter counts of the real ResNet-20 (BN and GN versions) and check the engine's "
               "own accounting (`bnfl.fl.comm_volume`) against it. One printed percentage does not "
               "follow from the paper's own volumes."),
-    kind="exact",
-    configs=same_for_all_profiles({"extra_models": ["q_res", "q_mlp_bn"]}),
+    kind="exact", configs=same_for_all_profiles({"extra_models": ["q_res", "q_mlp_bn"]}),
 )
 def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     bn_model = build_model("resnet20", norm="bn", num_classes=10)
@@ -278,8 +278,7 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               "the BN running statistics are *not* counted (Table 3 counts them). Its FedTAN row "
               "(only in one version of the paper) contradicts its own formula: it equals the "
               "FedAvg+BN-only volume."),
-    kind="exact",
-    configs=same_for_all_profiles({"iterations": MNIST_ITERATIONS, "M": [10, 50, 100, MNIST_ITERATIONS]}),
+    kind="exact", configs=same_for_all_profiles({"iterations": MNIST_ITERATIONS, "M": [10, 50, 100, MNIST_ITERATIONS]}),
 )
 def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     model = build_model("fedtan_mlp", num_classes=10)
@@ -383,13 +382,7 @@ def _plot_fedtan_ii_table(result: Result, unit: str, key_ours: str, key_paper: s
     return fig
 
 
-@plotter("fedtan-tab4")
-def plot_tab4(result: Result) -> Any:
-    return _plot_fedtan_ii_table(result, "GiB (whole run)", "GiB ours (rounded MiB)", "GiB paper",
-                                 "FedTAN Table 4: FedTAN-II on CIFAR-10 (ResNet-20, R=10,000)")
-
-
-@plotter("fedtan-tab5")
-def plot_tab5(result: Result) -> Any:
-    return _plot_fedtan_ii_table(result, "Gibit (whole run)", "Gibit ours", "GB paper",
-                                 "FedTAN Table 5: FedTAN-II on MNIST (784x30x10, R=500)")
+plotter("fedtan-tab4")(drawn_by(_plot_fedtan_ii_table, "GiB (whole run)", "GiB ours (rounded MiB)", "GiB paper",
+                               "FedTAN Table 4: FedTAN-II on CIFAR-10 (ResNet-20, R=10,000)"))
+plotter("fedtan-tab5")(drawn_by(_plot_fedtan_ii_table, "Gibit (whole run)", "Gibit ours", "GB paper",
+                               "FedTAN Table 5: FedTAN-II on MNIST (784x30x10, R=500)"))

@@ -11,20 +11,11 @@ from torch import nn
 
 from bnfl.experiments.claims import Claim, info, within
 from bnfl.experiments.core import Context
-from bnfl.experiments.curves import (
-    curve,
-    final_stats,
-    merge_specs,
-    train_runs,
-)
+from bnfl.experiments.curves import curve, final_stats, merge_specs, train_runs
+from bnfl.experiments.drawing import fedtan_ii_plot
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.communication import build_model
-from bnfl.experiments.papers.fedtan.drawing import fedtan_ii_plot
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
-from bnfl.experiments.papers.fedtan.numbers import (
-    CIFAR_ITERATIONS,
-    MNIST_ITERATIONS,
-    NUM_CLIENTS,
-)
+from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERATIONS, NUM_CLIENTS
 from bnfl.experiments.papers.fedtan.setups import (
     NONIID,
     P_C10,
@@ -35,11 +26,10 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_RES,
     SEEDS,
     config_deviations,
-    method_row,
     profiles,
-    spec,
 )
 from bnfl.experiments.registry import entry
+from bnfl.experiments.setups import method_row, spec
 from bnfl.fl.accounting import comm_volume
 from bnfl.nn import bn_modules
 
@@ -103,8 +93,7 @@ def _fedtan_ii_claims(runs: Mapping[str, list], R: int, model: nn.Module, tag: s
               " BN statistics frozen at iteration $M$ (training and test). Small $M$ should cost a "
               "little accuracy but cut the communication rounds sharply; momentum and weight decay "
               "should help at every $M$."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_RES), "M": [10, 20, 40, 100], "lr_after": 0.01,
            "deviations": ["Q-RES for R = 100 iterations instead of 300 (M = 10/20/40 keep the 10/20/40% fractions); "
@@ -163,8 +152,7 @@ def compute_fig11(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     look_for=("FedTAN-II on the MNIST network (Supplement H): with $L=1$ a FedTAN iteration costs 4"
               " rounds instead of 1, and switching to FedAvg after a few iterations should cost "
               "almost no accuracy."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_MLP1), "M": [10, 50, 100, 500], "M_compare": 100, "lr_after": 0.05,
            "deviations": []},

@@ -21,10 +21,10 @@ from bnfl.experiments.curves import (
     merge_specs,
     train_runs,
 )
+from bnfl.experiments.drawing import bars_vs_paper, curve_panels
+from bnfl.experiments.evidence import Seeds, finals, rounds_to_each
 from bnfl.experiments.intervals import estimate
 from bnfl.experiments.papers.fedtan.communication import build_model
-from bnfl.experiments.papers.fedtan.drawing import bars_vs_paper, curve_panels
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals, rounds_to_each
 from bnfl.experiments.papers.fedtan.numbers import (
     NUM_CLIENTS,
     TABLE2,

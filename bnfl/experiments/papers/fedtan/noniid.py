@@ -26,11 +26,9 @@ from bnfl.experiments.curves import (
     roughness,
     train_runs,
 )
-from bnfl.experiments.papers.fedtan.drawing import bars_vs_paper, curve_panels
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals, per_seed
-from bnfl.experiments.papers.fedtan.numbers import (
-    TABLE1,
-)
+from bnfl.experiments.drawing import bars_vs_paper, curve_panels
+from bnfl.experiments.evidence import Seeds, finals, per_seed
+from bnfl.experiments.papers.fedtan.numbers import TABLE1
 from bnfl.experiments.papers.fedtan.setups import (
     HEADLINE_INIT,
     IID,
@@ -42,17 +40,15 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_MOM,
     REFERENCE_MOMENTUM_NOTE,
     config_deviations,
-    method_color,
-    method_label,
-    method_row,
     profiles,
-    spec,
     variant_spec,
     with_init,
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
-from bnfl.plots import new_figure
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import method_row, spec
+from bnfl.plots import color_for, new_figure
 
 # -- fig3 ------------------------------------------------------------------------------------
 
@@ -68,9 +64,7 @@ from bnfl.plots import new_figure
               "large-batch SGD in theory, FedAvg+BN collapses on non-iid clients, and FedProx and "
               "SCAFFOLD do not repair it: the problem is the local BN statistics and "
               "stat-gradients, not client drift."),
-    kind="training",
-    seeds=DECIDING_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
+    kind="training", seeds=DECIDING_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base_a": spec(Q_BASE, {"model": {"name": "q_plain"}, "rounds": 1500,
                                        "train": {"local_steps": 1, "lr": 0.5, "eval_every": 75}}),
@@ -135,7 +129,7 @@ def plot_fig3(result: Result) -> Any:
     fig, (a1, a2) = new_figure(1, 2, width=4.4, height=3.2)
     for key in ("fedavg+bn", "fedavg+none"):
         c = result.series[f"a/{key}"]
-        a1.plot(c["x"], c["y"], color=method_color(key), label=method_label(key) + (" (diverged)" if c["diverged"] else ""))
+        a1.plot(c["x"], c["y"], color=color_for(key), label=method_label(key) + (" (diverged)" if c["diverged"] else ""))
     a1.set_title("(a) deep plain MLP, iid, E=1")
     for name, c in result.series.items():
         if not name.startswith("b/"):
@@ -144,7 +138,7 @@ def plot_fig3(result: Result) -> Any:
         ls = "--" if setting == "iid" else "-"
         # FedAvg+BN, FedProx and SCAFFOLD can nearly coincide: draw the later ones thinner.
         lw = {"fedavg+bn": 3.0, "fedprox": 1.8, "scaffold": 1.0}.get(key, 1.6)
-        a2.plot(c["x"], c["y"], ls, color=method_color(key), lw=lw, label=f"{method_label(key)} {setting}")
+        a2.plot(c["x"], c["y"], ls, color=color_for(key), lw=lw, label=f"{method_label(key)} {setting}")
     a2.set_title("(b) Q-MLP-BN, E=1")
     for ax in (a1, a2):
         ax.set_xlabel("iteration")
@@ -250,9 +244,7 @@ def _init_rows(runs: Mapping[tuple[str, str], list]) -> list[dict[str, Any]]:
               "local stat-gradients; Property 3) should beat FedAvg+BN but not reach FedTAN, and "
               "FedBN/SiloBN should reach a low *local* training loss but a poor accuracy on the "
               "global test set (each client's model only knows its own BN statistics)."),
-    kind="training",
-    seeds=HEADLINE_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
+    kind="training", seeds=HEADLINE_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base": dict(Q_BASE), "inits": [HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": dict(P_C10), "inits": ["authors"]},
@@ -319,9 +311,7 @@ def plot_fig4(result: Result) -> Any:
               "87.66 vs FedAvg+BN 45.90 (the '+41.76%' of the text is this difference in points); "
               "FedBN and SiloBN sit at ~19.4%, just under the 20% of a model that only predicts its"
               " two local classes."),
-    kind="training",
-    seeds=HEADLINE_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
+    kind="training", seeds=HEADLINE_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_MOM), "inits": [HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": spec(P_C10, P_MOM), "inits": ["authors"]},

@@ -11,16 +11,9 @@ import numpy as np
 
 from bnfl.experiments.claims import at_most
 from bnfl.experiments.core import Context
-from bnfl.experiments.curves import (
-    curve,
-    merge_specs,
-    train_runs,
-)
-from bnfl.experiments.papers.fedtan.drawing import (
-    domains_plot,
-    iid_noniid_plot,
-)
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
+from bnfl.experiments.curves import curve, merge_specs, train_runs
+from bnfl.experiments.drawing import domains_plot, iid_noniid_plot
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.setups import (
     ALL6,
     DOMAINNET,
@@ -36,14 +29,13 @@ from bnfl.experiments.papers.fedtan.setups import (
     SEEDS,
     UNSTATED_R,
     config_deviations,
-    method_label,
-    method_row,
     profiles,
-    spec,
     variant_spec,
     with_data,
 )
 from bnfl.experiments.registry import entry
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import method_row, spec
 
 # -- fig6 / fig7 -------------------------------------------------------------------------------
 
@@ -85,8 +77,7 @@ def _iid_noniid_entry(ctx: Context, config: dict[str, Any], methods: Sequence[st
               "4 rounds per iteration). FedTAN should track centralized training even more closely;"
               " the other schemes drop on non-iid data. With one BN layer the FedAvg+BN gap may be "
               "small, so the catalog asks to report it rather than assert it."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_BASE, Q_MLP1), "methods": ["centralized", "fedtan", "fedavg+bn", "fedavg+alg2"],
            "deviations": ["4 of the 6 methods (FedBN and SiloBN left out)"]},
@@ -107,8 +98,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     summary="Fig. 7: CIFAR-100 with ResNet-20; the same picture as Fig. 6. No numbers.",
     look_for=("CIFAR-100 with 20 disjoint classes per client: the same picture as Fig. 6 on a "
               "harder task. Our quick proxy is a 100-class Gaussian mixture (Q-GAUSS(100))."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": with_data(spec(Q_BASE, {"train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.05,
                                                          "fractions": [0.4, 0.6, 0.8], "gamma": 0.2}}),
@@ -144,8 +134,7 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               "personalised model) should beat SingleNet-X off its own domain, but some FedBN-X "
               "models are poor on other domains; FedTAN (one global model) should be good "
               "everywhere and at least as good as FedAvg+BN on the union."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "thick"]}, "partition": {"num_clients": 4}}),
            "deviations": []},
@@ -163,8 +152,7 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     look_for=("DomainNet (Supplement F): six clients, one domain each. As Fig. 8 with six domains: "
               "personalised FedBN models are poor off their own domain, FedTAN's single global "
               "model is good on all of them."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": spec(Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "noise", "thick", "gain"]},
                               "partition": {"num_clients": 6}}),

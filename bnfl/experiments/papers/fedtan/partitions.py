@@ -10,10 +10,7 @@ import numpy as np
 from bnfl.data import describe, partition
 from bnfl.experiments.claims import at_most, within
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.papers.fedtan.numbers import (
-    NUM_CLIENTS,
-    TABLE_D,
-)
+from bnfl.experiments.papers.fedtan.numbers import NUM_CLIENTS, TABLE_D
 from bnfl.experiments.registry import entry, plotter
 from bnfl.plots import new_figure
 

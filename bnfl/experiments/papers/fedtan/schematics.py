@@ -12,9 +12,7 @@ from torch import nn
 from bnfl.experiments.claims import within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.papers.fedtan.communication import build_model, model_counts
-from bnfl.experiments.papers.fedtan.numbers import (
-    NUM_CLIENTS,
-)
+from bnfl.experiments.papers.fedtan.numbers import NUM_CLIENTS
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
 from bnfl.plots import color_for, new_figure
 
@@ -42,8 +40,7 @@ _FIG2_MODELS = [
               "models, and the server averages them with $p_i = |D_i|/|D|$ (eq. 4). BN breaks the "
               "equivalence between the two because every client normalises with its own batch "
               "statistics."),
-    kind="schematic",
-    configs=same_for_all_profiles({"clients": NUM_CLIENTS}),
+    kind="schematic", configs=same_for_all_profiles({"clients": NUM_CLIENTS}),
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     n = config["clients"]
@@ -123,8 +120,7 @@ def layer_graph(model: nn.Module) -> list[dict[str, Any]]:
               "then variances around the global mean; eqs. 39-40) and one backward (stat-gradients;"
               " eq. 41), so an iteration costs $3L+1$ communication rounds. The number of BN layers"
               " $L$ therefore matters: we read it off the real models instead of typing it in."),
-    kind="schematic",
-    configs=same_for_all_profiles({"models": _FIG2_MODELS}),
+    kind="schematic", configs=same_for_all_profiles({"models": _FIG2_MODELS}),
 )
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows, claims, graphs = [], [], {}

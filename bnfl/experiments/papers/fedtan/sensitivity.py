@@ -10,12 +10,8 @@ import numpy as np
 
 from bnfl.experiments.claims import linked
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.curves import (
-    final_stats,
-    merge_specs,
-    train_runs,
-)
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
+from bnfl.experiments.curves import final_stats, merge_specs, train_runs
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan.noniid import FEDBN_WHY
 from bnfl.experiments.papers.fedtan.setups import (
     IID,
@@ -24,14 +20,13 @@ from bnfl.experiments.papers.fedtan.setups import (
     Q_BASE,
     SEEDS,
     config_deviations,
-    method_color,
-    method_label,
-    method_row,
     profiles,
     variant_spec,
 )
 from bnfl.experiments.registry import entry, plotter
-from bnfl.plots import new_figure
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import method_row
+from bnfl.plots import color_for, new_figure
 
 # -- fig5 ------------------------------------------------------------------------------------
 
@@ -46,8 +41,7 @@ from bnfl.plots import new_figure
               "statistics drift away from the global ones (Property 2). FedTAN should follow "
               "centralized training at every $k$; FedAvg+BN (gradient deviation) and FedBN (poor "
               "generalisation of the personalised models) should drop as $k$ decreases."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": dict(Q_BASE), "k": [2, 4, 6, 8, 10], "deviations": []},
         paper={"base": dict(P_C10), "k": [2, 4, 6, 8, 10]},
@@ -91,11 +85,11 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_fig5(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(width=5.0, height=3.4)
-    ax.axhline(s["central"], color=method_color("centralized"), ls="--", label=method_label("centralized"))
+    ax.axhline(s["central"], color=color_for("centralized"), ls="--", label=method_label("centralized"))
     for m in ("fedtan", "fedavg+bn", "fedbn"):
         # one seed has no spread (stored as None / NaN): no error bar
         err = [0.0 if v is None or not math.isfinite(v) else v for v in s[f"{m}_std"]]
-        ax.errorbar(s["k"], s[m], yerr=err, marker="o", color=method_color(m), label=method_label(m), capsize=2)
+        ax.errorbar(s["k"], s[m], yerr=err, marker="o", color=color_for(m), label=method_label(m), capsize=2)
     ax.set_xticks(s["k"])
     ax.set_xlabel("classes per client k")
     ax.set_ylabel("test accuracy (%)")
@@ -115,8 +109,7 @@ def plot_fig5(result: Result) -> Any:
     look_for=("Batch-size sensitivity (Supplement E, without momentum). The paper does not print "
               "the batch sizes. FedTAN should stay close to centralized training at every batch "
               "size, while FedAvg+BN and FedBN stay poor on non-iid data at every batch size."),
-    kind="training",
-    seeds=SEEDS,
+    kind="training", seeds=SEEDS,
     configs=profiles(
         quick={"base": dict(Q_BASE), "batch_sizes": [8, 16, 32, 64],
            "deviations": ["non-iid only (the check is on k=2)"]},
@@ -158,7 +151,7 @@ def plot_fig12(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(width=5.0, height=3.4)
     for k in ("centralized", "fedtan", "fedavg+bn", "fedbn"):
-        ax.plot(s["B"], s[k], "o-", color=method_color(k), label=method_label(k) + (" (pooled)" if k == "centralized" else ", k=2"))
+        ax.plot(s["B"], s[k], "o-", color=color_for(k), label=method_label(k) + (" (pooled)" if k == "centralized" else ", k=2"))
     ax.set_xscale("log", base=2)
     ax.set_xticks(s["B"], [str(b) for b in s["B"]])
     ax.set_xlabel("per-client batch size B")

@@ -19,12 +19,11 @@ from bnfl.experiments.setups import acc_noise, method_row, profile_set, seeds, s
 from bnfl.experiments.setups import label as method_label
 from bnfl.methods import get
 from bnfl.models.inits import AUTHORS_INIT
-from bnfl.plots import color_for
 
 __all__ = [
     "ALL6", "DOMAINNET", "HEADLINE_INIT", "IID", "INIT_NOTE", "METHOD_OPTIONS", "NONIID", "OFFICE", "P_C10",
     "P_MNIST", "P_MOM", "Q_BASE", "Q_DOM", "Q_MLP1", "Q_MOM", "Q_RES", "REFERENCE_MOMENTUM_NOTE", "SEEDS", "SMOKE",
-    "UNSTATED_R", "acc_noise", "config_deviations", "method_color", "method_label", "method_row", "profiles", "spec",
+    "UNSTATED_R", "acc_noise", "config_deviations", "method_label", "method_row", "profiles", "spec",
     "variant_spec", "with_data", "with_init",
 ]
 
@@ -37,11 +36,6 @@ METHOD_OPTIONS: dict[str, dict[str, Any]] = {
 
 IID = {"kind": "iid"}
 NONIID = {"kind": "classes_per_client", "k": 2}
-
-
-def method_color(key: str) -> str:
-    """The colour of method ``key``: one colour per method across bnfl's figures."""
-    return color_for(key)
 
 
 def variant_spec(key: str) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GRO
 from bnfl.experiments.claims import info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
+from bnfl.experiments.drawing import ours_beside_paper
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import setups as fedtan_setups
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
 from bnfl.experiments.papers.fixbn.numbers import FEDTAN_CROSSCHECK, TABLE4, TABLE5
 from bnfl.experiments.papers.fixbn.setups import (
     DECAY,
@@ -64,9 +65,7 @@ def _t4_spec(base: dict[str, Any], key: str, dist: str) -> dict[str, Any]:
               "#R column, counted here by the engine's channel). HeteroFL normalises with the test batch and does "
               "not fix non-IID. The rows the paper copies from FedTAN are checked against FedTAN's own tables: two "
               "cells differ (CATALOG §5.5)."),
-    kind="training",
-    seeds=SEEDS,
-    configs=profiles(_T4_QUICK, _T4_PAPER, _T4_SMOKE),
+    kind="training", seeds=SEEDS, configs=profiles(_T4_QUICK, _T4_PAPER, _T4_SMOKE),
 )
 def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs: dict[tuple[str, str], list] = {}
@@ -128,17 +127,11 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_tab4(result: Result) -> Any:
     s = result.series
     fig, axes = new_figure(1, 2, width=5.0, height=3.4, squeeze=False)
-    x = np.arange(len(s["names"]))
-    def nums(values: list[Any]) -> list[float]:  # stored JSON writes NaN (a cell with no number) as null
-        return [float("nan") if v is None else float(v) for v in values]
-
     for ax, col, ours, paper in zip(axes[0], ("IID", "Non-IID"), s["ours"], s["paper"], strict=True):
-        ax.bar(x - 0.2, nums(ours), 0.4, color="#0072B2", label=f"ours ({result.profile})")
-        ax.bar(x + 0.2, nums(paper), 0.4, color="#BBBBBB", label="paper")
-        ax.set_xticks(x, [n.split(" (")[0] for n in s["names"]], rotation=40, ha="right", fontsize=7)
-        ax.set_ylim(0, 100)
+        # stored JSON writes NaN (a cell with no number) as null: no bar
+        ours_beside_paper(ax, [n.split(" (")[0] for n in s["names"]], ours, paper, profile=result.profile,
+                          rotation=40, fontsize=7)
         ax.set_title(col)
-        ax.set_ylabel("test accuracy (%)")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"FixBN Table 4: FL normaliser methods ({result.profile} profile)")
     return fig
@@ -181,9 +174,7 @@ _T5_QUICK["deviations"] = [*_T5_QUICK["deviations"],
     look_for=("Seven ways to normalise (or not) the same residual network under extreme label skew. FixBN should "
               "come first; the normalisation-free FixUp initialisation second, ahead of GN. BN's run-to-run spread "
               "is the largest in the paper (4.18)."),
-    kind="training",
-    configs=profiles(_T5_QUICK, _T5_PAPER, _T5_SMOKE),
-    seeds=HEADLINE_SEED_COUNTS,
+    kind="training", configs=profiles(_T5_QUICK, _T5_PAPER, _T5_SMOKE), seeds=HEADLINE_SEED_COUNTS,
     seed_groups=HEADLINE_SEED_GROUPS,
 )
 def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
@@ -244,13 +235,7 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_tab5(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(1, 1, width=6.0, height=3.4)
-    x = np.arange(len(s["names"]))
-    ax.bar(x - 0.2, s["ours"], 0.4, yerr=[0 if v is None or not np.isfinite(v) else v for v in s["std"]],
-           color="#0072B2", label=f"ours ({result.profile})")
-    ax.bar(x + 0.2, s["paper"], 0.4, color="#BBBBBB", label="paper")
-    ax.set_xticks(x, s["names"], rotation=25, ha="right", fontsize=8)
-    ax.set_ylim(0, 100)
-    ax.set_ylabel("test accuracy (%)")
+    ours_beside_paper(ax, s["names"], s["ours"], s["paper"], profile=result.profile, yerr=s["std"])
     ax.legend(fontsize=8)
     fig.suptitle(f"FixBN Table 5: normalisation layers, Shards ({result.profile} profile)")
     return fig

@@ -17,7 +17,7 @@ from bnfl.experiments.calibration import DECIDING_SEED_COUNTS, HEADLINE_SEED_GRO
 from bnfl.experiments.claims import Claim, at_least, info, linked
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, train_runs
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fixbn.numbers import E_GRID, FIG5_CAPTION
 from bnfl.experiments.papers.fixbn.setups import (
     DECAY,

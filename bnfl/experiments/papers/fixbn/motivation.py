@@ -14,15 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import (
-    DECIDING_SEED_COUNTS,
-    HEADLINE_SEED_GROUPS,
-    headroom_share,
-)
+from bnfl.experiments.calibration import DECIDING_SEED_COUNTS, HEADLINE_SEED_GROUPS, headroom_share
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
+from bnfl.experiments.drawing import ours_beside_paper
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fixbn.numbers import (
     DECOUPLED_ACC,
     RECALIBRATION_GAIN,
@@ -115,10 +112,7 @@ def _gn_gap(ev: Seeds, f: Mapping[str, list[float]]) -> Claim:
               "far below although the clients communicate after every step. FixBN (freeze the statistics "
               "at half the rounds) recovers most of the gap; FixBN* also keeps each client's SGD momentum "
               "across rounds. The paper does not print FixBN's bar values."),
-    kind="training",
-    seeds=DECIDING_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
-    configs=E1_CONFIGS,
+    kind="training", seeds=DECIDING_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS, configs=E1_CONFIGS,
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = e1_runs(ctx, config)
@@ -156,16 +150,11 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_fig1(result: Result) -> Any:
     fig, ax = new_figure(1, 1, width=6.0, height=3.4)
     bars = result.series["bars"]
-    names = list(bars)
     paper = {"Centralized+GN": TABLE1[0][1], "FedAvg+GN": TABLE1[0][2], "Centralized+BN": TABLE1[1][1],
              "FedAvg+BN": TABLE1[1][2]}
-    x = np.arange(len(names))
-    ax.bar(x - 0.2, [bars[n] for n in names], 0.4, color="#0072B2", label=f"ours ({result.profile})")
-    ax.bar(x + 0.2, [parse_mean_std(paper[n])[0] if n in paper else np.nan for n in names], 0.4,
-           color="#BBBBBB", label="paper (Table 1)")
-    ax.set_xticks(x, names, rotation=25, ha="right", fontsize=8)
-    ax.set_ylim(0, 100)
-    ax.set_ylabel("test accuracy (%)")
+    ours_beside_paper(ax, list(bars), list(bars.values()),
+                      [parse_mean_std(paper[n])[0] if n in paper else np.nan for n in bars],
+                      profile=result.profile, paper_label="paper (Table 1)")
     ax.legend(fontsize=8)
     fig.suptitle(f"FixBN Fig. 1: E = 1, non-IID ({result.profile} profile)")
     return fig
@@ -182,10 +171,7 @@ def plot_fig1(result: Result) -> Any:
               "weights, then training in eval mode) and re-accumulating the BN statistics of the final "
               "FedAvg+BN model on the pooled training data. Neither closes the gap in the paper: the "
               "statistics are not the whole problem."),
-    kind="training",
-    seeds=DECIDING_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
-    configs=E1_CONFIGS,
+    kind="training", seeds=DECIDING_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS, configs=E1_CONFIGS,
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = e1_runs(ctx, config)
@@ -237,12 +223,7 @@ def plot_tab1(result: Result) -> Any:
     ours = [*s["GN"], *s["BN"], s["decoupled"], s["recalibrated"]]
     paper = [parse_mean_std(TABLE1[0][1])[0], parse_mean_std(TABLE1[0][2])[0], parse_mean_std(TABLE1[1][1])[0],
              parse_mean_std(TABLE1[1][2])[0], 52.0, np.nan]
-    x = np.arange(len(names))
-    ax.bar(x - 0.2, ours, 0.4, color="#0072B2", label=f"ours ({result.profile})")
-    ax.bar(x + 0.2, paper, 0.4, color="#BBBBBB", label="paper (Table 1; 52% from Sec. 3.3)")
-    ax.set_xticks(x, names, rotation=25, ha="right", fontsize=8)
-    ax.set_ylim(0, 100)
-    ax.set_ylabel("test accuracy (%)")
+    ours_beside_paper(ax, names, ours, paper, profile=result.profile, paper_label="paper (Table 1; 52% from Sec. 3.3)")
     ax.legend(fontsize=8)
     fig.suptitle(f"FixBN Table 1: E = 1, non-IID ({result.profile} profile)")
     return fig
@@ -291,9 +272,7 @@ def _stats_ratios(run: Mapping[str, Any], k: int) -> tuple[float, float, float]:
               "(non-IID clients see different data). Panel (b): the statistics become static, which makes "
               "freezing them harmless. Panel (c): final accuracy against the round T* at which the "
               "statistics are frozen (0% = never updated, 100% = never frozen, i.e. FedAvg+BN)."),
-    kind="training",
-    seeds=SEEDS,
-    configs=profiles(_F_QUICK, _F_PAPER, _F_SMOKE),
+    kind="training", seeds=SEEDS, configs=profiles(_F_QUICK, _F_PAPER, _F_SMOKE),
 )
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     bn = e1_runs(ctx, config)["fedavg+bn"]

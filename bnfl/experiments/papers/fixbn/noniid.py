@@ -17,7 +17,7 @@ from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GRO
 from bnfl.experiments.claims import Claim, at_least, info
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
-from bnfl.experiments.papers.fedtan.evidence import Seeds, finals
+from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fixbn.comparison import T5_GRID
 from bnfl.experiments.papers.fixbn.numbers import TABLE2, TABLE3
 from bnfl.experiments.papers.fixbn.runs import observed_runs

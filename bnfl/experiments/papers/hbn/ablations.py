@@ -17,6 +17,8 @@ import numpy as np
 
 from bnfl.experiments.claims import Claim, info
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn.setups import (
@@ -28,7 +30,6 @@ from bnfl.experiments.papers.hbn.setups import (
     Q_LR3,
     ROWS,
     SEEDS,
-    accs,
     batch,
     compare,
     explain,
@@ -42,7 +43,7 @@ from bnfl.experiments.papers.hbn.setups import (
 )
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.training import mean_std
-from bnfl.plots import color_for, marker_for, new_figure
+from bnfl.plots import color_for, new_figure
 
 _Q_NOTE = "CIFAR -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, E = 1 epoch, T = 60"
 _LR_NOTE = ("HBN's rate chosen at B = 4 on a validation split by the mean of 3 seeds (hbn-tab1's protocol, setups.Q_LR3), "
@@ -94,14 +95,12 @@ _TAB6 = profiles(_TAB6_QUICK,
              "78.22); the naive weighted average for eq. 8, fixed alphas (global only, batch only, 1:1) each cost "
              "less; full HBN is best."),
     look_for="Each row replaces one piece of HBN; compare with the last row (full HBN).",
-    kind="training",
-    configs=_TAB6,
-    seeds=TAB6_SEEDS,
+    kind="training", configs=_TAB6, seeds=TAB6_SEEDS,
 )
 def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = {idx: run(ctx, config["lr"], config["base"], "HBN", seeds=True, hbn=config.get("hbn"), **opts)
             for idx, (_, opts) in ABLATIONS.items()}
-    per_seed = {idx: accs(rs) for idx, rs in runs.items()}
+    per_seed = {idx: finals(rs) for idx, rs in runs.items()}
     every = [r for rs in runs.values() for r in rs]
     full = per_seed[""]
     claims: list[Claim] = []
@@ -191,9 +190,7 @@ _FIG5 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR3, "hbn": _Q_HBN, "lams":
     summary=("Fig. 5: with few clients per round a small lambda (a slow EMA of the global statistics) helps; with "
              "all clients active the choice of lambda barely matters."),
     look_for="Accuracy for each lambda at each activation ratio C.",
-    kind="training",
-    configs=_FIG5,
-    seeds=SEEDS,
+    kind="training", configs=_FIG5, seeds=SEEDS,
 )
 def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     lams, Cs = [float(v) for v in config["lams"]], [float(c) for c in config["C"]]
@@ -210,7 +207,7 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             rs = run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, seeds=True,
                      hbn={**hbn, "lam": lam})
             every += rs
-            table[str(c)][names[lam]] = accs(rs)
+            table[str(c)][names[lam]] = finals(rs)
         for vname, opts in (config.get("variants") or {}).items():
             if str(c) != lo:  # the variants where lambda matters: the fewest clients a round
                 continue
@@ -219,7 +216,7 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             rs = run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, seeds=True,
                      hbn={**hbn, "lam": min(lams), **opts})
             every += rs
-            table[str(c)][f"{vname} (variant)"] = accs(rs)
+            table[str(c)][f"{vname} (variant)"] = finals(rs)
     small, big = names[min(lams)], names[max(lams)]
     claims: list[Claim] = [
         compare(ctx, "low-C", f"C = {lo}: acc(lambda = {small}) >= acc(lambda = {big}) + 1 pt", table[lo][small], 1.0,
@@ -292,9 +289,7 @@ _FIG6 = profiles({"base": batch(Q_BASE, 32), "lr": Q_CAT_LR, "hbn": hbn_options(
     summary=("Fig. 6 (App. B.3): HBN keeps its advantage for moderate numbers of local epochs; at E = 10 client "
              "drift dominates and the normalisers no longer differ."),
     look_for="The three normalisers' accuracy against E, and the gap HBN - BN shrinking as E grows.",
-    kind="training",
-    configs=_FIG6,
-    seeds=SEEDS,
+    kind="training", configs=_FIG6, seeds=SEEDS,
 )
 def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Es = [int(e) for e in config["E"]]
@@ -304,7 +299,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         for k in config["methods"]:
             rs = run(ctx, config["lr"], config["base"], k, {"train": {"local_steps": E}}, seeds=True, hbn=config.get("hbn"))
             every += rs
-            table[k][str(E)] = accs(rs)
+            table[k][str(E)] = finals(rs)
     claims: list[Claim] = []
     for E in [e for e in Es if e <= 5]:
         best = max(("BN", "GN"), key=lambda k: mean(table[k][str(E)]) if math.isfinite(mean(table[k][str(E)])) else -math.inf)
@@ -329,10 +324,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_fig6(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.4)
-    for k, d in s["acc"].items():
-        ax.plot(s["E"], [d[str(E)] for E in s["E"]], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
-    ax.set_xticks(s["E"])
-    ax.set_xlabel("local epochs E")
+    lines_against(ax, s["E"], s["acc"], rows=ROWS, xlabel="local epochs E")
     ax.set_ylabel("test accuracy (%)")
     ax.legend(fontsize=7)
     fig.suptitle("HBN Fig. 6: accuracy against local epochs (ours)")

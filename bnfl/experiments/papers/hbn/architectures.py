@@ -9,16 +9,15 @@ scratch). The quick profile trains five small networks from scratch.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.evidence import count_of, fmt, mean_of, paired_at_least, per_seed, rounded
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.normalisers import _plot_bars
-from bnfl.experiments.papers.hbn.seeded import count_of, fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
     LAST_K,
@@ -103,9 +102,7 @@ def _arch_runs(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list
     summary=("Table 5: CIFAR-100 (phi = 0.1, B = 64) with pretrained MobileNetV2, ResNet-18, ResNet-50, VGG-11 and "
              "VGG-19 (dropout removed): HBN beats BN and GN on every network."),
     look_for="For each network, the three normalisers' final accuracy.",
-    kind="training",
-    configs=_CONFIGS,
-    seeds={"smoke": 1, "quick": 3, "paper": 3},
+    kind="training", configs=_CONFIGS, seeds={"smoke": 1, "quick": 3, "paper": 3},
 )
 def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(x) for x in ctx.seeds]
@@ -121,7 +118,7 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     need = min(4, len(table))
     claims.append(count_of("hbn-vs-gn", f"HBN > GN (paired 95% interval above 0) on at least {need} of "
                            f"{len(table)} networks", vs_gn, need))
-    rows = [{"model": a, **{f"+{k}": _rounded(mean_of(v)) for k, v in t.items()},
+    rows = [{"model": a, **{f"+{k}": rounded(mean_of(v)) for k, v in t.items()},
              **({f"+{k} per seed": fmt(v) for k, v in t.items() if k in _THREE} if len(seeds) > 1 else {})}
             for a, t in table.items()]
     paper = [{"model": m, "+BN": bn, "+GN": gn, "+HBN": h} for m, bn, gn, h in N.TABLE5]
@@ -131,17 +128,13 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     if ctx.profile == "paper":  # the authors' code reports the best round or the last-10 mean
         rows = [{**row, "accuracy": "last"} for row in rows]
         for name in ("best", f"last-{LAST_K} mean"):
-            rows += [{"model": a, **{f"+{k}": _rounded(mean_of([reported(r)[name] for r in rs]))
+            rows += [{"model": a, **{f"+{k}": rounded(mean_of([reported(r)[name] for r in rs]))
                                      for k, rs in d.items()}, "accuracy": name} for a, d in runs.items()]
         series["acc_pretrained_norm"] = {a: mean_of(t[BN_STATS]) for a, t in table.items() if BN_STATS in t}
         notes.append("Rows 'best' and 'last-10 mean': the best evaluated round and the mean of the last 10 rounds "
                      "(the authors' code reports these); the claims use the last round.")
     return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
             "series": series, "notes": notes}
-
-
-def _rounded(v: float) -> float | None:
-    return None if not math.isfinite(v) else round(v, 2)
 
 
 @plotter("hbn-tab5")
@@ -167,9 +160,7 @@ def _auc(r: dict[str, Any]) -> float:
     title="Convergence curves on five architectures",
     summary="Fig. 7 (App. B.4): accuracy against rounds for BN, GN and HBN on Table 5's networks.",
     look_for="One panel per network; HBN's curve should lie above BN's for most of training.",
-    kind="training",
-    configs=_CONFIGS,
-    seeds={"smoke": 1, "quick": 3, "paper": 3},
+    kind="training", configs=_CONFIGS, seeds={"smoke": 1, "quick": 3, "paper": 3},
 )
 def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(x) for x in ctx.seeds]
@@ -182,7 +173,7 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     need = min(4, len(auc))
     claims = [count_of("auc", f"HBN's mean accuracy over rounds (area under the curve) >= BN's (paired 95% interval) "
                        f"on at least {need} of {len(auc)} networks", items, need)]
-    rows = [{"model": a, **{f"{k} mean acc over rounds": _rounded(mean_of(v)) for k, v in t.items()},
+    rows = [{"model": a, **{f"{k} mean acc over rounds": rounded(mean_of(v)) for k, v in t.items()},
              **{f"{k} per seed": fmt(v) for k, v in t.items()}, "seeds": len(seeds)} for a, t in auc.items()]
     curves = {a: {k: _mean_curve(rs) for k, rs in d.items()} for a, d in runs.items()}
     return {"rows": rows, "paper": [], "claims": explain(ctx, claims), "deviations": list(config["deviations"]),

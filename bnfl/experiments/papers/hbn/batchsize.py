@@ -20,6 +20,8 @@ import numpy as np
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import fmt_mean_std
+from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn.setups import (
@@ -30,7 +32,6 @@ from bnfl.experiments.papers.hbn.setups import (
     Q_CAT_LR,
     ROWS,
     SEEDS,
-    accs,
     batch,
     compare,
     dirichlet,
@@ -81,7 +82,7 @@ def _sweep(ctx: Context, config: dict[str, Any], phis: list[float], Bs: list[int
         for B in Bs:
             for k, rs in _runs(ctx, config, float(phi), int(B)).items():
                 runs[str(phi)][k][str(B)] = rs
-                table[str(phi)][k][str(B)] = accs(rs)
+                table[str(phi)][k][str(B)] = finals(rs)
     return table, runs
 
 
@@ -115,9 +116,9 @@ def _variant_rows(ctx: Context, config: dict[str, Any], phi: float, Bs: list[int
     at = [min(Bs)] if config.get("variants_at") == "smallest" else sorted({Bs[0], Bs[-1]}, reverse=True)
     for B in at:
         for name, rs in _variant_runs(ctx, config, phi, B).items():
-            out.setdefault(name, {})[str(B)] = accs(rs)
+            out.setdefault(name, {})[str(B)] = finals(rs)
             claims.append(info(f"variant-{name}-phi{phi}-B{B}", f"phi = {phi}, B = {B}: {name} (a variant, not the "
-                               "headline)", mean(accs(rs)), detail=fmt(accs(rs))))
+                               "headline)", mean(finals(rs)), detail=fmt(finals(rs))))
     return out, claims
 
 
@@ -163,9 +164,7 @@ def _paper_consistency() -> list[Claim]:
     summary=("Table 2: CIFAR-100 accuracy of BN, GN and HBN at batch sizes 32 ... 2 (phi = 0.6 and 0.3); BN loses "
              "5.74 pts from B = 32 to B = 2, HBN 2.19, and HBN at B = 2 beats BN at B = 32."),
     look_for="Each method's accuracy as the batch shrinks; the spread over batch sizes (Avg. row) is HBN's smallest.",
-    kind="training",
-    configs=_TAB2,
-    seeds=TAB2_SEEDS,
+    kind="training", configs=_TAB2, seeds=TAB2_SEEDS,
 )
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Bs = [int(b) for b in config["B"]]
@@ -211,22 +210,13 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "at T = 60 (variants, not the headline)."]}
 
 
-def _plot_vs_batch(ax: Any, Bs: list[int], d: dict[str, dict[str, float]]) -> None:
-    for k, v in d.items():
-        ax.plot(Bs, [v[str(B)] for B in Bs], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(Bs)
-    ax.set_xticklabels([str(B) for B in Bs])
-    ax.set_xlabel("batch size B")
-
-
 @plotter("hbn-tab2")
 def plot_tab2(result: Result) -> Any:
     s = result.series
     fig, axes = new_figure(1, len(s["acc"]), width=4.2, height=3.4)
     axes = np.atleast_1d(axes)
     for ax, (phi, d) in zip(axes, s["acc"].items(), strict=True):
-        _plot_vs_batch(ax, s["B"], d)
+        lines_against(ax, s["B"], d, rows=ROWS, xlabel="batch size B", log_base=2)
         ax.set_title(f"phi = {phi}")
     axes[0].set_ylabel("test accuracy (%), mean over seeds")
     axes[0].legend(fontsize=7)
@@ -242,9 +232,7 @@ _FIG4 = profiles({**_TAB2_QUICK, "phis": [0.6]}, {**_TAB2_PAPER, "phis": [0.6]},
     title="Accuracy by batch size (plot of Table 2, phi = 0.6)",
     summary="Fig. 4: Table 2's phi = 0.6 columns as curves: HBN stays flat as the batch shrinks, BN falls.",
     look_for="The three curves against B; the runs are Table 2's (shared through the cache).",
-    kind="training",
-    configs=_FIG4,
-    seeds=TAB2_SEEDS,
+    kind="training", configs=_FIG4, seeds=TAB2_SEEDS,
 )
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Bs = [int(b) for b in config["B"]]
@@ -265,7 +253,7 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_fig4(result: Result) -> Any:
     s = result.series
     fig, axes = new_figure(1, 2, width=4.2, height=3.4)
-    _plot_vs_batch(axes[0], s["B"], s["acc"])
+    lines_against(axes[0], s["B"], s["acc"], rows=ROWS, xlabel="batch size B", log_base=2)
     axes[0].set_title("ours (quick proxy)" if max(s["B"]) else "")
     for k, v in s["paper"].items():
         axes[1].plot(list(N.TABLE2_B), v, marker="o", color=color_for(ROWS[k]), label=k)
@@ -303,9 +291,7 @@ def _err(table: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, list[f
              "(b) against the batch size at phi = 0.6; HBN has the lowest error everywhere, BN degrades with strong "
              "heterogeneity and tiny batches."),
     look_for="Error = 100 - accuracy. (a) left: smaller phi = more heterogeneous; (b) right: smaller batches.",
-    kind="training",
-    configs=_FIG1,
-    seeds=SEEDS,
+    kind="training", configs=_FIG1, seeds=SEEDS,
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     phis, Bs, pB, bphi = [float(p) for p in config["phis"]], [int(b) for b in config["B"]], int(config["phi_B"]), \

@@ -19,8 +19,8 @@ import numpy as np
 from bnfl.experiments import training
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.evidence import fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn import numbers as N
-from bnfl.experiments.papers.hbn.seeded import fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn.setups import (
     CATALOG_RATE,
     DECAY_NOTE,
@@ -38,7 +38,7 @@ from bnfl.experiments.papers.hbn.setups import (
     spec,
     variant,
 )
-from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.registry import entry
 from bnfl.plots import color_for, marker_for, new_figure
 
 #: Seeds each rate is scored on (the quick selection protocol of issue 25, :data:`setups.Q_LR3`).
@@ -163,50 +163,11 @@ _TAB8 = _grid_config(Q_BASE, QUICK_GRIDS["hbn-tab8"], P_BASES["CIFAR-10"], N.TAB
                      "10 per round, Simple-CNN, T = 500); " + _CUT_NOTE + " (each keeps Table 8's argmax)")
 
 
-@entry(
-    "hbn-tab8",
-    title="Learning-rate grid, CIFAR-10 setting",
-    summary=("Table 8: accuracy of each normaliser at every learning rate of its grid (CIFAR-10, phi = 0.6, B = 4); "
-             "Table 1 reports each method at its best rate."),
-    look_for=("For each method, accuracy against the learning rate; the chosen rate (best on validation) is the one "
-              "every quick HBN entry trains that method with."),
-    kind="training",
-    configs=_TAB8,
-    seeds={"smoke": 1, "quick": 3, "paper": 3},
-)
-def compute_tab8(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    return _compute_grid(ctx, config, "hbn-tab8", N.TABLE8)
-
-
-@plotter("hbn-tab8")
-def plot_tab8(result: Result) -> Any:
-    return _plot_grid(result, "HBN Table 8: learning-rate grid (CIFAR-10 setting)")
-
-
 _TAB9 = _grid_config(Q_BASE, QUICK_GRIDS["hbn-tab9"], P_BASES["CIFAR-100"], N.TABLE9,
                      "CIFAR-100 stand-in: Table 9's grid on the same Q-DIG proxy (10 classes; a 100-class digits "
                      "proxy does not exist); " + _CUT_NOTE + ": Table 9's cut equals Table 8's, so the runs are "
                      "hbn-tab8's (claims linked there); it misses Table 9's argmax for GN (0.001), FedFN (0.001) and "
                      "FBN (0.02). Its choices are reported, not used: the quick entries use Table 8's")
-
-
-@entry(
-    "hbn-tab9",
-    title="Learning-rate grid, CIFAR-100 setting",
-    summary="Table 9: accuracy of each normaliser at every rate of its grid (CIFAR-100, phi = 0.6, B = 4).",
-    look_for="As Table 8, for the CIFAR-100 grid (wider for some methods).",
-    kind="training",
-    configs=_TAB9,
-    seeds={"smoke": 1, "quick": 3, "paper": 3},
-)
-def compute_tab9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    # the quick grid re-runs Table 8's proxy (Q-DIG), so its trained claim is hbn-tab8's measurement
-    return _compute_grid(ctx, config, "hbn-tab9", N.TABLE9, linked_to=None if ctx.profile == "paper" else "hbn-tab8")
-
-
-@plotter("hbn-tab9")
-def plot_tab9(result: Result) -> Any:
-    return _plot_grid(result, "HBN Table 9: learning-rate grid (CIFAR-100 setting)")
 
 
 _TAB10 = _grid_config(Q_TINY, Q_TINY_GRID, P_BASES["Tiny-ImageNet"], N.TABLE10,
@@ -216,20 +177,40 @@ _TAB10 = _grid_config(Q_TINY, Q_TINY_GRID, P_BASES["Tiny-ImageNet"], N.TABLE10,
                       "hbn-tab1's Tiny stand-in selection (setups.Q_TINY_LR3)")
 
 
-@entry(
-    "hbn-tab10",
-    title="Learning-rate grid, Tiny-ImageNet setting",
-    summary=("Table 10: accuracy of each normaliser at every rate of the grid (Tiny-ImageNet, phi = 0.1, B = 64, "
-             "ResNet-18; the grid is 16x the B = 4 grid, the linear scaling rule)."),
-    look_for="As Table 8, for the Tiny-ImageNet setting (its quick stand-in: 100 Gaussian classes).",
-    kind="training",
-    configs=_TAB10,
-    seeds={"smoke": 1, "quick": 3, "paper": 3},
+#: One entry per table: (id, title, summary, look_for, configs, the printed table, plot title, the entry
+#: whose claims already count the quick runs). Table 9's quick grid re-runs Table 8's proxy (Q-DIG),
+#: so its trained claim is hbn-tab8's measurement.
+_GRID_ENTRIES = (
+    ("hbn-tab8", "Learning-rate grid, CIFAR-10 setting",
+     ("Table 8: accuracy of each normaliser at every learning rate of its grid (CIFAR-10, phi = 0.6, B = 4); "
+      "Table 1 reports each method at its best rate."),
+     ("For each method, accuracy against the learning rate; the chosen rate (best on validation) is the one "
+      "every quick HBN entry trains that method with."),
+     _TAB8, N.TABLE8, "HBN Table 8: learning-rate grid (CIFAR-10 setting)", None),
+    ("hbn-tab9", "Learning-rate grid, CIFAR-100 setting",
+     "Table 9: accuracy of each normaliser at every rate of its grid (CIFAR-100, phi = 0.6, B = 4).",
+     "As Table 8, for the CIFAR-100 grid (wider for some methods).",
+     _TAB9, N.TABLE9, "HBN Table 9: learning-rate grid (CIFAR-100 setting)", "hbn-tab8"),
+    ("hbn-tab10", "Learning-rate grid, Tiny-ImageNet setting",
+     ("Table 10: accuracy of each normaliser at every rate of the grid (Tiny-ImageNet, phi = 0.1, B = 64, "
+      "ResNet-18; the grid is 16x the B = 4 grid, the linear scaling rule)."),
+     "As Table 8, for the Tiny-ImageNet setting (its quick stand-in: 100 Gaussian classes).",
+     _TAB10, N.TABLE10, "HBN Table 10: learning-rate grid (Tiny-ImageNet setting)", None),
 )
-def compute_tab10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    return _compute_grid(ctx, config, "hbn-tab10", N.TABLE10)
 
 
-@plotter("hbn-tab10")
-def plot_tab10(result: Result) -> Any:
-    return _plot_grid(result, "HBN Table 10: learning-rate grid (Tiny-ImageNet setting)")
+def _register_grid(eid: str, title: str, summary: str, look_for: str, configs: dict[str, Any],
+                   table: Mapping[str, tuple[tuple[float, ...], tuple[str, ...]]], plot_title: str,
+                   linked_quick: str | None) -> None:
+    def compute(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
+        return _compute_grid(ctx, config, eid, table, linked_to=None if ctx.profile == "paper" else linked_quick)
+
+    def plot(result: Result) -> Any:
+        return _plot_grid(result, plot_title)
+
+    entry(eid, title=title, summary=summary, look_for=look_for, kind="training", configs=configs,
+          seeds={"smoke": 1, "quick": 3, "paper": 3}, plot=plot)(compute)
+
+
+for _row in _GRID_ENTRIES:
+    _register_grid(*_row)

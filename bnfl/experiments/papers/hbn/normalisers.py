@@ -19,6 +19,8 @@ import numpy as np
 
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.evidence import finals
 from bnfl.experiments.interval_claims import interval_monotone
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
@@ -33,7 +35,6 @@ from bnfl.experiments.papers.hbn.setups import (
     Q_TINY_LR3,
     ROWS,
     SEEDS,
-    accs,
     compare,
     dirichlet,
     explain,
@@ -47,7 +48,7 @@ from bnfl.experiments.papers.hbn.setups import (
     run,
 )
 from bnfl.experiments.registry import entry, plotter
-from bnfl.plots import color_for, marker_for, new_figure
+from bnfl.plots import color_for, new_figure
 
 _LR_NOTE = ("each method at the rate chosen on a validation split by the mean of 3 seeds from the 3 rates of its Table 8 "
             "grid nearest the catalog's 0.005 (each keeps the paper's argmax; Table 10's 3 largest /4 for the Tiny stand-in)")
@@ -110,9 +111,7 @@ def _best_claim(ctx: Context, tag: str, per_seed: dict[str, list[float]], runs: 
              "CIFAR-100 and Tiny-ImageNet at several Dirichlet coefficients; HBN is best in every column."),
     look_for=("One column per (data set, phi); smaller phi = more heterogeneous clients. Compare HBN with the best "
               "other normaliser in each column, and HBN and FixBN with BN at the most heterogeneous setting."),
-    kind="training",
-    configs=_TAB1,
-    seeds=TAB1_SEEDS,
+    kind="training", configs=_TAB1, seeds=TAB1_SEEDS,
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     cols, table, claims, every = [], {}, [], {}
@@ -123,7 +122,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     for setting, phi in config["columns"]:
         name = f"{config['names'][setting]} phi={phi}"
         runs = every[name] = _column_runs(ctx, config, setting, float(phi))
-        per_seed = {k: accs(rs) for k, rs in runs.items()}
+        per_seed = {k: finals(rs) for k, rs in runs.items()}
         flat = [r for rs in runs.values() for r in rs]
         cols.append(name)
         table[name] = per_seed
@@ -138,9 +137,9 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             for vname, opts in config.get("variants", {}).items():
                 rs = run(ctx, config["lr_c10"], config["base_c10"], "HBN", dirichlet(float(phi)), seeds=True,
                          hbn={**config.get("hbn_c10", {}), **opts})
-                variants.setdefault(vname, {})[name] = accs(rs)
+                variants.setdefault(vname, {})[name] = finals(rs)
                 claims.append(info(f"variant-{vname}-{name}", f"{name}: {vname} (a variant, not the headline)",
-                                   mean(accs(rs)), detail=f"{fmt(accs(rs))} vs HBN {fmt(per_seed['HBN'])}"))
+                                   mean(finals(rs)), detail=f"{fmt(finals(rs))} vs HBN {fmt(per_seed['HBN'])}"))
     rows = [{"method": k, **{c: fmt(table[c][k]) for c in cols}} for k in config["methods"]]
     rows += [{"method": v, **{c: fmt(d[c]) if c in d else None for c in cols}} for v, d in variants.items()]
     paper = [{"method": k, **{f"{d} phi={p}": v for (d, p), v in zip(N.TABLE1_COLUMNS, N.TABLE1[k], strict=True)}}
@@ -231,9 +230,7 @@ _TAB3 = profiles(_TAB3_QUICK, _TAB3_PAPER, smoke={"K": [6, 12], "per_round": 3})
     summary=("Table 3: CIFAR-10 accuracy with K = 100 ... 1000 clients (10 per round, B = 4, phi = 0.6): every "
              "method degrades as K grows, HBN least."),
     look_for="Accuracy against the number of clients K at a fixed number of clients per round.",
-    kind="training",
-    configs=_TAB3,
-    seeds=SEEDS,
+    kind="training", configs=_TAB3, seeds=SEEDS,
 )
 def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Ks = [int(k) for k in config["K"]]
@@ -248,7 +245,7 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         flat = [r for rs in runs.values() for r in rs]
         all_runs += flat
         for k, rs in runs.items():
-            table[k][str(K)] = accs(rs)
+            table[k][str(K)] = finals(rs)
         c = _best_claim(ctx, f"K={K}", {k: table[k][str(K)] for k in config["methods"]}, flat)
         claims.append(linked(c, owners[str(K)]) if str(K) in owners else c)  # Table 1's runs: counted there
     n_test = n_test_of(all_runs)
@@ -281,12 +278,7 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_tab3(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.6)
-    for k, d in s["acc"].items():
-        ax.plot(s["K"], [d[str(K)] for K in s["K"]], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
-    ax.set_xscale("log")
-    ax.set_xticks(s["K"])
-    ax.set_xticklabels([str(K) for K in s["K"]])
-    ax.set_xlabel("clients K (fixed number per round)")
+    lines_against(ax, s["K"], s["acc"], rows=ROWS, xlabel="clients K (fixed number per round)", log_base=10)
     ax.set_ylabel("test accuracy (%)")
     ax.legend(fontsize=7)
     fig.suptitle("HBN Table 3: accuracy by the number of clients (ours)")

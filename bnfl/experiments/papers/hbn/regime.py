@@ -62,12 +62,12 @@ import numpy as np
 
 from bnfl.experiments import training
 from bnfl.experiments.core import Context
+from bnfl.experiments.evidence import finals
 from bnfl.experiments.intervals import estimate
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn.setups import (
     DECAY_NOTE,
     ROWS,
-    accs,
     compare,
     explain,
     fair_rate,
@@ -199,8 +199,8 @@ def damage_values(ctx: Context, base: Mapping[str, Any], precondition: str) -> t
 
     _, (pc, bc), (pd, bd) = PRECONDITIONS[precondition]
     b = spec(base, {"train": {"lr": PILOT_RATE * int(base["train"]["batch_size"]) / 4}})
-    clean = accs(training.train_seeds(ctx, spec(_setting(b, pc, bc), variant("BN"))))
-    damaged = accs(training.train_seeds(ctx, spec(_setting(b, pd, bd), variant("BN"))))
+    clean = finals(training.train_seeds(ctx, spec(_setting(b, pc, bc), variant("BN"))))
+    damaged = finals(training.train_seeds(ctx, spec(_setting(b, pd, bd), variant("BN"))))
     return clean, damaged
 
 

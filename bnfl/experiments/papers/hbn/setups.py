@@ -34,6 +34,7 @@ from bnfl.experiments import training
 from bnfl.experiments.claims import per_seed_claim
 from bnfl.experiments.core import Context, deep_merge
 from bnfl.experiments.curves import fmt_mean_std, noise
+from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
@@ -42,7 +43,7 @@ from bnfl.methods import get
 
 __all__ = [
     "CATALOG_RATE", "LAMBDA_QUICK", "ROWS", "SEEDS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
-    "Q_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR", "Q_TINY_LR3", "SMOKE", "acc", "accs", "compare", "dirichlet", "fmt", "mean", "n_test_of", "grid_runs", "grid_scores",
+    "Q_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR", "Q_TINY_LR3", "SMOKE", "compare", "dirichlet", "fmt", "mean", "n_test_of", "grid_runs", "grid_scores",
     "gated", "hbn_note", "hbn_options", "label", "lr_of", "near_rates", "noise_of", "profiles", "reported", "scaled_lambda", "spec", "variant",
 ]
 
@@ -197,13 +198,13 @@ def grid_scores(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float
     protocol (``lr_cfg["seeds"]``, trained in lock-step), or ``[acc]`` of :func:`grid_runs`' one
     run when the protocol names no seeds. NaN: a diverged run."""
     if "seeds" not in lr_cfg:
-        return {lr: [acc(r)] for lr, r in grid_runs(ctx, lr_cfg, key).items()}
+        return {lr: [final(r)] for lr, r in grid_runs(ctx, lr_cfg, key).items()}
     base = lr_cfg["base"]
     data = {**base["data"], "validation": lr_cfg["validation"]}
     sctx = dataclasses.replace(ctx, seeds=[int(s) for s in lr_cfg["seeds"]])
     out = {}
     for lr in lr_cfg["grid"][key]:
-        out[float(lr)] = accs(training.train_seeds(sctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}})))
+        out[float(lr)] = finals(training.train_seeds(sctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}})))
     ctx.runs_used.update(sctx.runs_used)
     return out
 
@@ -257,7 +258,7 @@ def fair_scores(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, 
     sctx = dataclasses.replace(ctx, seeds=[int(s) for s in lr_cfg["seeds"]], runs_used={})
     runs = training.train_grid(sctx, _grid_spec(lr_cfg, run_spec), lr_cfg["grid"])
     ctx.runs_used.update(sctx.runs_used)
-    return {float(lr): accs(rs) for lr, rs in runs.items()}
+    return {float(lr): finals(rs) for lr, rs in runs.items()}
 
 
 def fair_rate(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> float:
@@ -342,11 +343,6 @@ def hbn_note(setting: str) -> str:
 P_LR: dict[str, dict[str, Any]] = {k: fixed(PAPER_LR[k], int(N.SETTINGS[k]["B"])) for k in P_BASES}
 
 
-def acc(r: Mapping[str, Any]) -> float:
-    """Final test accuracy (%) of a run; NaN if it diverged (:func:`bnfl.experiments.training.final`)."""
-    return final(r)
-
-
 def reported(r: Mapping[str, Any], *, last: int = LAST_K) -> dict[str, float]:
     """The three accuracies (%) of a run the HBN paper profile reports: ``last`` (bnfl's, the final
     round), ``best`` (the best evaluated round, as the authors' code reports) and ``last-10 mean``
@@ -357,11 +353,6 @@ def reported(r: Mapping[str, Any], *, last: int = LAST_K) -> dict[str, float]:
     end = max(rounds) if rounds else 0
     tail = [a for k, a in zip(rounds, accs, strict=True) if k > end - last] or accs[-1:]
     return {"last": float(accs[-1]), "best": float(max(accs)), f"last-{last} mean": float(np.mean(tail))}
-
-
-def accs(runs: Sequence[Mapping[str, Any]]) -> list[float]:
-    """Final test accuracy (%) of each run (one per seed, in ``ctx.seeds`` order; NaN = diverged)."""
-    return [acc(r) for r in runs]
 
 
 def gated(claim: Any, gate: Any, *, what: str) -> Any:

@@ -13,17 +13,11 @@ from typing import Any
 
 from bnfl.experiments.claims import linked
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.evidence import count_of, fmt, mean_of, paired_at_least, per_seed, rounded
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn.normalisers import _plot_bars
-from bnfl.experiments.papers.hbn.seeded import count_of, fmt, mean_of, paired_at_least, per_seed
-from bnfl.experiments.papers.hbn.setups import (
-    DECAY_NOTE,
-    P_BASES,
-    P_LR,
-    profiles,
-    run,
-)
+from bnfl.experiments.papers.hbn.setups import DECAY_NOTE, P_BASES, P_LR, profiles, run
 from bnfl.experiments.registry import entry, plotter
 from bnfl.plots import color_for, new_figure
 
@@ -68,9 +62,7 @@ def needed(n: int) -> int:
     summary=("Table 4: FedAvg, FedProx, FedAdam, SCAFFOLD, MOON, FedSAM, FedACG and FedWon each gain when their "
              "normalisation is replaced by HBN (CIFAR-10, phi = 0.6, B = 4)."),
     look_for="Each solver with its base normalisation and with HBN; the gain column (mean over seeds).",
-    kind="training",
-    configs=_TAB4,
-    seeds={"smoke": 1, "quick": regime.SEEDS, "paper": 3},
+    kind="training", configs=_TAB4, seeds={"smoke": 1, "quick": regime.SEEDS, "paper": 3},
 )
 def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(s) for s in ctx.seeds]
@@ -100,7 +92,7 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     claims = pre + claims
     claims.append(count_of("gains", f"+HBN > base (paired 95% interval above 0) for at least {need} of "
                            f"{len(table)} solvers", gains, need))
-    rows = [{"method": n, "+BN/GN/-": _r(mean_of(b)), "+HBN": _r(mean_of(p)), "gain": _r(mean_of(p) - mean_of(b)),
+    rows = [{"method": n, "+BN/GN/-": rounded(mean_of(b)), "+HBN": rounded(mean_of(p)), "gain": rounded(mean_of(p) - mean_of(b)),
              "base per seed": fmt(b), "+HBN per seed": fmt(p), "seeds": len(seeds)} for n, (b, p) in table.items()]
     paper = [{"method": n, "+BN/GN/-": b, "+HBN": p} for n, b, p in N.TABLE4]
     both = [n for n, (b, p) in table.items() if not any(math.isfinite(v) for v in b + p)]
@@ -120,10 +112,6 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                        "per_seed": {n: {"base": b, "HBN": p} for n, (b, p) in table.items()},
                        **({"rates": rates} if rates else {})},
             "notes": notes}
-
-
-def _r(v: float) -> float | None:
-    return None if not math.isfinite(v) else round(v, 2)
 
 
 @plotter("hbn-tab4")

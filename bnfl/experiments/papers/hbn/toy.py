@@ -35,8 +35,7 @@ _FIG2 = same_for_all_profiles({"n": 300, "seed": 0, "alpha": 0.0, "deviations": 
     look_for=("Two clients, one 2-D Gaussian cluster each. Left to right: raw, local BN, global BN, hybrid "
               "(s = sigmoid(alpha) = 0.5 on the global statistics). Watch the distance between the two "
               "centres and the clusters' spreads."),
-    kind="exact",
-    configs=_FIG2,
+    kind="exact", configs=_FIG2,
 )
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     clusters = T.make_clusters(n=int(config["n"]), seed=int(config["seed"]))
@@ -99,8 +98,7 @@ def _entropy(counts: np.ndarray) -> np.ndarray:
     summary=("Fig. 3: the label distribution of 100 clients under Dirichlet(0.6) and Dirichlet(0.1); the "
              "smaller coefficient gives each client fewer classes."),
     look_for="Each column is a client, each row a class; darker = more samples. phi = 0.1 is much sparser.",
-    kind="schematic",
-    configs=_FIG3,
+    kind="schematic", configs=_FIG3,
 )
 def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     split = load_data(config["data"], data_root=ctx.data_root)
@@ -147,8 +145,7 @@ def plot_fig3(result: Result) -> Any:
     summary=("Table 7: Simple-CNN, three conv-norm-ReLU-pool blocks (16, 32, 64 channels) and two FC layers; the "
              "FedFN variant has no norm in the blocks and normalises the features before the head."),
     look_for="The printed layers beside the layers of bnfl.models.build('simple_cnn'), and the parameter counts.",
-    kind="schematic",
-    configs=same_for_all_profiles({"deviations": []}),
+    kind="schematic", configs=same_for_all_profiles({"deviations": []}),
 )
 def compute_tab7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     def count(m: nn.Module) -> int:

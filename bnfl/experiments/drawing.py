@@ -1,22 +1,33 @@
-"""Figure helpers shared by FedTAN's training entries (curve panels, bars beside the paper's).
+"""Figure helpers the entries share: curve panels with std bands, bars and lines per method beside the
+paper's, the panel layouts of FedTAN's other-data and FedTAN-II entries, and :func:`drawn_by` for an
+entry whose plot is one of them with its own title.
+
+A series is named ``<prefix>/<method id>`` (accuracy) or ``<prefix>/<method id>/loss``; a line takes
+the method's colour and label from :data:`bnfl.methods.METHODS`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from matplotlib.patches import Patch
 
 from bnfl.experiments.core import Result
-from bnfl.experiments.papers.fedtan.setups import (
-    method_color,
-    method_label,
-)
 from bnfl.experiments.printed import parse_mean_std
-from bnfl.plots import color_for, new_figure
+from bnfl.experiments.setups import label as method_label
+from bnfl.plots import color_for, marker_for, new_figure
+
+__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "iid_noniid_plot",
+           "lines_against", "ours_beside_paper"]
+
+
+def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
+    """An entry's plot ``draw(result, *args)``: one figure helper serving several entries, each with its
+    own title (``plotter("fedbn-tab11")(drawn_by(_bars, "FedBN Table 11: ..."))``)."""
+    return lambda result: draw(result, *args)
 
 
 def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: str, *,
@@ -31,10 +42,10 @@ def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: 
             if "/".join(parts[:-2 if is_loss else -1]) != prefix or is_loss != (kind == "loss"):
                 continue
             key = parts[-2] if is_loss else parts[-1]
-            ax.plot(c["x"], c["y"], color=method_color(key), label=method_label(key), lw=1.4)
+            ax.plot(c["x"], c["y"], color=color_for(key), label=method_label(key), lw=1.4)
             if not is_loss and any(c.get("std") or []):
                 y, sd = np.array(c["y"]), np.array(c["std"])
-                ax.fill_between(c["x"], y - sd, y + sd, color=method_color(key), alpha=0.15, lw=0)
+                ax.fill_between(c["x"], y - sd, y + sd, color=color_for(key), alpha=0.15, lw=0)
         ax.set_title(ptitle)
         ax.set_xlabel("iteration")
         ax.set_ylabel("test accuracy (%)" if kind == "acc" else "training loss")
@@ -49,6 +60,8 @@ def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: 
 
 def bars_vs_paper(result: Result, groups: Sequence[str], title: str, paper_cols: Sequence[str],
                    ours_cols: Sequence[str]) -> Any:
+    """One panel per group: each row's (``"FL scheme"``) bar in its method's colour, ours from
+    ``series["bars"][ours_col]``, beside the paper's printed ``row[paper_col]`` in grey."""
     ncols = min(2, len(groups))
     nrows = math.ceil(len(groups) / ncols)
     fig, axes = new_figure(nrows, ncols, width=4.2, height=3.2, squeeze=False)
@@ -68,6 +81,37 @@ def bars_vs_paper(result: Result, groups: Sequence[str], title: str, paper_cols:
     fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
     fig.suptitle(title)
     return fig
+
+
+def lines_against(ax: Any, xs: Sequence[float], curves: Mapping[str, Mapping[str, float]], *,
+                  rows: Mapping[str, str], xlabel: str, log_base: int | None = None) -> None:
+    """One line per method of ``curves`` (``{row name: {str(x): y}}``, as a stored result keeps them)
+    against ``xs``, in the method's colour and marker (the row name's method id in ``rows``); a tick
+    at every x, on a log scale of ``log_base`` when given."""
+    for k, d in curves.items():
+        ax.plot(xs, [d[str(x)] for x in xs], marker=marker_for(rows[k]), color=color_for(rows[k]), label=k)
+    if log_base is not None:
+        ax.set_xscale("log", base=log_base)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{x:g}" for x in xs])
+    ax.set_xlabel(xlabel)
+
+
+def ours_beside_paper(ax: Any, names: Sequence[str], ours: Sequence[Any], paper: Sequence[Any], *, profile: str,
+                      paper_label: str = "paper", yerr: Sequence[Any] | None = None, rotation: int = 25,
+                      fontsize: int = 8) -> None:
+    """Two bars per name on ``ax``: ours (blue, left; ``yerr`` its seed std) and the paper's (grey,
+    right), accuracy in % on 0-100. ``None`` (a cell stored without a number) and NaN draw no bar."""
+    def nums(values: Sequence[Any]) -> list[float]:
+        return [float("nan") if v is None else float(v) for v in values]
+
+    x = np.arange(len(names))
+    err = None if yerr is None else [0 if v is None or not np.isfinite(v) else v for v in yerr]
+    ax.bar(x - 0.2, nums(ours), 0.4, yerr=err, color="#0072B2", label=f"ours ({profile})")
+    ax.bar(x + 0.2, nums(paper), 0.4, color="#BBBBBB", label=paper_label)
+    ax.set_xticks(x, names, rotation=rotation, ha="right", fontsize=fontsize)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("test accuracy (%)")
 
 
 def _mean_of(text: Any) -> float:
@@ -100,7 +144,7 @@ def domains_plot(title: str) -> Any:
                 continue
             labels = ["FedTAN", "FedAvg+BN"] + [f"FedBN-{d[:3]}" for d in names[:nd]] + [f"Single-{d[:3]}" for d in names[:nd]]
             vals = [s["fedtan"][j], s["fedavg"][j]] + [r[j] for r in s["fedbn"]] + [r[j] for r in s["singlenet"]]
-            cols = [method_color("fedtan"), method_color("fedavg+bn")] + [method_color("fedbn")] * nd + [method_color("singlenet")] * nd
+            cols = [color_for("fedtan"), color_for("fedavg+bn")] + [color_for("fedbn")] * nd + [color_for("singlenet")] * nd
             ax.bar(range(len(vals)), vals, color=cols)
             ax.set_xticks(range(len(vals)), labels, rotation=90, fontsize=6)
             ax.set_ylim(0, 100)
@@ -115,13 +159,13 @@ def fedtan_ii_plot(title: str) -> Any:
     def plot(result: Result) -> Any:
         tags = list(dict.fromkeys(n.rsplit("/", 1)[0] for n in result.series))
         fig, axes = new_figure(len(tags), 2, width=4.3, height=3.0, squeeze=False)
-        cmap = [method_color("fedtan2"), "#56B4E9", "#009E73", "#CC79A7", "#777777"]
+        cmap = [color_for("fedtan2"), "#56B4E9", "#009E73", "#CC79A7", "#777777"]
         for (a1, a2), tag in zip(axes, tags, strict=True):
             names = [n for n in result.series if n.rsplit("/", 1)[0] == tag]
             for i, n in enumerate(names):
                 c = result.series[n]
                 short = n.rsplit("/", 1)[1]
-                col = method_color("fedtan") if short.startswith("FedTAN") else cmap[i % len(cmap)]
+                col = color_for("fedtan") if short.startswith("FedTAN") else cmap[i % len(cmap)]
                 label = short if short.startswith("FedTAN") else f"FedTAN-II ({short})"
                 ls = "--" if "lr drop" in short else "-"  # FedTAN with FedTAN-II's schedule
                 a1.plot(c["x"], c["y"], ls, color=col, label=label)
