@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
         description="Draw the test accuracy and loss of one or more bnfl train runs against rounds, and print "
                     "them side by side (final test accuracy, bytes communicated, wall time). Runs that differ "
                     "only in their seed are one configuration: drawn as the mean with a band, their final "
-                    "accuracy given with an interval (both the 95%% t-interval over seeds). docs/runs.md")
+                    "accuracy given with an interval (both the 95% t-interval over seeds). docs/runs.md")
     p.add_argument("dirs", nargs="+", metavar="DIR",
                    help="a bnfl train --out folder, or a folder of such folders (one per seed, say)")
     p.add_argument("--out", "-o", default="curves.png",

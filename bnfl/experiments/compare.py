@@ -211,7 +211,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``compare`` to the ``bnfl`` command line."""
     p = subparsers.add_parser(
         "compare", help="compare two results folders claim by claim (did my run agree with yours?)",
-        description="Per claim: the difference of the two estimates against their combined 95%% interval, "
+        description="Per claim: the difference of the two estimates against their combined 95% interval, "
                     "and every verdict that differs (borderline when the estimates agree). Exit code: 0 all "
                     "agree, 1 some claim differs, 2 a folder is missing or empty.")
     p.add_argument("a", help="a results folder (e.g. the --out of your bnfl reproduce)")
