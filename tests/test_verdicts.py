@@ -264,3 +264,24 @@ def test_a_count_whose_items_store_no_interval_is_undecided_not_a_crash():
     """One seed (the smoke profile) stores no interval per item; the count still reads, undecided."""
     v = V.judge_claim_record({"items": {"FedAvg": None, "FedProx": None}, "need": 1})
     assert v.word == V.UNDECIDED and "0 of 2 items reproduced" in v.reason
+
+
+def test_two_headlines_on_one_paired_difference_count_once():
+    """Issue 36: HBN's rows 6 and 7 ("HBN is best", "HBN beats BN by 1 pt") read one measurement when BN
+    is the best other normaliser; the table keeps both statements and counts the measurement once."""
+    from types import SimpleNamespace
+
+    from bnfl.experiments.dashboard import headline_word_counts
+    from bnfl.experiments.headlines import Headline
+
+    seeds = [0, 1, 2, 3, 4]
+    diffs = [2.0, 2.5, 3.0, 2.2, 2.8]
+    best = interval_claim("best", "HBN within 1 pt of the best", diffs, threshold=-1.0, seeds=seeds)
+    vs_bn = interval_claim("vs-bn", "HBN - BN >= 1", diffs, threshold=1.0, seeds=seeds)
+    other = interval_claim("other", "FixBN >= BN", [1.0, 1.2, 0.8, 1.1, 0.9], seeds=seeds)
+    results = {"e": SimpleNamespace(claims=[best, vs_bn, other])}
+    heads = [Headline("e", name, name, "paper", "stand-in", threshold_reason="r") for name in ("best", "vs-bn", "other")]
+    rows = headline_rows(results, heads)
+    assert [r.get("same_as") for r in rows] == [None, "1", None]
+    assert "One measurement with row 1" in rows[1]["why"]
+    assert headline_word_counts(results, heads) == {V.REPRODUCED: 2}

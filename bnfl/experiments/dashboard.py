@@ -225,7 +225,8 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
     reproduced / contradicted / smaller than claimed / undecided / not testable here), entry, and
     the why, whole: the verdict's reason, what the stand-in does (the claim's own why), the
     precondition and, for a repair, the fraction of the damage repaired."""
-    rows = []
+    rows: list[dict[str, str]] = []
+    measured: dict[tuple, int] = {}  # one measurement (entry, seeds, per-seed values) -> its first row
     for h in headlines:
         c = find_claim(results, h)
         row = {"paper": paper_title(h.paper), "claim": h.topic, "paper's effect": h.paper_effect}
@@ -246,14 +247,32 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
                     "verdict": v.text.upper() if v is not None else VERDICT_MARKS[c.verdict],
                     "word": v.word if v is not None else c.verdict, "entry": h.entry,
                     "why": _one_line(" ".join(p for p in parts if p))})
+        key = _measurement(h, stored)
+        if key is not None and key in measured:  # two statements about one paired difference: counted once
+            row["same_as"] = str(measured[key] + 1)
+            row["why"] = _one_line(f"{row['why']} One measurement with row {measured[key] + 1} (the same per-seed "
+                                   "differences, another threshold): counted once, there.")
+        elif key is not None:
+            measured[key] = len(rows)
         rows.append(row)
     return rows
 
 
+def _measurement(headline: Headline, interval: Mapping[str, Any]) -> tuple | None:
+    """What identifies a claim's measurement: its entry, seeds and per-seed (paired) values; None
+    without stored values."""
+    values = interval.get("values")
+    if not values:
+        return None
+    return (headline.entry, tuple(interval.get("seeds") or ()), tuple(round(float(x), 9) for x in values))
+
+
 def headline_word_counts(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES) -> dict[str, int]:
     """``{verdict word: rows}`` of the headline table, in :data:`bnfl.experiments.verdicts.WORDS` order
-    (words no row has are left out; ``"not run"`` for a headline without a stored claim)."""
-    words = [r["word"] for r in headline_rows(results, headlines)]
+    (words no row has are left out; ``"not run"`` for a headline without a stored claim). A row that
+    re-reads another row's measurement (``same_as``: the same entry, seeds and per-seed values under
+    another threshold) is not counted again."""
+    words = [r["word"] for r in headline_rows(results, headlines) if "same_as" not in r]
     return {w: words.count(w) for w in (*WORDS, "not run") if w in words}
 
 
