@@ -168,6 +168,30 @@ def test_no_class_subclasses_the_simulation_or_another_backend():
     assert Clients.train is not Sequential.train and Clients.train is not RankClients.train
 
 
+def _names_simulation(path: Path) -> list[int]:
+    """Lines of ``path`` that name the Simulation (an import, a base, a call)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return sorted({n.lineno for n in ast.walk(tree)
+                   if (isinstance(n, ast.Name) and n.id == "Simulation")
+                   or (isinstance(n, ast.alias) and n.name == "Simulation")
+                   or (isinstance(n, ast.Attribute) and n.attr == "Simulation")})
+
+
+def test_a_flower_node_builds_its_client_runner_not_a_simulation(tmp_path):
+    """The ClientApp's module never names the Simulation (ef98f48's built one per message:
+    ``_ClientSide(Simulation)``); its ClientRunner shares the one-client code with the Simulation."""
+    from bnfl.fl._client_work import ClientWork
+    from bnfl.fl.engine import Simulation
+    from bnfl.fl.flower_client import ClientRunner
+
+    assert _names_simulation(FL / "flower_client.py") == []
+    assert not issubclass(ClientRunner, Simulation) and issubclass(ClientRunner, ClientWork)
+    assert Simulation.client_round is ClientRunner.client_round and Simulation.keep_client is ClientRunner.keep_client
+    old = tmp_path / "flower_client.py"
+    old.write_text("from bnfl.fl.engine import Simulation\nclass _ClientSide(Simulation):\n    pass\n")
+    assert _names_simulation(old) == [1, 2]
+
+
 def test_the_subclass_scan_finds_what_it_looks_for(tmp_path):
     """The scan above fails on the classes bnfl ef98f48 had (four subclasses of the Simulation)."""
     (tmp_path / "engine.py").write_text("class Simulation(CheckpointMixin):\n    pass\n")

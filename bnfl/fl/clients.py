@@ -36,8 +36,8 @@ from bnfl.data.stored import keep_or_move
 
 __all__ = ["Clients", "Sequential", "held_samples"]
 
-#: what :meth:`Clients.train` returns: the clients that answered, their uploads and mean losses (in order)
-Trained = tuple[list[int], list[dict[str, Tensor]], list[float]]
+# what Clients.train returns: the clients that answered, their uploads and mean losses (in order)
+_Trained = tuple[list[int], list[dict[str, Tensor]], list[float]]
 
 
 class Clients(Protocol):
@@ -62,7 +62,7 @@ class Clients(Protocol):
 
     # -- a round's client work ---------------------------------------------------------------------
     def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
-              first: Any = None) -> Trained:
+              first: Any = None) -> _Trained:
         """Round ``r``'s local training of ``clients`` (all participants, in order), each from what it
         received (``received[j]``: the j-th participant's download), BN statistics frozen when
         ``frozen``, with the round's coupled first step ``first`` (what :meth:`exchange` returned,
@@ -124,7 +124,7 @@ class Sequential(Clients):
         self.host = host  # a ClientHost (bnfl.fl._host)
 
     def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
-              first: Any = None) -> Trained:
+              first: Any = None) -> _Trained:
         uploads, losses = [], []
         for j, c in enumerate(clients):
             up, loss = self.host.client_round(r, c, received[j], lr=lr, frozen=frozen, first=first, index=j)
