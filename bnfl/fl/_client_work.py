@@ -91,9 +91,6 @@ class ClientWork(LocalOptimizerMixin):
         #: training-time augmentation of every drawn batch (:mod:`bnfl.fl.augment`), or None
         self._augment = make_augmenter(self.config, data)
 
-    def _stop(self, why: str) -> None:  # pragma: no cover - every user defines its own
-        raise NotImplementedError
-
     # -- a client's data and batches -----------------------------------------------------------------
     def client_context(self, c: int, received: dict[str, Tensor] | None = None) -> ClientContext:
         """What the algorithm's client hooks see of client ``c`` (:class:`~bnfl.fl.context.ClientContext`)."""
