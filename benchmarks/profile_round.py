@@ -5,8 +5,9 @@ One training run in the shape of a quick reproduction is profiled twice, with
 round each, with an evaluation and a checkpoint every round. The run's wall time is split by
 the engine's entry points, measured inclusively (cProfile's cumtime):
 
-* ``local training``: ``Simulation._run_clients`` (every participant's local steps and the
-  uploads) and, sequentially, FedTAN's coupled first step;
+* ``local training``: the clients' ``train`` (:class:`bnfl.fl.clients.Sequential` or the batched
+  engine's: every participant's local steps and the uploads) and, sequentially, FedTAN's coupled
+  first step (``Simulation.coupled_step``);
 * ``server``: the rest of ``Simulation._train_round`` (download, aggregation);
 * ``evaluation``: ``Simulation.evaluate``;
 * ``checkpoint``: ``Simulation.save_checkpoint`` (torch.save of the states and the history);
@@ -82,10 +83,11 @@ def profile(base: dict, rounds: int, batched: str) -> tuple[float, dict[str, flo
         prof.disable()
         wall = time.perf_counter() - t0
     stats = pstats.Stats(prof).stats  # {(file, line, name): (cc, nc, tottime, cumtime, callers)}
-    local = _cum(stats, "bnfl/fl/engine.py", "_run_clients") + _cum(stats, "bnfl/fl/engine.py", "_coupled_first_step")
+    local = (_cum(stats, "bnfl/fl/clients.py", "train") + _cum(stats, "bnfl/fl/batched.py", "train")
+             + _cum(stats, "bnfl/fl/engine.py", "coupled_step"))
     rnd = _cum(stats, "bnfl/fl/engine.py", "_train_round")
     phases = {"local training": local, "server": max(rnd - local, 0.0),
-              "evaluation": _cum(stats, "bnfl/fl/engine.py", "evaluate"),
+              "evaluation": _cum(stats, "bnfl/fl/_evaluate.py", "evaluate"),
               "checkpoint": _cum(stats, "bnfl/fl/_checkpoint.py", "save_checkpoint")}
     phases["other"] = max(wall - sum(phases.values()), 0.0)
     ops = sum(tt for (f, _, n), (_, _, tt, _, _) in stats.items() if _is_torch_op(f, n))

@@ -321,20 +321,24 @@ def test_unbatchable_conv_layers_fall_back_and_are_named(method):
 
 
 def test_a_backend_that_runs_its_own_clients_is_not_batched():
-    """A backend whose clients train elsewhere (Flower) says so (``clients_elsewhere``, a class
+    """A backend whose clients train elsewhere (Flower) says so (``Clients.elsewhere``, a class
     attribute, not inferred from which methods it overrides): History.meta says it is not batched."""
+    from bnfl.fl.clients import Sequential
 
-    class OwnClients(fl.Simulation):
-        clients_elsewhere = True
+    class OwnClients(Sequential):
+        elsewhere = True
 
-        def _run_clients(self, r, clients, received, *, lr, frozen, first):
-            return super()._run_clients(r, clients, received, lr=lr, frozen=frozen, first=first)
+        def __init__(self):
+            pass
+
+        def attach(self, host):
+            self.host = host
 
     ref = fl.build(_spec("fedavg+bn", "auto"))
-    meta = OwnClients(ref.model, ref.data, ref.algorithm, ref.config).history.meta["batched"]
+    meta = fl.Simulation(ref.model, ref.data, ref.algorithm, ref.config, clients=OwnClients()).history.meta["batched"]
     assert meta["used"] is False and "runs the clients itself" in meta["why"]
     with pytest.raises(ValueError, match="runs the clients itself"):
-        OwnClients(ref.model, ref.data, ref.algorithm, fl.build(_spec("fedavg+bn", "on")).config)
+        fl.Simulation(ref.model, ref.data, ref.algorithm, fl.build(_spec("fedavg+bn", "on")).config, clients=OwnClients())
 
 
 def test_models_that_cannot_be_batched_are_named():

@@ -66,7 +66,7 @@ def _worker(rank: int, world: int, port: int, root: str, out: str) -> None:
             n_silo = load_silo(f"{root}/rank{rank}").x_train.shape[0]
             dist.all_gather_object(held, (sim.x_train.shape[0], int((sim._rows >= 0).sum()), n_silo))
             results[m] = {"global": sim.global_state, "local": state["client_local"], "rows": hist.without_time(),
-                          "counters": sim.channel.counters(), "meta": hist.meta, "held": held, "blocks": sim.blocks}
+                          "counters": sim.channel.counters(), "meta": hist.meta, "held": held, "blocks": sim.clients.blocks}
         # a rank whose evaluation set differs is refused on every rank, naming it
         silo = load_silo(f"{root}/rank{rank}")
         if rank == 2:

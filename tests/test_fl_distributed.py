@@ -70,7 +70,7 @@ def _worker(rank: int, world: int, port: int, cfgs: dict[str, dict], out: str) -
             hist = sim.run()
             state = sim.state_dict()  # collective: every client's local state
             held: list = [None] * world  # (training samples held, samples of the rank's clients)
-            dist.all_gather_object(held, (sim.x_train.shape[0], sum(len(ref.data.clients[c]) for c in sim.owned)))
+            dist.all_gather_object(held, (sim.x_train.shape[0], sum(len(ref.data.clients[c]) for c in sim.clients.owned)))
             results[m] = {"global": sim.global_state, "local": state["client_local"],
                           "rows": hist.without_time(), "counters": sim.channel.counters(),
                           "meta": hist.meta, "held": held}

@@ -30,7 +30,7 @@ FL = ROOT / "bnfl" / "fl"
 #: the modules that run an algorithm (issue 26's backends)
 BACKENDS = ["engine.py", "_local.py", "_evaluate.py", "batched.py", "batched_sgd.py", "batched_together.py",
             "lockstep.py", "distributed.py", "cross_silo.py", "flower.py", "flower_client.py", "flower_setup.py",
-            "_flower_records.py", "_checkpoint.py"]
+            "_flower_records.py", "_checkpoint.py", "clients.py", "_client_work.py"]
 #: traits of the coupled-step and momentum families, and the mode strings they were spelled with
 TRAITS = {"first_step", "momentum_mode"}
 MODES = {"fedtan", "stats", "local", "global", "reset"}
@@ -116,6 +116,93 @@ def test_no_backend_reads_a_method_trait_or_names_a_method():
     ids = _method_ids()
     assert {"fedavg+bn", "fedtan", "centralized", "hbn", "fixbn"} <= ids
     assert [hit for f in backends for hit in _plan_trait_reads(f, ids)] == []
+
+
+# -- issue 37: the backends implement one small interface, none subclasses another ---------------------
+#: the interface every backend implements (a base it may name: its default methods), and the
+#: pieces of state every engine shares (mixins, never a backend)
+INTERFACE = {"Clients", "Protocol"}
+
+
+def _classes(root: Path) -> dict[str, list[str]]:
+    """``{"file:Class": [base names]}`` of every class defined in the modules under ``root``."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else ""
+                         for b in node.bases]
+                out[f"{path.relative_to(root)}:{node.name}"] = bases
+    return out
+
+
+def _backend_subclasses(root: Path) -> list[str]:
+    """Classes under ``root`` with the Simulation or a backend among their bases. A backend is the
+    Simulation, a class that implements the :class:`~bnfl.fl.clients.Clients` interface, or (the
+    code before issue 37) any class that subclasses one of them."""
+    classes = _classes(root)
+    backends = {"Simulation"} | {k.split(":")[1] for k, bases in classes.items() if "Clients" in bases}
+    while True:  # a subclass of a backend is a backend (DistributedSimulation -> CrossSiloSimulation)
+        more = {k.split(":")[1] for k, bases in classes.items() if backends & set(bases)} - backends
+        if not more:
+            break
+        backends |= more
+    return sorted(f"{k}({', '.join(b for b in bases if b in backends)})" for k, bases in classes.items()
+                  if (backends - INTERFACE) & set(bases))
+
+
+def test_no_class_subclasses_the_simulation_or_another_backend():
+    """The engine is one round over a :class:`~bnfl.fl.clients.Clients` it is given: sequential,
+    batched, torch.distributed ranks and Flower implement it, none subclasses another or the
+    Simulation (before issue 37: DistributedSimulation, CrossSiloSimulation, Flower's _ServerSide
+    and _ClientSide did)."""
+    from bnfl.fl.batched import BatchedClients
+    from bnfl.fl.clients import Clients, Sequential
+    from bnfl.fl.distributed import RankClients
+    from bnfl.fl.flower import FlowerClients
+
+    assert _backend_subclasses(FL) == []
+    for backend in (Sequential, BatchedClients, RankClients, FlowerClients):  # the four implementations
+        assert [b.__name__ for b in backend.__bases__] == ["Clients"], backend
+        assert all(callable(getattr(backend, m)) for m in ("train", "exchange", "request", "accuracies"))
+    assert Clients.train is not Sequential.train and Clients.train is not RankClients.train
+
+
+def _names_simulation(path: Path) -> list[int]:
+    """Lines of ``path`` that name the Simulation (an import, a base, a call)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return sorted({n.lineno for n in ast.walk(tree)
+                   if (isinstance(n, ast.Name) and n.id == "Simulation")
+                   or (isinstance(n, ast.alias) and n.name == "Simulation")
+                   or (isinstance(n, ast.Attribute) and n.attr == "Simulation")})
+
+
+def test_a_flower_node_builds_its_client_runner_not_a_simulation(tmp_path):
+    """The ClientApp's module never names the Simulation (ef98f48's built one per message:
+    ``_ClientSide(Simulation)``); its ClientRunner shares the one-client code with the Simulation."""
+    from bnfl.fl._client_work import ClientWork
+    from bnfl.fl.engine import Simulation
+    from bnfl.fl.flower_client import ClientRunner
+
+    assert _names_simulation(FL / "flower_client.py") == []
+    assert not issubclass(ClientRunner, Simulation) and issubclass(ClientRunner, ClientWork)
+    assert Simulation.client_round is ClientRunner.client_round and Simulation.keep_client is ClientRunner.keep_client
+    old = tmp_path / "flower_client.py"
+    old.write_text("from bnfl.fl.engine import Simulation\nclass _ClientSide(Simulation):\n    pass\n")
+    assert _names_simulation(old) == [1, 2]
+
+
+def test_the_subclass_scan_finds_what_it_looks_for(tmp_path):
+    """The scan above fails on the classes bnfl ef98f48 had (four subclasses of the Simulation)."""
+    (tmp_path / "engine.py").write_text("class Simulation(CheckpointMixin):\n    pass\n")
+    (tmp_path / "distributed.py").write_text("class DistributedSimulation(Simulation):\n    pass\n")
+    (tmp_path / "cross_silo.py").write_text("class CrossSiloSimulation(DistributedSimulation):\n    pass\n")
+    (tmp_path / "flower.py").write_text("class _ServerSide(engine.Simulation):\n    pass\n"
+                                        "class Mine(FlowerClients):\n    pass\n"
+                                        "class FlowerClients(Clients):\n    pass\n")
+    assert _backend_subclasses(tmp_path) == [
+        "cross_silo.py:CrossSiloSimulation(DistributedSimulation)", "distributed.py:DistributedSimulation(Simulation)",
+        "flower.py:Mine(FlowerClients)", "flower.py:_ServerSide(Simulation)"]
 
 
 def test_the_plan_trait_scan_finds_what_it_looks_for(tmp_path):

@@ -33,13 +33,10 @@ pytest.importorskip("flwr")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from bnfl.fl._flower_records import from_arrays, to_arrays  # noqa: E402
-from bnfl.fl.config import build  # noqa: E402
+from bnfl.fl.clients import Clients  # noqa: E402
+from bnfl.fl.config import build, setup_from_config  # noqa: E402
 from bnfl.fl.engine import TIME_FIELDS, Simulation  # noqa: E402
-from bnfl.fl.flower import (  # noqa: E402
-    FlowerClientError,
-    run_flower,
-    setup_from_config,
-)
+from bnfl.fl.flower import FlowerClientError, run_flower  # noqa: E402
 
 ROUNDS = 2
 # partition: dirichlet gives the three clients different sample counts (the weights matter)
@@ -188,14 +185,28 @@ def _failing(algorithm, client: int, round_: int):
     return out
 
 
-class _Dropping(Simulation):
-    """The simulator without ``client`` in ``round_`` (what the Flower server must do when it fails)."""
+class _Dropping(Clients):
+    """The simulator's own clients without ``client`` in round ``r`` (what the Flower server must do
+    when it fails), by composition: a :class:`~bnfl.fl.clients.Clients` around the run's own."""
 
-    drop: tuple[int, int] = (-1, -1)
+    def __init__(self, drop: tuple[int, int]) -> None:
+        self.drop = drop
 
-    def _run_clients(self, r, clients, received, *, lr, frozen, first):
+    def attach(self, host):
+        self.inner = host.here
+
+    def train(self, r, clients, received, *, lr, frozen, first=None):
         kept = [c for c in clients if (c, r) != self.drop]
-        return super()._run_clients(r, kept, received[:len(kept)], lr=lr, frozen=frozen, first=first)
+        return self.inner.train(r, kept, received[:len(kept)], lr=lr, frozen=frozen, first=first)
+
+    def exchange(self, step, clients, weights, *, frozen):
+        return self.inner.exchange(step, clients, weights, frozen=frozen)
+
+    def request(self, kind, clients, state):
+        return self.inner.request(kind, clients, state)
+
+    def accuracies(self, clients):
+        return self.inner.accuracies(clients)
 
 
 def test_a_failed_client_is_left_out_with_weights_renormalised(runs):
@@ -207,8 +218,7 @@ def test_a_failed_client_is_left_out_with_weights_renormalised(runs):
     assert [(f["round"], f["client"]) for f in res.failures] == [(2, 1)]
     assert "injected failure of client 1" in res.failures[0]["reason"]
     ref = build(cfg)
-    want = _Dropping(ref.model, ref.data, ref.algorithm, ref.config)
-    want.drop = (1, 2)
+    want = Simulation(ref.model, ref.data, ref.algorithm, ref.config, clients=_Dropping((1, 2)))
     want.run()
     assert _max_diff(res.global_state, want.global_state) <= 1e-12
     want_rows = _rows(want.history)
@@ -324,10 +334,10 @@ class Bnfl:
 
     @staticmethod
     def client_samples(c):
-        from bnfl.fl.flower_client import _ClientSide
+        from bnfl.fl.flower_client import ClientRunner
 
         setup = setup_from_config(CASES["fedbn"], out=None)  # what each ClientApp instantiation builds
-        return _ClientSide(setup, c).client_indices[c]
+        return ClientRunner(setup, c).client_indices[c]
 
     @staticmethod
     def weights(sim, clients):

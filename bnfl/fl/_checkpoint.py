@@ -35,9 +35,8 @@ class CheckpointMixin:
         """Everything needed to continue the run (plain tensors, dicts, lists and numbers). The
         history's rows are not in it (they are in ``history.json``): only their count."""
         return {
-            "round": self.round, "global_state": self.global_state, "client_local": self.client_local,
-            "client_algorithm": self.client_algorithm, "server_state": self.server.state,
-            "cursors": self.cursors, "algorithm": self.algorithm.state_dict(),
+            "round": self.round, "global_state": self.global_state, **self._clients_state(),
+            "server_state": self.server.state, "algorithm": self.algorithm.state_dict(),
             "channel": self.channel.counters(), "history_rows": len(self.history.rows),
             # the newest row too: a kill between the checkpoint and history.json's append loses nothing
             "last_row": self.history.rows[-1] if self.history.rows else None,
@@ -46,6 +45,13 @@ class CheckpointMixin:
             "torch_rng": torch.get_rng_state(), "numpy_rng": _rundir.numpy_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
         }
+
+    def _clients_state(self) -> dict[str, Any]:
+        """Every client's local state, algorithm state and batch cursor; a process that holds some
+        of the clients gathers the others' from theirs (:meth:`Clients.gather_clients
+        <bnfl.fl.clients.Clients.gather_clients>`), so any process can resume from the checkpoint."""
+        return self.clients.gather_clients({"client_local": self.client_local,
+                                            "client_algorithm": self.client_algorithm, "cursors": self.cursors})
 
     def _identity(self) -> dict[str, Any]:
         meta = json.dumps([self.history.meta, getattr(self, "run_config", None)], sort_keys=True, default=str)
@@ -86,10 +92,13 @@ class CheckpointMixin:
         append the new history rows to ``history.json``. The checkpoint holds the newest row, so a
         kill between the two leaves nothing that a resume cannot complete (:meth:`load_checkpoint`)."""
         d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        f = _rundir.save(d, self.state_dict())
-        self._sync_history(d)
-        return f
+        s = self.state_dict()  # on every process (a gather when the clients are spread over several)
+        if self.clients.writes:
+            d.mkdir(parents=True, exist_ok=True)
+            _rundir.save(d, s)
+            self._sync_history(d)
+        self.clients.after_save()
+        return d / _rundir.CHECKPOINT
 
     def _sync_history(self, d: Path) -> None:
         f = getattr(self, "_history_file", None)
@@ -120,6 +129,8 @@ class CheckpointMixin:
         if rows is not None:
             self.history = type(self.history)(rows=rows[:n], meta=self.history.meta)
         self.global_state = {k: v.to(self.device) for k, v in self.global_state.items()}
+        self.client_local = {c: {k: v.to(self.device) for k, v in s.items()} for c, s in self.client_local.items()}
+        self.history.meta.update(self.clients.meta())
         self.client_algorithm = {c: to_device(v, self.device) for c, v in self.client_algorithm.items()}
         self.server.state = to_device(self.server.state, self.device)
         return True
@@ -134,13 +145,13 @@ class CheckpointMixin:
             return False
         with warnings.catch_warnings():
             warnings.simplefilter("always", _rundir.ResumeWarning)
-            found = _rundir.prepare(d, resume=resume, overwrite=overwrite, remove=getattr(self, "rank", 0) == 0)
-            if d and getattr(self, "rank", 0) == 0:  # this process holds the folder's lock (Simulation.run)
+            found = _rundir.prepare(d, resume=resume, overwrite=overwrite, remove=self.clients.writes)
+            if d and self.clients.writes:  # this process holds the folder's lock (Simulation.run)
                 _rundir.remove_stale_temps(d)
             return found and self.load_checkpoint(d)
 
     def _write_history(self) -> None:
-        if self.config.checkpoint_dir:
+        if self.config.checkpoint_dir and self.clients.writes:
             d = Path(self.config.checkpoint_dir)
             d.mkdir(parents=True, exist_ok=True)
             self._sync_history(d)

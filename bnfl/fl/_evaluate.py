@@ -4,7 +4,7 @@ update from the coupled first step (:func:`ema_global_stats`), and the engine's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -103,10 +103,7 @@ class EvaluationMixin:
     loss, each client's model on the global test set and on its own data (personalised
     algorithms), and the channel's counters for the history row. It reads the engine's state
     (``global_state``, ``algorithm``, ``_eval_model``, the test tensors); a backend whose clients
-    run elsewhere overrides :meth:`_client_accuracies`."""
-
-    def _accuracy(self, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
-        return accuracy(model, x, y, prepare=self._decode)
+    run elsewhere answers for them (:meth:`Clients.accuracies <bnfl.fl.clients.Clients.accuracies>`)."""
 
     def evaluate(self) -> dict[str, Any]:
         """Test accuracy/loss of the global model; for personalised algorithms also each client's
@@ -117,26 +114,11 @@ class EvaluationMixin:
         acc, loss = self._accuracy(m, self.x_test, self.y_test)
         out["test_acc"], out["test_loss"] = acc, loss
         if self.algorithm.personalized:
-            per, own = (list(v) for v in zip(*self._client_accuracies(range(self.num_clients)), strict=True))
+            per, own = (list(v) for v in zip(*self.clients.accuracies(range(self.num_clients)), strict=True))
             out["client_test_acc"] = per
             out["client_own_acc"] = own
             out["test_acc"] = float(np.mean(per))
             out["global_model_test_acc"] = acc
-        return out
-
-    def _client_accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
-        """Per client: its model's accuracy on the global test set and on its own data (its
-        test rows, else its training data); a backend whose clients run elsewhere overrides this."""
-        m, out = self._eval_model, []
-        for c in clients:
-            m.load_state_dict(self.client_state(c))
-            per = self._accuracy(m, self.x_test, self.y_test)[0]
-            if self.data.client_test is not None:
-                idx = torch.as_tensor(self.data.client_test[c], device=self.device)
-                own = self._accuracy(m, self.x_test[idx.to(self.x_test.device)], self.y_test[idx])[0]
-            else:
-                own = self._accuracy(m, *self._client_data(c))[0]
-            out.append((per, own))
         return out
 
     def evaluation_state(self) -> Mapping[str, Tensor]:

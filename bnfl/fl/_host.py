@@ -19,7 +19,9 @@ __all__ = ["ClientHost"]
 
 
 class ClientHost(Protocol):
-    """The members of a :class:`~bnfl.fl.Simulation` that its client runners use."""
+    """The members of a :class:`~bnfl.fl.Simulation` (or a Flower node's
+    :class:`~bnfl.fl.flower_client.ClientRunner`: both hold the clients' state,
+    :class:`~bnfl.fl._client_work.ClientWork`) that its client runners use."""
 
     #: the run's :class:`~bnfl.fl.TrainConfig` and :class:`~bnfl.fl.Algorithm` (kept as ``Any``
     #: here: this module sits below both)

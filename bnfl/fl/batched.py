@@ -67,6 +67,7 @@ from bnfl.fedtan import CoupledStep
 from bnfl.fl._evaluate import _cross_entropy
 from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
+from bnfl.fl.clients import Clients, Sequential
 from bnfl.fl.device_options import DeviceOptions, GraphedStep
 from bnfl.functional import ema
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
@@ -258,11 +259,14 @@ class _Row:
     steps: int
 
 
-class BatchedClients:
-    """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`select_batched`)."""
+class BatchedClients(Clients):
+    """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`select_batched`): its
+    :class:`~bnfl.fl.clients.Clients` in this process, whose local steps run as one computation;
+    requests and evaluation go one client at a time (:class:`~bnfl.fl.clients.Sequential`)."""
 
     def __init__(self, sim: ClientHost) -> None:
         self.sim = sim
+        self.one_by_one = Sequential(sim)
         alg = sim.algorithm
         used = alg.view_hooks()
         self.hooks = {h: h in used for h in _CLIENT_HOOKS}
@@ -275,6 +279,24 @@ class BatchedClients:
         self._static: dict[int, dict] = {}
         #: why a capture failed (the steps then run eagerly), or None
         self.graph_error: str | None = None
+
+    # -- the Clients interface ----------------------------------------------------------------------
+    def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
+              first: Any = None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
+        uploads, losses = self.run(r, clients, received, lr=lr, frozen=frozen, first=first)
+        return list(clients), uploads, losses
+
+    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, frozen: bool) -> Any:
+        """Step 1 of the batched local steps (:meth:`defer_first_step`) where it can be, else the
+        step itself with the channel's all-reduce."""
+        deferred = self.defer_first_step(step, weights, frozen)
+        return deferred if deferred is not None else self.one_by_one.exchange(step, clients, weights, frozen=frozen)
+
+    def request(self, kind: str, clients: Sequence[int], state: Mapping[str, Tensor]) -> list[dict[str, Tensor]]:
+        return self.one_by_one.request(kind, clients, state)
+
+    def accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
+        return self.one_by_one.accuracies(clients)
 
     def defer_first_step(self, step: Any, weights: Sequence[float],
                          frozen: bool) -> DeferredCoupledStep | None:

@@ -5,9 +5,8 @@ into what every backend runs: data (:func:`load_data`), seeded partition (:func:
 and algorithm, in that order (:class:`Built`); :func:`build_simulation` makes the simulator's
 :class:`~bnfl.fl.engine.Simulation` of them. ``bnfl train`` and the experiments
 (:func:`bnfl.fl.build`), the torch.distributed ranks and the Flower apps
-(:func:`bnfl.fl.flower.setup_from_config`) all build through it. :data:`ENGINES` names the
-backends a run can execute on (:func:`resolve_engine`); the backends themselves sit above this
-module (:func:`bnfl.fl.build` picks one).
+(:func:`bnfl.fl.config.setup_from_config`) all build through it. :data:`ENGINES` names the
+backends a run can execute on (:func:`resolve_engine`); :func:`bnfl.fl.build` picks one.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -79,8 +79,11 @@ from bnfl.fl.distributed import DistributedSimulation, init_from_env
 from bnfl.fl.engine import Simulation
 from bnfl.fl.methods import METHODS
 
+if TYPE_CHECKING:
+    from bnfl.fl.flower_setup import FlowerSetup
+
 __all__ = ["ENGINES", "PARTITIONS", "RunConfig", "as_config", "build", "load_config", "load_data", "partition",
-           "register", "resolve_engine", "run"]
+           "register", "resolve_engine", "run", "setup_from_config"]
 
 
 def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None = None,
@@ -102,7 +105,7 @@ def _build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | 
     """:func:`build` on an ``engine`` already resolved (:func:`resolve_engine`, once per run)."""
     if engine == "flower":
         raise ValueError("build() makes a Simulation in this process; for the Flower engine use "
-                         "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.flower.setup_from_config + run_flower")
+                         "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.config.setup_from_config + bnfl.fl.flower.run_flower")
     if engine == "simulation":
         return build_simulation(cfg, data_root=data_root, split=split)
     built = build_parts(cfg, data_root=data_root, split=split)
@@ -145,7 +148,7 @@ def _run_locked(cfg: RunConfig, *, resume: bool, engine: str, overwrite: bool) -
     sim = _build(cfg, data_root=None, split=None, engine=engine)
     sim.history.meta.update(describe(cfg, engine))  # what ran, where: the folder says it
     hist = sim.run(resume=resume, overwrite=overwrite)
-    if cfg.out and getattr(sim, "rank", 0) == 0:
+    if cfg.out and sim.clients.writes:
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
         hist.to_json(out / "history.json")
@@ -153,12 +156,31 @@ def _run_locked(cfg: RunConfig, *, resume: bool, engine: str, overwrite: bool) -
     return hist
 
 
+def setup_from_config(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None = None,
+                      **options: Any) -> FlowerSetup:
+    """The :class:`~bnfl.fl.flower_setup.FlowerSetup` of a run config (a :class:`RunConfig`, dict or
+    TOML path) for :func:`bnfl.fl.flower.run_flower` or the apps of :func:`bnfl.fl.flower.flower_apps`,
+    built by the same builder as ``bnfl train`` (:func:`bnfl.fl.builder.build_parts`): data, seeded
+    partition, model, algorithm; no Simulation is made here. ``options`` are further
+    :class:`~bnfl.fl.flower_setup.FlowerSetup` fields; ``out`` defaults to the config's. Needs Flower
+    (the ``[flower]`` extra)."""
+    from bnfl.fl.flower_setup import (
+        FlowerSetup,  # Flower is an optional dependency: imported when asked for
+    )
+
+    cfg = as_config(cfg)
+    built = build_parts(cfg, data_root=data_root)
+    options.setdefault("out", cfg.out)
+    return FlowerSetup(model=built.model, data=built.data, algorithm=built.algorithm,
+                       config=dataclasses.replace(built.config, checkpoint_dir=None), **options)
+
+
 def _run_flower(cfg: RunConfig, *, resume: bool) -> History:
     if resume:
         raise ValueError("--resume does not work with --engine flower: the clients' state lives in the Flower "
                          "nodes and ends with the run (no checkpoints); rerun, or use the simulation engine")
     try:  # Flower is an optional dependency (the [flower] extra): imported when a run asks for it
-        from bnfl.fl.flower import run_flower, setup_from_config
+        from bnfl.fl.flower import run_flower
     except ImportError as err:
         raise ValueError(f"--engine flower needs Flower ({err}); install the extra: pip install -e '.[flower]'") from None
     return run_flower(setup_from_config(cfg)).history

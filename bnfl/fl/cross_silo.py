@@ -1,8 +1,8 @@
 r"""Cross-silo federated learning on ``torch.distributed``: each rank reads only its own silo.
 
-:class:`~bnfl.fl.distributed.DistributedSimulation` is a simulation spread over ranks: every rank
+:func:`~bnfl.fl.distributed.DistributedSimulation` is a simulation spread over ranks: every rank
 loads the whole data set, computes the seeded partition and then keeps its clients' rows.
-:class:`CrossSiloSimulation` is the other mode: rank ``r`` is given a :class:`Silo` (its own
+:func:`CrossSiloSimulation` is the other mode: rank ``r`` is given a :class:`Silo` (its own
 training samples, split into one or more clients, and the evaluation set), read from a folder of
 its own (:func:`load_silo`) or returned by a loader called with the rank. No rank ever holds
 another silo's samples; what the ranks tell each other before training is metadata only: each
@@ -51,8 +51,9 @@ from torch import Tensor, nn
 from bnfl import models
 from bnfl.fl._run import FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm
-from bnfl.fl.config import as_config, load_config
-from bnfl.fl.distributed import DistributedSimulation, init_from_env
+from bnfl.fl.config_schema import as_config, load_config
+from bnfl.fl.distributed import RankClients, init_from_env
+from bnfl.fl.engine import Simulation
 from bnfl.fl.methods import get
 
 __all__ = ["CrossSiloSimulation", "Silo", "build_cross_silo", "load_silo", "save_silo"]
@@ -159,9 +160,12 @@ class _SiloView:
     stored_norm: None = None  # a silo holds float samples, not stored uint8 pixels
 
 
-class CrossSiloSimulation(DistributedSimulation):
+def CrossSiloSimulation(model: nn.Module, silo: Silo | Callable[[int], Silo], algorithm: Algorithm,  # noqa: N802
+                        config: TrainConfig | None = None, *, barrier_timeout_s: float | None = None,
+                        **kwargs: Any) -> Simulation:
     """The distributed engine with each rank holding only its own :class:`Silo` (see the module
-    docstring).
+    docstring): a :class:`~bnfl.fl.engine.Simulation` with :class:`~bnfl.fl.distributed.RankClients`
+    over the silos' clients, each rank keeping its silo's samples.
 
     Parameters
     ----------
@@ -173,70 +177,63 @@ class CrossSiloSimulation(DistributedSimulation):
         Any federated algorithm that does not pool the clients' data (centralised baselines
         cannot run cross-silo).
     config : TrainConfig, optional
+    barrier_timeout_s : float, optional
+        Seconds a round waits for every rank (:class:`~bnfl.fl.distributed.RankClients`).
     **kwargs
-        Further options of :class:`~bnfl.fl.distributed.DistributedSimulation`
-        (``barrier_timeout_s``, ``loss_fn``).
+        Further options of the Simulation (``loss_fn``).
     """
+    if not dist.is_initialized():
+        raise RuntimeError("CrossSiloSimulation needs a process group: call bnfl.fl.distributed.init_from_env() "
+                           "(or start the program with torchrun)")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if callable(silo) and not isinstance(silo, Silo):
+        silo = silo(rank)
+    if not isinstance(silo, Silo):
+        raise TypeError(f"rank {rank}: silo must be a bnfl.fl.cross_silo.Silo (or a loader returning one), "
+                        f"got {type(silo).__name__}")
+    if config is not None and getattr(config, "augment", "none") != "none":
+        raise ValueError(f"augment={config.augment!r}: cross-silo runs do not augment yet (the rank sees its "
+                         "silo, not the whole data set the augmenter is set up from); use augment='none'")
+    if algorithm.round_plan(1).server_trains:
+        raise ValueError(f"{type(algorithm).__name__} pools every client's data in one place; a centralised "
+                         "baseline cannot run cross-silo (run it with the simulator on data you may pool)")
+    assert silo.clients is not None
+    mine = {"n": silo.x_train.shape[0], "sizes": [len(c) for c in silo.clients],
+            "shape": tuple(silo.x_train.shape[1:]), "test": _digest(silo.x_test, silo.y_test)}
+    got: list[Any] = [None] * world
+    dist.all_gather_object(got, mine)  # metadata only: counts, a shape, a digest
+    for r, other in enumerate(got):
+        if other["test"] != got[0]["test"]:
+            raise ValueError(f"rank {r}'s evaluation set differs from rank 0's: cross-silo runs evaluate the "
+                             "global model on one common held-out set; give every silo the same test.npz")
+        if other["shape"] != got[0]["shape"]:
+            raise ValueError(f"rank {r}'s samples have shape {other['shape']}, rank 0's {got[0]['shape']}")
+    offsets = np.cumsum([0] + [g["n"] for g in got])
+    clients: list[np.ndarray] = []
+    blocks: list[list[int]] = []
+    for r, g in enumerate(got):
+        blocks.append(list(range(len(clients), len(clients) + len(g["sizes"]))))
+        if r == rank:
+            clients += [offsets[r] + c for c in silo.clients]
+        else:  # ids of the right count inside rank r's range (never read here)
+            clients += [offsets[r] + np.arange(n) for n in g["sizes"]]
+    own: Silo = silo
+    offset, total = int(offsets[rank]), int(offsets[-1])
 
-    mode = "cross-silo"
+    def samples(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+        """The silo's own samples; the rows map the global ids ``offset + i`` to them (-1: another silo's)."""
+        n = own.x_train.shape[0]
+        rows = torch.full((total,), -1, dtype=torch.long)
+        rows[offset:offset + n] = torch.arange(n)
+        return own.x_train.to(device, dtype), own.y_train.to(device), rows.to(device)
 
-    def __init__(self, model: nn.Module, silo: Silo | Callable[[int], Silo], algorithm: Algorithm,
-                 config: TrainConfig | None = None, **kwargs: Any) -> None:
-        if not dist.is_initialized():
-            raise RuntimeError("CrossSiloSimulation needs a process group: call bnfl.fl.distributed.init_from_env() "
-                               "(or start the program with torchrun)")
-        rank, world = dist.get_rank(), dist.get_world_size()
-        if callable(silo) and not isinstance(silo, Silo):
-            silo = silo(rank)
-        if not isinstance(silo, Silo):
-            raise TypeError(f"rank {rank}: silo must be a bnfl.fl.cross_silo.Silo (or a loader returning one), "
-                            f"got {type(silo).__name__}")
-        if config is not None and getattr(config, "augment", "none") != "none":
-            raise ValueError(f"augment={config.augment!r}: cross-silo runs do not augment yet (the rank sees its "
-                             "silo, not the whole data set the augmenter is set up from); use augment='none'")
-        if algorithm.round_plan(1).server_trains:
-            raise ValueError(f"{type(algorithm).__name__} pools every client's data in one place; a centralised "
-                             "baseline cannot run cross-silo (run it with the simulator on data you may pool)")
-        assert silo.clients is not None
-        mine = {"n": silo.x_train.shape[0], "sizes": [len(c) for c in silo.clients],
-                "shape": tuple(silo.x_train.shape[1:]), "test": _digest(silo.x_test, silo.y_test)}
-        got: list[Any] = [None] * world
-        dist.all_gather_object(got, mine)  # metadata only: counts, a shape, a digest
-        for r, other in enumerate(got):
-            if other["test"] != got[0]["test"]:
-                raise ValueError(f"rank {r}'s evaluation set differs from rank 0's: cross-silo runs evaluate the "
-                                 "global model on one common held-out set; give every silo the same test.npz")
-            if other["shape"] != got[0]["shape"]:
-                raise ValueError(f"rank {r}'s samples have shape {other['shape']}, rank 0's {got[0]['shape']}")
-        offsets = np.cumsum([0] + [g["n"] for g in got])
-        clients: list[np.ndarray] = []
-        blocks: list[list[int]] = []
-        for r, g in enumerate(got):
-            blocks.append(list(range(len(clients), len(clients) + len(g["sizes"]))))
-            if r == rank:
-                clients += [offsets[r] + c for c in silo.clients]
-            else:  # ids of the right count inside rank r's range (never read here)
-                clients += [offsets[r] + np.arange(n) for n in g["sizes"]]
-        self._silo, self._silo_blocks = silo, blocks
-        self._offset, self._total = int(offsets[rank]), int(offsets[-1])
-        super().__init__(model, _SiloView(silo.x_test, silo.y_test, clients), algorithm, config,  # type: ignore[arg-type]
-                         **kwargs)
-
-    def _place_clients(self, data: Any, algorithm: Algorithm) -> list[list[int]]:
-        """Rank ``r`` owns its silo's clients."""
-        return self._silo_blocks
-
-    def _training_data(self, data: Any, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """The silo's own samples; ``_rows`` maps the global ids ``offset + i`` to them (-1: another silo's)."""
-        n = self._silo.x_train.shape[0]
-        rows = torch.full((self._total,), -1, dtype=torch.long)
-        rows[self._offset:self._offset + n] = torch.arange(n)
-        self._rows = rows.to(self.device)
-        return self._silo.x_train.to(self.device, dtype), self._silo.y_train.to(self.device)
+    ranks = RankClients(blocks, mode="cross-silo", barrier_timeout_s=barrier_timeout_s, samples=samples)
+    return Simulation(model, _SiloView(silo.x_test, silo.y_test, clients), algorithm, config,  # type: ignore[arg-type]
+                      clients=ranks, **kwargs)
 
 
-def build_cross_silo(cfg: Any, silo: Silo | Callable[[int], Silo], **kwargs: Any) -> CrossSiloSimulation:
-    """A :class:`CrossSiloSimulation` of a run config (a :class:`~bnfl.fl.RunConfig`, a dict or a
+def build_cross_silo(cfg: Any, silo: Silo | Callable[[int], Silo], **kwargs: Any) -> Simulation:
+    """A :func:`CrossSiloSimulation` of a run config (a :class:`~bnfl.fl.RunConfig`, a dict or a
     TOML path) on this rank's ``silo``: the config's method, model (built after
     ``torch.manual_seed(seed)``, for the silo's sample shape; ``num_classes`` defaults to one
     more than the largest label of any silo), training options and seed. Needs the process
@@ -277,14 +274,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         sim = build_cross_silo(cfg, lambda rank: load_silo(args.silo_root.format(rank=rank)))
         hist: History = sim.run()
-        if cfg.out and sim.rank == 0:
+        if cfg.out and sim.clients.writes:
             out = Path(cfg.out)
             out.mkdir(parents=True, exist_ok=True)
             hist.to_json(out / "history.json")
             hist.to_csv(out / "history.csv")
             last = hist.rows[-1] if hist.rows else {}
             acc = last.get("test_acc")
-            print(f"{cfg.method} cross-silo on {sim.world_size} ranks: {len(hist)} rounds, test accuracy "
+            print(f"{cfg.method} cross-silo on {dist.get_world_size()} ranks: {len(hist)} rounds, test accuracy "
                   + ("-" if acc is None else f"{100 * acc:.2f}%") + f"; wrote {out}/history.json")
     finally:
         dist.destroy_process_group()

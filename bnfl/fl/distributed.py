@@ -1,4 +1,4 @@
-r"""The :class:`~bnfl.fl.engine.Simulation` with its clients on ``torch.distributed`` ranks.
+r"""The :class:`~bnfl.fl.engine.Simulation` with its clients on ``torch.distributed`` ranks (:class:`RankClients`).
 
 Every rank holds the server's state (replicated: each rank applies the same aggregation to
 the same gathered uploads, so no rank-0 broadcast of the model is needed) and trains only the
@@ -38,13 +38,13 @@ measured with torch 2.13, "Application timeout caused pair closure").
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import os
 import re
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,13 +54,13 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep, Exchange
-from bnfl.fl import _rundir
 from bnfl.fl._launch import in_torchrun
 from bnfl.fl._run import FederatedData, TrainConfig
 from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
+from bnfl.fl.clients import Clients, held_samples
 from bnfl.fl.engine import Simulation
 
-__all__ = ["DistributedSimulation", "RankLostError", "client_blocks", "default_timeout_s", "init_from_env",
+__all__ = ["DistributedSimulation", "RankClients", "RankLostError", "client_blocks", "default_timeout_s", "init_from_env",
            "in_torchrun"]
 
 #: seconds a rank waits for another before the run stops (:func:`default_timeout_s`)
@@ -142,69 +142,128 @@ def client_blocks(num_clients: int, world_size: int) -> list[list[int]]:
     return [list(map(int, b)) for b in np.array_split(np.arange(num_clients), world_size)]
 
 
-class DistributedSimulation(Simulation):
-    """:class:`~bnfl.fl.engine.Simulation` whose clients run on the ranks of the current
-    ``torch.distributed`` process group (see the module docstring). Same arguments, plus
-    ``barrier_timeout_s`` (seconds a round waits for every rank before raising; default: the
-    timeout :func:`init_from_env` gave the process group, else :func:`default_timeout_s`).
+def DistributedSimulation(model: nn.Module, data: FederatedData, algorithm: Algorithm,  # noqa: N802 (the public name)
+                          config: TrainConfig | None = None, *, barrier_timeout_s: float | None = None,
+                          **kwargs: Any) -> Simulation:
+    """A :class:`~bnfl.fl.engine.Simulation` whose clients run on the ranks of the current
+    ``torch.distributed`` process group (see the module docstring): the simulator with
+    :class:`RankClients` over contiguous blocks of clients (:func:`client_blocks`). Same arguments
+    as the Simulation, plus ``barrier_timeout_s`` (seconds a round waits for every rank before
+    raising; default: the timeout :func:`init_from_env` gave the process group, else
+    :func:`default_timeout_s`).
 
     Raises :class:`RankLostError` on every surviving rank when a rank dies or hangs, at the start
     of a round or inside it."""
+    _need_group("DistributedSimulation")
+    clients, _ = algorithm.partition(data.clients, 1)  # as the simulator partitions them (pooled: one)
+    ranks = RankClients(client_blocks(len(clients), dist.get_world_size()), barrier_timeout_s=barrier_timeout_s)
+    return Simulation(model, data, algorithm, config, clients=ranks, **kwargs)
 
-    exchanges_in_process = False  # a coupled step's exchanges are all-reduces across the ranks
 
-    def __init__(self, model: nn.Module, data: FederatedData, algorithm: Algorithm, config: TrainConfig | None = None,
-                 *, barrier_timeout_s: float | None = None, **kwargs: Any) -> None:
-        if not dist.is_initialized():
-            raise RuntimeError("DistributedSimulation needs a process group: call bnfl.fl.distributed.init_from_env() "
-                               "(or start the program with torchrun)")
+def _need_group(who: str) -> None:
+    if not dist.is_initialized():
+        raise RuntimeError(f"{who} needs a process group: call bnfl.fl.distributed.init_from_env() "
+                           "(or start the program with torchrun)")
+
+
+class RankClients(Clients):
+    """The :class:`~bnfl.fl.clients.Clients` of a ``torch.distributed`` rank: this rank trains the
+    participants it holds (batched or one by one, as the Simulation chose) and all-gathers every
+    rank's uploads in client order; a coupled first step's exchanges are all-reduces across the
+    ranks (module docstring). Every rank holds the server's state; rank 0 alone writes files.
+
+    Parameters
+    ----------
+    blocks : list of list of int
+        The clients of each rank (:func:`client_blocks`; cross-silo: each rank's silo).
+    mode : str, default "simulation-over-ranks"
+        The history meta's ``mode``: every rank loads the whole data set and keeps its clients'
+        rows; :func:`bnfl.fl.cross_silo.CrossSiloSimulation`: ``"cross-silo"``.
+    barrier_timeout_s : float, optional
+        Seconds a round waits for every rank (default: the process group's timeout).
+    samples : callable, optional
+        ``samples(device, dtype) -> (x, y, rows)``: this rank's training samples (a silo's own);
+        default: the rows of this rank's clients in the data set.
+    """
+
+    def __init__(self, blocks: list[list[int]], *, mode: str = "simulation-over-ranks",
+                 barrier_timeout_s: float | None = None,
+                 samples: Callable[[torch.device, torch.dtype], tuple[Tensor, Tensor, Tensor]] | None = None) -> None:
+        _need_group("RankClients")
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self.blocks = self._place_clients(data, algorithm)
-        self.owned = set(self.blocks[self.rank])
-        super().__init__(model, data, algorithm, config, **kwargs)
+        self.blocks = blocks
+        self.owned = set(blocks[self.rank])
+        self.mode = mode
+        self.writes = self.rank == 0
+        self._own_samples = samples
         if barrier_timeout_s is None:
             barrier_timeout_s = _group_timeout_s if _group_timeout_s is not None else default_timeout_s()
         self.barrier_timeout = datetime.timedelta(seconds=barrier_timeout_s)
         self._where = "the start of the run"  # what the ranks were doing, for RankLostError
-        self.history.meta.update(self._engine_meta())
 
     # -- where the clients and their data are ------------------------------------------------------
-    #: the history meta's ``mode``: every rank loads the whole data set and keeps its clients' rows
-    #: (a simulation spread over ranks); :class:`bnfl.fl.cross_silo.CrossSiloSimulation`: ``"cross-silo"``
-    mode = "simulation-over-ranks"
+    def samples(self, data: Any, device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+        """Only the samples of this rank's clients (rows: -1 for another rank's sample)."""
+        if self._own_samples is not None:
+            return self._own_samples(device, dtype)
+        return held_samples(data, sorted(self.owned), device, dtype)
 
-    def _engine_meta(self) -> dict[str, Any]:
+    def attach(self, host: Any) -> None:
+        self.host = host  # the Simulation: its state, and ``here``, the engine of this rank's clients
+
+    def meta(self) -> dict[str, Any]:
         return {"engine": "torch.distributed", "mode": self.mode, "world_size": self.world_size,
                 "backend": dist.get_backend()}
 
-    def _place_clients(self, data: FederatedData, algorithm: Algorithm) -> list[list[int]]:
-        """The clients of each rank: contiguous blocks (:func:`client_blocks`)."""
-        clients, _ = algorithm.partition(data.clients, 1)  # as the simulator partitions them (pooled: one)
-        return client_blocks(len(clients), self.world_size)
-
-    def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """Only the samples of this rank's clients (``_rows``: -1 for another rank's sample)."""
-        return self._keep_clients_samples(data, sorted(self.owned), dtype)
-
-    def _local_clients(self, clients: Sequence[int]) -> list[int]:
+    def held(self, clients: Sequence[int]) -> list[int]:
+        """The participants ``clients`` this rank holds."""
         return [c for c in clients if c in self.owned]
 
-    def _collect(self, clients, uploads, values):
-        mine = self._local_clients(clients)
+    def _collect(self, clients: Sequence[int], uploads: list[dict[str, Tensor]],
+                 values: list[float]) -> tuple[list[dict[str, Tensor]], list[float]]:
+        """Every participant's upload and number, in the order of ``clients``, from every rank's."""
+        mine = self.held(clients)
         got: list[Any] = [None] * self.world_size
         dist.all_gather_object(got, [(c, {k: v.cpu() for k, v in u.items()}, x)
                                      for c, u, x in zip(mine, uploads, values, strict=True)])
         by_client = {c: (u, x) for part in got for c, u, x in part}
-        ordered = [({k: v.to(self.device) for k, v in by_client[c][0].items()}, by_client[c][1]) for c in clients]
+        device = self.host.device
+        ordered = [({k: v.to(device) for k, v in by_client[c][0].items()}, by_client[c][1]) for c in clients]
         return [u for u, _ in ordered], [x for _, x in ordered]
 
-    def _coupled_exchange(self, clients, weights) -> Exchange:
-        r"""``all_reduce`` over the group of this rank's share :math:`P_r\sum_{S_r} q_i\,\text{parts}_i`
-        (module docstring), counted in the channel as the simulator counts it."""
+    # -- a round's client work ---------------------------------------------------------------------
+    def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
+              first: Any = None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
+        _, uploads, losses = self.host.here.train(r, self.held(clients), received, lr=lr, frozen=frozen, first=first)
+        uploads, losses = self._collect(clients, uploads, losses)
+        return list(clients), uploads, losses
+
+    def request(self, kind: str, clients: Sequence[int], state: Mapping[str, Tensor]) -> list[dict[str, Tensor]]:
+        answers = self.host.here.request(kind, self.held(clients), state)
+        return self._collect(clients, answers, [0.0] * len(answers))[0]
+
+    def accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
+        """Each rank evaluates the clients it holds; the accuracies are all-gathered, so every rank
+        returns them for all ``clients``."""
+        mine_ids = self.held(clients)
+        mine = dict(zip(mine_ids, self.host.here.accuracies(mine_ids), strict=True))
+        got: list[Any] = [None] * self.world_size
+        dist.all_gather_object(got, mine)
+        allc = {c: v for part in got for c, v in part.items()}
+        return [allc[c] for c in clients]
+
+    def exchange(self, step: CoupledFirstStep, clients: Sequence[int], weights: Sequence[float], *,
+                 frozen: bool) -> CoupledStep:
+        r"""The step of this rank's participants with weights :math:`q_i = p_i/P_r` and an exchange
+        that all-reduces :math:`P_r\sum_{S_r} q_i\,\text{parts}_i` over the group (module
+        docstring), counted in the channel as the simulator counts it; a rank without
+        participants joins every exchange with zeros."""
+        host = self.host
+        mine = self.held(clients)
         p = {c: float(w) for c, w in zip(clients, weights, strict=True)}
-        share = sum(p[c] for c in self._local_clients(clients))
+        share = sum(p[c] for c in mine)
         k = len(clients)
-        ch = self.channel
+        ch = host.channel
 
         def exchange(layer: str, kind: str, parts: Tensor, w: Tensor) -> Tensor:
             out = torch.tensordot(w.to(parts.dtype), parts, dims=1) * share if parts.shape[0] else parts.sum(0)
@@ -214,40 +273,40 @@ class DistributedSimulation(Simulation):
             ch.count("allreduce", f"{layer}.{kind}", up=size * k, down=size, clients=k, closes_round=True)
             return out
 
-        return exchange
-
-    def _coupled_first_step(self, step: CoupledFirstStep, batches, clients, weights, exchange) -> CoupledStep:
-        mine = self._local_clients(clients)
-        p = {c: float(w) for c, w in zip(clients, weights, strict=True)}
-        share = sum(p[c] for c in mine)
         if not mine:  # no participant here this round: join every exchange of the step with zeros
             self._idle_exchanges(exchange, step)
-            self._union_count = self._all_counts({})
+            host._union_count = self._all_counts({})
             return CoupledStep(grads=[], losses=torch.zeros(0), layer_stats={}, local_stats={})
-        q = [p[c] / share for c in mine]
-        out = step.run(self._work, list(batches), self.loss_fn, q, exchange=exchange)
-        self._union_count = self._all_counts({n: sum(m.count for m in ms) for n, ms in out.local_stats.items()})
+        out = host.coupled_step(step, mine, [p[c] / share for c in mine], exchange)
+        host._union_count = self._all_counts({n: sum(m.count for m in ms) for n, ms in out.local_stats.items()})
         return out
 
     def _all_counts(self, mine: dict[str, int]) -> dict[str, int]:
         """Per BN layer, the union's element count: the all-reduce of the ranks' counts (the
         server knows the clients' batch sizes in FedTAN, so the channel does not count it)."""
-        names = [n for n, m in self._work.named_modules() if isinstance(m, _BatchNorm)]
+        names = [n for n, m in self.host._work.named_modules() if isinstance(m, _BatchNorm)]
         t = torch.tensor([float(mine.get(n, 0)) for n in names], dtype=torch.float64)
         if dist.get_backend() == "nccl":
-            t = t.to(self.device)
+            t = t.to(self.host.device)
         dist.all_reduce(t)
         return {n: int(round(float(v))) for n, v in zip(names, t.cpu(), strict=True)}
 
     def _idle_exchanges(self, exchange: Exchange, step: CoupledFirstStep) -> None:
-        z = torch.zeros(0, dtype=getattr(torch, self.config.dtype), device=self.device)
-        for layer, kind, width in step.exchanges(self._work):
+        z = torch.zeros(0, dtype=getattr(torch, self.host.config.dtype), device=self.host.device)
+        for layer, kind, width in step.exchanges(self.host._work):
             exchange(layer, kind, z.new_zeros(0, width), z.new_zeros(0))
 
-    # -- rounds, evaluation, checkpoints -----------------------------------------------------------
-    def _run(self, **kwargs: Any):  # noqa: ANN202 (Simulation._run's History)
+    # -- the rank's place in the run: rounds, failures, checkpoints ---------------------------------
+    def begin_round(self, r: int) -> None:
+        self._barrier(f"round {r}")
+        self._where = f"round {r}"
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """A collective that failed because a rank did not take part stops the run with one
+        :class:`RankLostError` naming the missing ranks."""
         try:
-            return super()._run(**kwargs)
+            yield
         except RankLostError:
             raise
         except RuntimeError as err:
@@ -255,10 +314,22 @@ class DistributedSimulation(Simulation):
                 raise  # a bug, a divergence: not about another rank
             raise self._lost(err, f"stopped answering in {self._where}") from err
 
-    def _train_round(self, r: int) -> dict[str, Any]:
-        self._barrier(f"round {r}")
-        self._where = f"round {r}"
-        return super()._train_round(r)
+    def gather_clients(self, mine: dict[str, dict[int, Any]]) -> dict[str, dict[int, Any]]:
+        """A client's state (local groups, cursor, algorithm state with its momentum) lives on the
+        rank that owns it: every rank's, merged in client order (a collective)."""
+        got: list[Any] = [None] * self.world_size
+        dist.all_gather_object(got, {key: {c: _cpu(v) for c, v in part.items() if c in self.owned}
+                                     for key, part in mine.items()})
+        merged: dict[str, dict[int, Any]] = {}
+        for key in mine:
+            both: dict[int, Any] = {}
+            for part in got:
+                both.update(part[key])
+            merged[key] = dict(sorted(both.items()))
+        return merged
+
+    def after_save(self) -> None:
+        dist.barrier()  # the other ranks wait until rank 0 has written the checkpoint
 
     def _barrier(self, where: str) -> None:
         self._where = where
@@ -313,53 +384,6 @@ class DistributedSimulation(Simulation):
             return sorted(set(range(self.world_size)) - seen)
         except Exception:  # noqa: BLE001 (the store itself is gone or hung)
             return [0] if self.rank != 0 else None
-
-    def _client_accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
-        """Each rank evaluates the clients it owns (the engine's per-client evaluation); the
-        accuracies are all-gathered, so every rank returns them for all ``clients``."""
-        mine_ids = [c for c in clients if c in self.owned]
-        mine = dict(zip(mine_ids, super()._client_accuracies(mine_ids), strict=True))
-        got: list[Any] = [None] * self.world_size
-        dist.all_gather_object(got, mine)
-        allc = {c: v for part in got for c, v in part.items()}
-        return [allc[c] for c in clients]
-
-    def state_dict(self) -> dict[str, Any]:
-        s = super().state_dict()
-        # a client's state (local groups, cursor, algorithm state with its momentum) lives on the rank
-        # that owns it; the server's (global state, algorithm server state) is the same on every rank
-        per_client = ("client_local", "client_algorithm", "cursors")
-        mine = {key: {c: _cpu(v) for c, v in getattr(self, key).items() if c in self.owned} for key in per_client}
-        got: list[Any] = [None] * self.world_size
-        dist.all_gather_object(got, mine)
-        for key in per_client:
-            merged: dict[int, Any] = {}
-            for part in got:
-                merged.update(part[key])
-            s[key] = dict(sorted(merged.items()))
-        s["server_state"], s["algorithm"] = _cpu(s["server_state"]), _cpu(s["algorithm"])
-        return s
-
-    def save_checkpoint(self, directory) -> Path:
-        s = self.state_dict()  # a collective: every rank takes part
-        d = Path(directory)
-        if self.rank == 0:
-            d.mkdir(parents=True, exist_ok=True)
-            self._sync_history(d)
-            _rundir.save(d, s)
-        dist.barrier()
-        return d / "checkpoint.pt"
-
-    def load_checkpoint(self, directory) -> bool:
-        loaded = super().load_checkpoint(directory)
-        if loaded:
-            self.client_local = {c: {k: v.to(self.device) for k, v in s.items()} for c, s in self.client_local.items()}
-            self.history.meta.update(self._engine_meta())
-        return loaded
-
-    def _write_history(self) -> None:
-        if self.rank == 0:
-            super()._write_history()
 
 
 #: the marks of a failed wait for another rank in gloo's errors (and torch's own classes)

@@ -7,12 +7,12 @@ r"""bnfl's algorithms on Flower (1.42 Message API): a ServerApp and a ClientApp 
 ``bnfl train --config FILE --engine flower`` and the app folder ``examples/flower_app`` use them.
 
 Nothing of an algorithm is re-implemented here. The ServerApp runs the simulator's round
-(:class:`~bnfl.fl.engine.Simulation`, subclassed as a backend like the torch.distributed one):
+(:class:`~bnfl.fl.engine.Simulation`, given :class:`FlowerClients` as its
+:class:`~bnfl.fl.clients.Clients`, as the torch.distributed ranks give theirs):
 participation, ``begin_round``, the broadcast, the Algorithm's own ``aggregate``, evaluation and
 the history rows; only *where the clients run* is Flower's. Each ClientApp message builds the
-same Simulation restricted to the node's client and runs
-:meth:`Simulation.client_round <bnfl.fl.engine.Simulation.client_round>`, the simulator's local
-training. What is sent and what stays local comes from the engine's key lists (by layer type,
+node's :class:`~bnfl.fl.flower_client.ClientRunner` (the run's client state restricted to its
+client, no server) and runs its ``client_round``, the simulator's local training. What is sent and what stays local comes from the engine's key lists (by layer type,
 :func:`bnfl.fl.state_groups`), never from key names; ``num_batches_tracked`` (group ``bn_count``)
 is never sent.
 
@@ -44,7 +44,6 @@ clients' state lives in the nodes' Contexts and ends with the run). See ``docs/f
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import time
 import warnings
@@ -62,10 +61,9 @@ from flwr.serverapp import Grid, ServerApp
 from torch import Tensor
 
 from bnfl.fl._flower_records import from_arrays, state_from_bytes, to_arrays
-from bnfl.fl._run import DivergenceError, FederatedData, History
+from bnfl.fl._run import DivergenceError, History
 from bnfl.fl.algorithms import Algorithm
-from bnfl.fl.builder import build_parts
-from bnfl.fl.config_schema import as_config
+from bnfl.fl.clients import Clients
 from bnfl.fl.engine import Simulation
 from bnfl.fl.flower_client import client_app
 from bnfl.fl.flower_setup import (
@@ -76,22 +74,11 @@ from bnfl.fl.flower_setup import (
     samples_crc,
 )
 
-__all__ = ["FlowerClientError", "FlowerResult", "FlowerSetup", "client_app", "flower_apps", "run_flower",
-           "server_app", "setup_from_config", "stops_on_failure"]
-# the setup (FlowerSetup, samples_crc) is bnfl.fl.flower_setup, the ClientApp bnfl.fl.flower_client;
-# this module is the ServerApp, the launcher and the setup of a run config
-
-
-def setup_from_config(cfg: Any, *, data_root: str | Path | None = None, **options: Any) -> FlowerSetup:
-    """The :class:`FlowerSetup` of a run config (a :class:`~bnfl.fl.config_schema.RunConfig`, dict or TOML
-    path), built by the same builder as ``bnfl train`` (:func:`bnfl.fl.builder.build_parts`): data,
-    seeded partition, model, algorithm; no Simulation is made here. ``options`` are further
-    :class:`FlowerSetup` fields; ``out`` defaults to the config's."""
-    cfg = as_config(cfg)
-    built = build_parts(cfg, data_root=data_root)
-    options.setdefault("out", cfg.out)
-    return FlowerSetup(model=built.model, data=built.data, algorithm=built.algorithm,
-                       config=dataclasses.replace(built.config, checkpoint_dir=None), **options)
+__all__ = ["FlowerClientError", "FlowerClients", "FlowerResult", "FlowerSetup", "client_app", "flower_apps", "run_flower",
+           "server_app", "server_simulation", "stops_on_failure"]
+# the setup (FlowerSetup, samples_crc) is bnfl.fl.flower_setup, the ClientApp bnfl.fl.flower_client,
+# the setup of a run config bnfl.fl.config.setup_from_config (the builder sits above the engines);
+# this module is the ServerApp and the launcher
 
 
 class FlowerClientError(RuntimeError):
@@ -113,33 +100,57 @@ def stops_on_failure(algorithm: Algorithm) -> bool:
 
 
 # -- the server side -------------------------------------------------------------------------------
-class _ServerSide(Simulation):
-    """The simulator's rounds with every client on a Flower node, reached through the ``grid``."""
+def server_simulation(setup: FlowerSetup, grid: Grid, run: int = 0) -> Simulation:
+    """The ServerApp's run ``run`` of ``setup``: the simulator's rounds with every client on a Flower
+    node, reached through the ``grid`` (:class:`FlowerClients`)."""
+    return Simulation(setup.model, setup.data, copy.deepcopy(setup.algorithm), setup.config, loss_fn=setup.loss_fn,
+                      clients=FlowerClients(grid, run=run, timeout_s=setup.reply_timeout_s))
 
-    clients_elsewhere = True  # every client trains on its node
-    exchanges_in_process = False  # a step's exchange is Flower's (a refusal)
 
-    def __init__(self, setup: FlowerSetup, grid: Grid, run: int = 0) -> None:
+class FlowerClients(Clients):
+    """The :class:`~bnfl.fl.clients.Clients` of Flower's ServerApp: every client trains on its node
+    (the ClientApp of :mod:`bnfl.fl.flower_client`), reached by the messages of the module docstring.
+    A failed client is reported (:attr:`failures`); the round goes on without it where the method
+    allows (:func:`stops_on_failure`)."""
+
+    elsewhere = True  # every client trains on its node
+
+    def __init__(self, grid: Grid, *, run: int = 0, timeout_s: float = 600.0) -> None:
         self.grid = grid
         self.run_index = run
-        self.timeout = float(setup.reply_timeout_s)
-        super().__init__(setup.model, setup.data, copy.deepcopy(setup.algorithm), setup.config, loss_fn=setup.loss_fn)
-        self.history.meta.update({"engine": "flower", "flwr": flwr.__version__})
+        self.timeout = float(timeout_s)
+        #: every failed client: round, client, node, what failed and why
         self.failures: list[dict[str, Any]] = []
+        self._before = 0  # failures before the current round
+
+    def samples(self, data: Any, device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor, None]:
+        """The server holds no training sample (they stay on the nodes)."""
+        return data.x_train[:0].to(device, dtype), data.y_train[:0].to(device), None
+
+    def attach(self, host: Any) -> None:
+        self.host = host  # the server's Simulation
+        host.round_hooks.append(self._failed_clients)
         self.nodes = self._hello()
 
-    def _coupled_exchange(self, clients, weights):
-        """Flower's exchange inside a local step: a refusal (:func:`bnfl.fl.flower_setup.flower_exchange`)."""
-        return flower_exchange(self.model, self.algorithm.name, self.server.round)
+    def meta(self) -> dict[str, Any]:
+        return {"engine": "flower", "flwr": flwr.__version__}
 
-    def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """The server holds no training sample (they stay on the nodes)."""
-        return data.x_train[:0].to(self.device, dtype), data.y_train[:0].to(self.device)
+    def begin_round(self, r: int) -> None:
+        self._before = len(self.failures)
+
+    def _failed_clients(self, host: Any, r: int) -> dict[str, Any] | None:
+        """A round hook: the row's ``failed_clients``, when a client failed in the round."""
+        failed = self.failures[self._before:]
+        return {"failed_clients": [f["client"] for f in failed]} if failed else None
+
+    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, frozen: bool) -> Any:
+        """Flower's exchange inside a local step: a refusal (:func:`bnfl.fl.flower_setup.flower_exchange`)."""
+        return flower_exchange(self.host.model, self.host.algorithm.name, self.host.server.round)
 
     # -- messages ------------------------------------------------------------------------------------
     def _hello(self) -> dict[int, int]:
         """Client id -> node id, from every node's ``query.hello``; checks sizes against the partition."""
-        k = self.num_clients
+        k = self.host.num_clients
         deadline = time.monotonic() + (start := max(self.timeout, 60.0))  # nodes start slower than they reply
         while len(list(self.grid.get_node_ids())) < k and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -157,9 +168,9 @@ class _ServerSide(Simulation):
             c, n = int(m.content["metrics"]["client"]), int(m.content["metrics"]["num-examples"])
             if c in got:
                 raise RuntimeError(f"two nodes hold client {c}; every node needs its own partition-id")
-            if n != self.server.client_sizes[c]:
+            if n != self.host.server.client_sizes[c]:
                 raise RuntimeError(f"client {c} reports {n} samples but the partition gives it "
-                                   f"{self.server.client_sizes[c]}; nodes and server must use the same seeded partition")
+                                   f"{self.host.server.client_sizes[c]}; nodes and server must use the same seeded partition")
             self._check_samples(c, m.content["metrics"])
             got[c] = m.metadata.src_node_id
         missing = sorted(set(range(k)) - set(got))
@@ -169,7 +180,7 @@ class _ServerSide(Simulation):
 
     def _check_samples(self, c: int, metrics: MetricRecord) -> None:
         """A node's reply must come from the seeded partition's client ``c``."""
-        if int(metrics["samples-crc"]) != samples_crc(self.data.clients[c]):
+        if int(metrics["samples-crc"]) != samples_crc(self.host.data.clients[c]):
             raise RuntimeError(f"client {c}'s node holds other training samples than the server's partition "
                                "(a node that re-partitions, or another seed); partition once, seeded, and give every "
                                "node the same FlowerSetup.data")
@@ -200,60 +211,54 @@ class _ServerSide(Simulation):
         for c, reason in failed.items():
             self.failures.append({"round": r, "client": c, "node": self.nodes[c], "what": what, "reason": reason})
         if any("non-finite loss" in reason for reason in failed.values()):
-            self._write_history()
-            raise DivergenceError(f"round {r}: a client diverged (non-finite loss): {_short(failed)}", self.history)
+            self.host._write_history()
+            raise DivergenceError(f"round {r}: a client diverged (non-finite loss): {_short(failed)}", self.host.history)
         if stop:
             raise FlowerClientError(f"round {r}: {what} failed on clients {sorted(failed)} ({_short(failed)}); "
-                                    f"{self.algorithm.name} cannot go on without them", failed)
+                                    f"{self.host.algorithm.name} cannot go on without them", failed)
 
     # -- where the clients run -----------------------------------------------------------------------
-    def _run_clients(self, r, clients, received, *, lr, frozen, first):
+    def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
+              first: Any = None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
         config = {"round": r, "lr": float(lr), "frozen": bool(frozen)}
         ok, failed = self._exchange("train", clients, received, config)
         if failed:
-            self._fail(r, "training", failed, stop=stops_on_failure(self.algorithm) or not ok)
+            self._fail(r, "training", failed, stop=stops_on_failure(self.host.algorithm) or not ok)
         answered = [c for c in clients if c in ok]
         for c in answered:
             self._check_samples(c, ok[c]["metrics"])
-        uploads = [from_arrays(ok[c]["arrays"], self.device) for c in answered]
+        uploads = [from_arrays(ok[c]["arrays"], self.host.device) for c in answered]
         losses = [float(ok[c]["metrics"]["train_loss"]) for c in answered]
         return answered, uploads, losses
 
-    def _request(self, kind, clients, state, *, tag="statistics"):
-        clients = list(clients)
-        payload = {k: state[k] for k in self.download_keys}
+    def request(self, kind: str, clients: Sequence[int], state: Mapping[str, Tensor]) -> list[dict[str, Tensor]]:
+        host, clients = self.host, list(clients)
+        payload = {k: state[k] for k in host.download_keys}
         ok, failed = self._exchange("query.statistics", clients, [payload] * len(clients),
-                                    {"round": self.server.round, "kind": kind})
+                                    {"round": host.server.round, "kind": kind})
         if failed:
-            self._fail(self.server.round, f"statistics {kind!r}", failed, stop=True)
-        uploads = [from_arrays(ok[c]["arrays"], self.device) for c in clients]
-        return self.channel.gather(uploads, tag=tag) if tag is not None else uploads
+            self._fail(host.server.round, f"statistics {kind!r}", failed, stop=True)
+        return [from_arrays(ok[c]["arrays"], host.device) for c in clients]
 
-    def _client_accuracies(self, clients):
-        clients = list(clients)
-        payload = {k: self.global_state[k] for k in self.download_keys}
-        ok, failed = self._exchange("evaluate", clients, [payload] * len(clients), {"round": self.round})
+    def accuracies(self, clients: Sequence[int]) -> list[tuple[float, float]]:
+        host, clients = self.host, list(clients)
+        payload = {k: host.global_state[k] for k in host.download_keys}
+        ok, failed = self._exchange("evaluate", clients, [payload] * len(clients), {"round": host.round})
         if failed:
-            self._fail(self.round, "evaluation", failed, stop=True)
+            self._fail(host.round, "evaluation", failed, stop=True)
         return [(float(ok[c]["metrics"]["test_acc"]), float(ok[c]["metrics"]["own_acc"])) for c in clients]
-
-    def _train_round(self, r):
-        before = len(self.failures)
-        row = super()._train_round(r)
-        if len(self.failures) > before:
-            row["failed_clients"] = [f["client"] for f in self.failures[before:]]
-        return row
 
     def client_state_of_nodes(self) -> dict[int, dict[str, dict[str, Any]]]:
         """Every client's local state and algorithm state (``"algorithm"``: :attr:`ClientContext.state
         <bnfl.fl.context.ClientContext>`, momentum buffers included), asked from the nodes
         (``query.inspect``; answered only when the setup allows it: equality tests)."""
-        clients = list(range(self.num_clients))
-        ok, failed = self._exchange("query.inspect", clients, None, {"round": self.round})
+        host = self.host
+        clients = list(range(host.num_clients))
+        ok, failed = self._exchange("query.inspect", clients, None, {"round": host.round})
         if failed:
-            self._fail(self.round, "inspection", failed, stop=True)
-        return {c: {"local": from_arrays(ok[c]["local"], self.device),
-                    "algorithm": state_from_bytes(ok[c]["algorithm"]["state"], self.device)} for c in clients}
+            self._fail(host.round, "inspection", failed, stop=True)
+        return {c: {"local": from_arrays(ok[c]["local"], host.device),
+                    "algorithm": state_from_bytes(ok[c]["algorithm"]["state"], host.device)} for c in clients}
 
 
 def _short(failed: Mapping[int, str], width: int = 300) -> str:
@@ -296,7 +301,7 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
         if results is not None and len(results) != len(setups):
             raise ValueError(f"{len(results)} results for {len(setups)} runs")
         for i, s in enumerate(setups):
-            sim = _ServerSide(s, grid, run=i)
+            sim = server_simulation(s, grid, run=i)
             sim.round_hooks.append(_log_round)
             if results is not None and i == 0:
                 launched = results[0].startup_s  # the launch time, set by run_flower
@@ -310,7 +315,7 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
                 hist.to_csv(out / "history.csv")
             last = hist.rows[-1] if hist.rows else {}
             acc = last.get("test_acc")
-            _log(f"bnfl {s.algorithm.name}: {len(hist)} rounds on {len(sim.nodes)} nodes, test accuracy "
+            _log(f"bnfl {s.algorithm.name}: {len(hist)} rounds on {len(sim.clients.nodes)} nodes, test accuracy "
                  + ("-" if acc is None else f"{100 * acc:.2f}%")
                  + (f"; wrote {Path(s.out) / 'history.json'}" if s.out else ""))
             if results is not None:
@@ -318,9 +323,9 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
                 res.history = hist
                 res.global_state = dict(sim.global_state)
                 res.algorithm_state = {**sim.server.state, **sim.algorithm.state_dict()}
-                res.failures = list(sim.failures)
+                res.failures = list(sim.clients.failures)
                 if collect_client_state:
-                    res.client_state = sim.client_state_of_nodes()
+                    res.client_state = sim.clients.client_state_of_nodes()
 
     return app
 
@@ -331,7 +336,7 @@ def _log(text: str) -> None:
 
 def _log_round(sim: Simulation, r: int) -> None:
     """A round hook: the round's clients (and failed ones) in Flower's log; adds nothing to the row."""
-    failed = [f["client"] for f in getattr(sim, "failures", []) if f["round"] == r]
+    failed = [f["client"] for f in getattr(sim.clients, "failures", []) if f["round"] == r]
     _log(f"bnfl round {r}: trained clients {sim._round_clients}" + (f", failed {failed}" if failed else ""))
 
 

@@ -1,8 +1,9 @@
 """The client side of :mod:`bnfl.fl.flower`: the ClientApp, whose every message runs the
-simulator's code for the node's one client (:meth:`Simulation.client_round
-<bnfl.fl.engine.Simulation.client_round>`) on the client state kept in the node's Context
+simulator's code for the node's one client (:meth:`ClientWork.client_round
+<bnfl.fl._client_work.ClientWork.client_round>`, the code every engine trains a client with) in a
+:class:`ClientRunner`, on the client state kept in the node's Context
 (:mod:`bnfl.fl._flower_records`: local groups, momentum, batch cursor and the algorithm's client
-state, nothing of the server's or of another client)."""
+state, nothing of the server's or of another client). A node builds no Simulation."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
-from torch import Tensor
 
+from bnfl.fl._client_work import ClientWork
 from bnfl.fl._flower_records import (
     from_arrays,
     load_client_state,
@@ -23,24 +23,31 @@ from bnfl.fl._flower_records import (
     state_to_bytes,
     to_arrays,
 )
-from bnfl.fl._run import FederatedData
-from bnfl.fl.engine import Simulation
+from bnfl.fl._run import DivergenceError, History
+from bnfl.fl.clients import held_samples
 from bnfl.fl.flower_setup import FlowerSetup, Setups, _as_list, samples_crc
 
-__all__ = ["client_app"]
+__all__ = ["ClientRunner", "client_app"]
 
 
-class _ClientSide(Simulation):
-    """The simulator restricted to one client: only its training rows, its state from the Context."""
+class ClientRunner(ClientWork):
+    """A Flower node's client ``c`` of ``setup``: the clients' state of the run restricted to it (only
+    its training rows; its state from the node's Context), and the simulator's one-client work
+    (:class:`~bnfl.fl._client_work.ClientWork`). Not a Simulation: the node holds no server."""
 
     def __init__(self, setup: FlowerSetup, c: int) -> None:
         self.client = c
-        super().__init__(setup.model, setup.data, copy.deepcopy(setup.algorithm), setup.config,
-                         loss_fn=setup.loss_fn)
+        self._set_up_clients(setup.model, setup.data, copy.deepcopy(setup.algorithm), setup.config,
+                             loss_fn=setup.loss_fn, samples=lambda data, device, dtype: held_samples(data, [c], device, dtype),
+                             request=self._request)
         self.client_indices = [np.array(i) for i in self.client_indices]  # Ray hands over read-only arrays
+        self.history = History()  # what a divergence error carries: no round was completed here
 
-    def _training_data(self, data: FederatedData, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        return self._keep_clients_samples(data, [self.client], dtype)
+    def _request(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a Flower node runs its client's hooks; statistics are requested by the ServerApp")
+
+    def _stop(self, why: str) -> None:
+        raise DivergenceError(why, self.history)
 
 
 def _node_client(context: Context, setup: FlowerSetup) -> int:
@@ -54,15 +61,15 @@ def _node_client(context: Context, setup: FlowerSetup) -> int:
     return c
 
 
-def _open(setup: FlowerSetup, msg: Message, context: Context) -> tuple[_ClientSide, int, ConfigRecord]:
+def _open(setup: FlowerSetup, msg: Message, context: Context) -> tuple[ClientRunner, int, ConfigRecord]:
     cfg = msg.content["config"]
     c = _node_client(context, setup)
     if int(cfg["client"]) != c:
         raise ValueError(f"message for client {int(cfg['client'])} reached the node of client {c}")
-    sim = _ClientSide(setup, c)
+    sim = ClientRunner(setup, c)
     load_client_state(sim, c, context.state, int(cfg["run"]))
     r = int(cfg["round"])
-    sim.round, sim.server.round = r - 1, r
+    sim.server.round = r
     sim.frozen = sim.server.frozen = bool(cfg.get("frozen", False))
     sim.plan = sim.algorithm.round_plan(r)  # what this client's round sends back
     return sim, c, cfg
@@ -109,7 +116,7 @@ def client_app(setup: Setups | Callable[[Context], Setups]) -> ClientApp:
         s = get(context, msg)
         sim, c, cfg = _open(s, msg, context)
         state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
-        up = sim._request(str(cfg["kind"]), [c], state, tag=None)[0]
+        up = sim.client_statistics(c, state, str(cfg["kind"]))
         save_client_state(sim, c, context.state, int(cfg["run"]))
         return _reply(msg, arrays=to_arrays(up))
 
@@ -118,7 +125,7 @@ def client_app(setup: Setups | Callable[[Context], Setups]) -> ClientApp:
         s = get(context, msg)
         sim, c, _ = _open(s, msg, context)
         sim.global_state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
-        per, own = sim._client_accuracies([c])[0]
+        per, own = sim.client_accuracy(c)
         return _reply(msg, metrics=MetricRecord({"test_acc": per, "own_acc": own}))
 
     @app.query("inspect")

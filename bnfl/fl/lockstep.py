@@ -55,7 +55,7 @@ class _Slot:
 
 
 class _Requests:
-    """Stands in for a simulation's :class:`~bnfl.fl.batched.BatchedClients`: its ``run`` hands
+    """Stands in for a simulation's :class:`~bnfl.fl.batched.BatchedClients`: its ``train`` hands
     the request to the lock-step loop and waits for the combined computation's answer."""
 
     def __init__(self, real: Any, baton: _Baton, slot: _Slot) -> None:
@@ -64,13 +64,14 @@ class _Requests:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
-    def run(self, r: int, clients: Sequence[int], received: Sequence[dict], *, lr: float, frozen: bool,
-            first: Any) -> Any:
+    def train(self, r: int, clients: Sequence[int], received: Sequence[dict], *, lr: float, frozen: bool,
+              first: Any = None) -> Any:
         self._slot.work = ClientWork(self._real, r, tuple(clients), tuple(received), lr, frozen, first)
         reply = self._baton.hand_back(self._slot)
         if isinstance(reply, BaseException):
             raise reply
-        return reply
+        uploads, losses = reply
+        return list(clients), uploads, losses
 
 
 def _rng_state() -> tuple[Any, Any, Any]:
@@ -145,14 +146,14 @@ def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
     if len({id(s) for s in sims}) != len(sims):
         raise ValueError("run_lockstep: the same Simulation is listed twice")
     for i, s in enumerate(sims):
-        if s._batched is None:
+        if s._batched is None or s.clients is not s._batched:
             raise ValueError(f"run_lockstep: simulation {i} does not use the batched engine "
                              f"({s.history.meta['batched']['why']}); build it with batched='auto' or 'on' "
                              "and run it on its own if it cannot be batched")
     baton = _Baton()
     slots = [_Slot(s) for s in sims]
     start = _rng_state()
-    originals = [s._batched for s in sims]
+    originals = [s.clients for s in sims]  # each one's batched engine (checked above)
 
     def body(slot: _Slot) -> None:
         baton.wait_first_turn(slot)
@@ -167,7 +168,7 @@ def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
     threads = []
     try:
         for slot, real in zip(slots, originals, strict=True):
-            slot.sim._batched = _Requests(real, baton, slot)
+            slot.sim.clients = _Requests(real, baton, slot)
             t = threading.Thread(target=body, args=(slot,), name=f"bnfl-lockstep-{len(threads)}", daemon=True)
             t.start()
             threads.append(t)
@@ -192,6 +193,6 @@ def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
         for t in threads:
             t.join(timeout=60)
         for s, real in zip(sims, originals, strict=True):
-            s._batched = real
+            s.clients = real
         _set_rng_state(start)
     return [slot.outcome for slot in slots]  # type: ignore[misc]

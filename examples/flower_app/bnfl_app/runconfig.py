@@ -13,7 +13,8 @@ from pathlib import Path
 
 from flwr.app import Context
 
-from bnfl.fl.flower import FlowerSetup, setup_from_config
+from bnfl.fl.config import setup_from_config
+from bnfl.fl.flower import FlowerSetup
 
 HERE = Path(__file__).parent
 
