@@ -23,7 +23,7 @@
 # rounds (* locally, † averaged on the server) should help most when E is small, where a momentum
 # reset every round throws away most of its history.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (10 seeds),
 # whose result is committed in `figures/fixbn-fig4/result.json`. Its deviations from the catalog's
 # recipe: Q-MLP-BN instead of Q-RES and 200 local steps per client instead of 1500 (15-minute
 # budget); E in {1, 5, 25, 100}; no data augmentation at quick (train.augment = 'none'), where the

@@ -22,28 +22,38 @@
 # Compare HBN with the best other normaliser in each column, and HBN and FixBN with BN at the most
 # heterogeneous setting.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/hbn-tab1/result.json`. Its deviations from the catalog's
 # recipe: CIFAR-10 and CIFAR-100 -> Q-DIG (10 classes; one proxy for both), K = 20 Dirichlet
 # clients, 5 per round, Q-SCNN, B = 4, T = 60; Tiny-ImageNet -> Q-GAUSS(100) with Q-MLP-BN, K = 50,
-# 10 per round, B = 16, T = 60; each method at the rate chosen on a validation split by the mean of
-# 3 seeds from the 3 rates of its Table 8 grid nearest the catalog's 0.005 (each keeps the paper's
-# argmax; Table 10's 3 largest /4 for the Tiny stand-in); 3 seeds in lock-step (the paper does not
-# state its repeats); HBN: lambda = 0.0803 (eq. 11) at T = 60 instead of the paper's 0.01 at T = 500
-# (CIFAR-10): the initial statistics keep the paper's weight (1 - lambda)^T = 0.0066 (0.01 at T = 60
-# would leave 0.55); tested with the statistics of the evaluated round's clients (Sec. 4.1,
-# eval_stats='recompute'); lambda = 0.01 and the EMA statistics (eval_stats='global') are reported
-# beside as variants; the Tiny stand-in: lambda = 0.1542 (T = 1000); lr 'decays quadratically with
-# 0.998': implemented as x0.998 per round (an interpretation); no data augmentation at quick
-# (train.augment = 'none'), where the paper profile augments (the authors' CIFAR recipe: random crop
-# with 4 px padding + horizontal flip; ImageNet: flip): the quick data are 8x8 digits or vectors,
-# where a 4-pixel shift moves half the digit out of view and a flip turns one digit into another,
-# and every committed quick number was made without it. The paper's setup trains on `cifar10`,
-# `cifar100`, `tiny_imagenet` read from a local folder, with 3 seeds: `bnfl run hbn-tab1 --profile
-# paper --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and
-# `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: each method at the rate the paper
-# chose (the argmax of Tables 8-10); lr 'decays quadratically with 0.998': implemented as x0.998 per
-# round (an interpretation).
+# 10 per round, B = 16, T = 60; the Q-DIG columns: stand-in chosen before any fix ran, by BN-only
+# calibration (issue 36; papers/hbn/regime.py): BN loses accuracy to the label skew at phi = 0.1
+# (iid - phi = 0.1, B = 4), 5 seeds, candidates in order: Q-DIG/Q-SCNN +2.89 [+1.02, +4.76] ->
+# Q-DIG/Q-SCNN (conv); fair rates (issue 36): every run compared is tuned on a validation split (20%
+# of the training set) from the grid 0.0025, 0.005, 0.01 at B = 4 (the pilot's 0.005 and a factor of
+# 2 either side), the same for every method, by the mean over the entry's 5 seeds, in the run's own
+# method, options and HBN evaluation at the headline partition, then scaled linearly with B; each
+# method's rates x seeds train as one lock-step stack with a per-row learning rate; chosen rates in
+# the notes; HBN: lambda = 0.0803 (eq. 11 scaled from the paper's 0.01 at T = 500 to T = 60), tested
+# with the statistics of the evaluated round's clients (Sec. 4.1, eval_stats='recompute'); the Tiny
+# stand-in: each method at the rate chosen on a validation split by the mean of 3 seeds from the 3
+# rates of its Table 8 grid nearest the catalog's 0.005 (each keeps the paper's argmax (Table 10's 3
+# largest / 4; 3 selection seeds); 5 seeds in lock-step (the paper does not state its repeats); HBN:
+# lambda = 0.0803 (eq. 11) at T = 60 instead of the paper's 0.01 at T = 500 (CIFAR-10): the initial
+# statistics keep the paper's weight (1 - lambda)^T = 0.0066 (0.01 at T = 60 would leave 0.55);
+# tested with the statistics of the evaluated round's clients (Sec. 4.1, eval_stats='recompute');
+# lambda = 0.01 and the EMA statistics (eval_stats='global') are reported beside as variants; the
+# Tiny stand-in: lambda = 0.1542 (T = 1000); lr 'decays quadratically with 0.998': implemented as
+# x0.998 per round (an interpretation); no data augmentation at quick (train.augment = 'none'),
+# where the paper profile augments (the authors' CIFAR recipe: random crop with 4 px padding +
+# horizontal flip; ImageNet: flip): the quick data are 8x8 digits or vectors, where a 4-pixel shift
+# moves half the digit out of view and a flip turns one digit into another, and every committed
+# quick number was made without it. The paper's setup trains on `cifar10`, `cifar100`,
+# `tiny_imagenet` read from a local folder, with 3 seeds: `bnfl run hbn-tab1 --profile paper
+# --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT`
+# to show it here. Its own assumptions: each method at the rate the paper chose (the argmax of
+# Tables 8-10); lr 'decays quadratically with 0.998': implemented as x0.998 per round (an
+# interpretation).
 #
 # *Generated by `scripts/make_notebooks.py` from the registry entry `hbn-tab1`: edit the entry under
 # `bnfl/experiments/papers/hbn/`, then run `python scripts/make_notebooks.py`.*
