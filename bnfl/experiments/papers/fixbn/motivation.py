@@ -63,8 +63,9 @@ E1_CONFIGS = profiles(_E1_QUICK, _E1_PAPER, _E1_SMOKE)
 #: Fig. 1's momentum claim (FixBN* >= FixBN) at fair rates (issue 36): momentum 0.9 takes steps ten times
 #: as large as plain SGD at one rate, so each side runs at its own rate, tuned on a validation split
 #: with the same grid, seeds and budget (:func:`bnfl.experiments.tuning.tune_rate`), around the
-#: common 0.1. Only fixbn-fig1 reads it; fixbn-tab1 shares the common-rate runs.
-E1_STAR_GRID = (0.02, 0.05, 0.1, 0.2, 0.5)
+#: common 0.1 (1.0 added after FixBN* chose 0.5, the first grid's top edge). Only fixbn-fig1 reads it;
+#: fixbn-tab1 shares the common-rate runs.
+E1_STAR_GRID = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 FIG1_CONFIGS = {**E1_CONFIGS, "quick": {**E1_CONFIGS["quick"], "star_tune": {"grid": list(E1_STAR_GRID)},
                                         "deviations": [*E1_CONFIGS["quick"]["deviations"],
                                                        "FixBN* vs FixBN: each at its own learning rate, tuned on a "
