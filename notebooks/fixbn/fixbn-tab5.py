@@ -25,14 +25,14 @@
 # whose result is committed in `figures/fixbn-tab5/result.json`. Its deviations from the catalog's
 # recipe: Q-RES on Q-DIG-2, E = 20, 12 epochs = 9 rounds; GN+WN is GN with weight standardisation
 # (WS, Qiao et al. 2019); each layer at its own learning rate, tuned on a 20% validation split of
-# the training set over [0.01, 0.02, 0.05, 0.1] with seeds 0-2 (the paper tunes none and states one
-# rate); no data augmentation at quick (train.augment = 'none'), where the paper profile augments
-# (the authors' CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet: flip): the
-# quick data are 8x8 digits or vectors, where a 4-pixel shift moves half the digit out of view and a
-# flip turns one digit into another, and every committed quick number was made without it. The
-# paper's setup trains on `cifar10` read from a local folder, with 5 seeds: `bnfl run fixbn-tab5
-# --profile paper --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and
-# `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: GN+WN run as GN with weight
+# the training set over [0.01, 0.02, 0.05, 0.1, 0.2] with seeds 0-2 (the paper tunes none and states
+# one rate); no data augmentation at quick (train.augment = 'none'), where the paper profile
+# augments (the authors' CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet:
+# flip): the quick data are 8x8 digits or vectors, where a 4-pixel shift moves half the digit out of
+# view and a flip turns one digit into another, and every committed quick number was made without
+# it. The paper's setup trains on `cifar10` read from a local folder, with 5 seeds: `bnfl run
+# fixbn-tab5 --profile paper --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper`
+# and `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: GN+WN run as GN with weight
 # standardisation (WS); CIFAR-10 trained with random crop (4 px padding) + horizontal flip
 # [assumed]: the FixBN paper states no augmentation and its code is not public; this is the pipeline
 # of the FedTAN code whose Table 1 FixBN reproduces (Table 4), and of HBN's code.
