@@ -57,7 +57,8 @@ _SOTA = profiles(_QUICK, _PAPER, smoke=_SMOKE)
 #: around the paper's common 0.01, every method scored as the claim judges it (each domain's accuracy
 #: under FedBN's protocol, equal-weight mean over domains). The common-rate runs stay as they are: the
 #: table, the per-domain checks and the other FedBN entries read them.
-SOTA_GRID = (0.005, 0.01, 0.02, 0.05)
+#: 0.1 joins the grid because on Q-DOM every method's validation score still rises at 0.05.
+SOTA_GRID = (0.005, 0.01, 0.02, 0.05, 0.1)
 _TUNE_NOTE = ("FedBN best on the mean: each method at its own learning rate, tuned on a 20% validation split of "
               f"the training set over {list(SOTA_GRID)} with seeds 0-2, scored by the mean over domains of each "
               f"domain's validation accuracy (the paper states one rate, {N.LR:g}, for all); the table and the "
@@ -155,6 +156,7 @@ def _sota_result(ctx: Context, config: dict[str, Any], paper_table: Any, counted
     best = max(others, key=lambda k: j_st[k]["avg"])
     at = " (each at its own tuned rate)" if tuned else ""
     lr = {k: f" (lr {t.rate:g})" for k, t in rates.items()}
+    chosen = [f"{k} {t.describe()}" + (" (the grid's edge)" if t.at_edge else "") for k, t in rates.items()]
     claims.append(per_seed_claim("fedbn-best-mean", f"FedBN is strictly best on the mean over domains{at}",
                                  seed_means(judged["FedBN"]), 0.0, baseline=seed_means(judged[best]), seeds=seeds,
                                  n_test=n_test * len(domains),
@@ -189,7 +191,7 @@ def _sota_result(ctx: Context, config: dict[str, Any], paper_table: Any, counted
                       "FedBN and SingleSet: each client's own model on its own test set; FedAvg and FedProx: the "
                       "global model (FedBN's protocol). FedProx mu = 0.01 (the reference code's default).",
                       *([f"Tuned rates (validation: mean over domains, %): "
-                         f"{'; '.join(f'{k} {t.describe()}' for k, t in rates.items())}. The rows marked "
+                         f"{'; '.join(chosen)}. The rows marked "
                          "'tuned' are those runs, at the entry's seeds; 'FedBN best on the mean' is judged on "
                          "them."] if rates else [])]}
 
