@@ -54,11 +54,12 @@ _SOTA = profiles(_QUICK, _PAPER, smoke=_SMOKE)
 #: Issue 36: Fig. 5 / Table 11's "best on the mean" (headline row 18) compares the four methods each
 #: at its own rate, tuned on a validation split with the same grid, seeds and budget
 #: (:func:`bnfl.experiments.tuning.tune_rate`) in exactly the setting of the compared runs, the grid
-#: around the paper's common 0.01, every method scored as the claim judges it (each domain's accuracy
+#: from the paper's common 0.01 upwards, every method scored as the claim judges it (each domain's accuracy
 #: under FedBN's protocol, equal-weight mean over domains). The common-rate runs stay as they are: the
 #: table, the per-domain checks and the other FedBN entries read them.
-#: 0.1 joins the grid because on Q-DOM every method's validation score still rises at 0.05.
-SOTA_GRID = (0.005, 0.01, 0.02, 0.05, 0.1)
+#: On Q-DOM every method's validation score still rose at 0.05 and three of the four at 0.1 (a grid of
+#: 0.005-0.1), and none chose 0.005: the grid runs from the paper's 0.01 up to 0.2.
+SOTA_GRID = (0.01, 0.02, 0.05, 0.1, 0.2)
 _TUNE_NOTE = ("FedBN best on the mean: each method at its own learning rate, tuned on a 20% validation split of "
               f"the training set over {list(SOTA_GRID)} with seeds 0-2, scored by the mean over domains of each "
               f"domain's validation accuracy (the paper states one rate, {N.LR:g}, for all); the table and the "
