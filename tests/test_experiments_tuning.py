@@ -57,3 +57,24 @@ def test_tune_rate_takes_the_best_mean_validation_accuracy_ties_to_the_larger_an
     table[0.1] = table[0.05] = table[0.01] = [float("nan")]
     with pytest.raises(RuntimeError, match="diverged"):
         tuning.tune_rate(core.Context(profile="quick"), SPEC, [0.01, 0.05, 0.1, 0.5])
+
+
+def test_tune_rate_scores_the_runs_by_what_the_claim_judges_when_given_score(monkeypatch):
+    """FedBN's clients are judged each on its own domain (``mean_over_clients``), not by the default
+    ``test_acc`` (every client's model on the whole split): the two can pick different rates, and a
+    diverged seed (NaN) still rules a rate out under any score."""
+    whole = {0.01: 60.0, 0.05: 40.0, 0.1: 20.0}  # test_acc: each client's model on every domain
+    own = {0.01: 70.0, 0.05: 90.0, 0.1: 99.0}  # each client's model on its own domain
+
+    def run(lr, seed):
+        if lr == 0.1 and seed == 1:
+            return {"diverged": True, "domains": ["a", "b"], "test_acc": [whole[lr]]}
+        return {"test_acc": [whole[lr]], "domains": ["a", "b"], "client_domain": [0, 1],
+                "domain_acc_clients": [[own[lr] + 1, 0.0, 50.0], [0.0, own[lr] - 1, 50.0]]}
+
+    monkeypatch.setattr(tuning, "train_grid", lambda ctx, spec, rates: {lr: [run(lr, s) for s in ctx.seeds]
+                                                                        for lr in rates})
+    ctx = core.Context(profile="quick")
+    assert tuning.tune_rate(ctx, SPEC, list(whole), seeds=(0, 1)).rate == 0.01  # default unchanged
+    t = tuning.tune_rate(ctx, SPEC, list(whole), seeds=(0, 1), score=training.mean_over_clients)
+    assert t.rate == 0.05 and t.scores == {0.01: 70.0, 0.05: 90.0, 0.1: -math.inf}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,7 @@ class Tuned:
         The grid rate with the best mean validation accuracy (ties: the larger rate; a rate that
         diverged on any seed never wins).
     scores : dict
-        ``{rate: mean validation accuracy (%)}``; ``-inf`` where a seed diverged.
+        ``{rate: mean validation score}`` (by default accuracy, %); ``-inf`` where a seed diverged.
     seeds : tuple of int
     validation : float
     """
@@ -65,10 +65,29 @@ class Tuned:
 
 
 def tune_rate(ctx: Context, spec: Mapping[str, Any], grid: Sequence[float], *,
-              seeds: Sequence[int] = TUNE_SEEDS, validation: float = VALIDATION) -> Tuned:
+              seeds: Sequence[int] = TUNE_SEEDS, validation: float = VALIDATION,
+              score: Callable[[Mapping[str, Any]], float] = final) -> Tuned:
     """The learning rate of ``spec`` (a run spec, method included) from ``grid``, chosen on a
     validation split: ``validation`` of the training set held out (:func:`bnfl.data.validation_split`),
-    the mean final validation accuracy over ``seeds`` (module docstring).
+    the mean of ``score`` over ``seeds`` (module docstring).
+
+    Parameters
+    ----------
+    ctx : Context
+    spec : mapping
+        The run spec of the compared runs, method included; its rate is replaced by the grid's.
+    grid : sequence of float
+        The learning rates tried.
+    seeds : sequence of int, default :data:`TUNE_SEEDS`
+    validation : float, default :data:`VALIDATION`
+        Fraction of the training set held out; the runs' test set is that held-out part.
+    score : callable, default :func:`bnfl.experiments.training.final`
+        A run summary -> its validation score (higher is better; NaN: the run diverged). The
+        default is the final ``test_acc``: the global model on the whole validation split, or for
+        a personalised method the mean over clients of each client's model on the whole split.
+        A claim that judges another number tunes on that one, e.g.
+        :func:`bnfl.experiments.training.mean_over_clients` (each client on its own domain, FedBN's
+        protocol).
 
     Raises
     ------
@@ -86,7 +105,7 @@ def tune_rate(ctx: Context, spec: Mapping[str, Any], grid: Sequence[float], *,
     runs = train_grid(sctx, held, grid)
     scores = {}
     for lr, rs in runs.items():
-        accs = [final(r) for r in rs]
+        accs = [float(score(r)) for r in rs]
         scores[lr] = float(np.mean(accs)) if all(math.isfinite(a) for a in accs) else -math.inf
     finite = [lr for lr, v in scores.items() if math.isfinite(v)]
     if not finite:

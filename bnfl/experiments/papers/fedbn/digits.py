@@ -35,10 +35,11 @@ from bnfl.experiments.papers.fedbn.setups import (
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.training import canonical, load_data
+from bnfl.experiments.training import canonical, load_data, mean_over_clients
+from bnfl.experiments.tuning import Tuned, tune_rate
 from bnfl.plots import color_for, new_figure
 
-__all__ = ["most_shifted_domain", "sota_runs", "upticks"]
+__all__ = ["SOTA_GRID", "most_shifted_domain", "sota_runs", "tuned_sota_runs", "upticks"]
 
 Q_EPOCHS = 50
 UNSEEN = ("thin", "fracture")
@@ -50,6 +51,21 @@ _PAPER = {"base": P_DIGITS, "epochs": N.ROUNDS_CODE, "unseen": [],
           "deviations": ["R = 100 rounds x 1 local epoch (the reference code's default; the text says 300 epochs)"]}
 _SMOKE = {"epochs": 2}
 _SOTA = profiles(_QUICK, _PAPER, smoke=_SMOKE)
+#: Issue 36: Fig. 5 / Table 11's "best on the mean" (headline row 18) compares the four methods each
+#: at its own rate, tuned on a validation split with the same grid, seeds and budget
+#: (:func:`bnfl.experiments.tuning.tune_rate`) in exactly the setting of the compared runs, the grid
+#: from the paper's common 0.01 upwards, every method scored as the claim judges it (each domain's accuracy
+#: under FedBN's protocol, equal-weight mean over domains). The common-rate runs stay as they are: the
+#: table, the per-domain checks and the other FedBN entries read them.
+#: On Q-DOM every method chose the grid's top rate with grids 0.005-0.05, 0.005-0.1 and 0.01-0.2 (none
+#: chose below 0.05), so the grid runs from 0.02 to 0.5, five rates as before.
+SOTA_GRID = (0.02, 0.05, 0.1, 0.2, 0.5)
+_TUNE_NOTE = ("FedBN best on the mean: each method at its own learning rate, tuned on a 20% validation split of "
+              f"the training set over {list(SOTA_GRID)} with seeds 0-2, scored by the mean over domains of each "
+              f"domain's validation accuracy (the paper states one rate, {N.LR:g}, for all); the table and the "
+              "per-domain checks stay at the common rate")
+_SOTA_TUNED = profiles(_QUICK | {"tune": {"grid": list(SOTA_GRID)}, "deviations": [BUDGET, _TUNE_NOTE]}, _PAPER,
+                       smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], "seeds": [0]}})
 
 
 def most_shifted_domain(split: Any) -> tuple[int, list[float]]:
@@ -68,6 +84,20 @@ def most_shifted_domain(split: Any) -> tuple[int, list[float]]:
 def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(ROWS)) -> dict[str, list]:
     """The runs of Fig. 5 / Table 11 (paper row name -> runs over the context's seeds)."""
     return {k: fedbn_runs(ctx, spec(config["base"], variant(k)), unseen=config.get("unseen", ())) for k in keys}
+
+
+def tuned_sota_runs(ctx: Context, config: dict[str, Any]) -> tuple[dict[str, list], dict[str, Tuned]]:
+    """Each method of Fig. 5 / Table 11 at its own tuned rate over the context's seeds, and the rates
+    (:data:`SOTA_GRID`, ``config["tune"]``). A method whose tuned rate is the common one reads the
+    common-rate runs (the same spec and protocol: the run cache holds them)."""
+    tune = config["tune"]
+    runs, rates = {}, {}
+    for k in ROWS:
+        one = spec(config["base"], variant(k))
+        rates[k] = tune_rate(ctx, one, tune["grid"], score=mean_over_clients,
+                             **{x: tune[x] for x in ("seeds", "validation") if x in tune})
+        runs[k] = fedbn_runs(ctx, spec(one, {"train": {"lr": rates[k].rate}}), unseen=config.get("unseen", ()))
+    return runs, rates
 
 
 def _domains(runs: dict[str, list]) -> list[str]:
@@ -119,11 +149,20 @@ def _sota_result(ctx: Context, config: dict[str, Any], paper_table: Any, counted
         claims.append(per_seed_claim(f"fedbn-{d}", f"{d}: FedBN >= max(others) - 0.5", acc["FedBN"][:, j], -0.5,
                                      baseline=acc[best][:, j], seeds=seeds, n_test=n_test,
                                      detail=f"FedBN {fb['mean'][j]:.2f} vs {best} {st[best]['mean'][j]:.2f}"))
-    best = max(others, key=lambda k: st[k]["avg"])
-    claims.append(per_seed_claim("fedbn-best-mean", "FedBN is strictly best on the mean over domains",
-                                 seed_means(runs["FedBN"]), 0.0, baseline=seed_means(runs[best]), seeds=seeds,
+    tuned, rates = tuned_sota_runs(ctx, config) if config.get("tune") else ({}, {})
+    if tuned:  # the headline claim: each method at its own tuned rate
+        t_rows, t_st = _table(tuned, domains)
+        rows += [{**r, "method": f"{r['method']} (tuned lr {rates[r['method']].rate:g})"} for r in t_rows]
+    judged, j_st = (tuned, t_st) if tuned else (runs, st)
+    best = max(others, key=lambda k: j_st[k]["avg"])
+    at = " (each at its own tuned rate)" if tuned else ""
+    lr = {k: f" (lr {t.rate:g})" for k, t in rates.items()}
+    chosen = [f"{k} {t.describe()}" + (" (the grid's edge)" if t.at_edge else "") for k, t in rates.items()]
+    claims.append(per_seed_claim("fedbn-best-mean", f"FedBN is strictly best on the mean over domains{at}",
+                                 seed_means(judged["FedBN"]), 0.0, baseline=seed_means(judged[best]), seeds=seeds,
                                  n_test=n_test * len(domains),
-                                 detail=f"FedBN {fb['avg']:.2f} vs {best} {st[best]['avg']:.2f}"))
+                                 detail=f"FedBN{lr.get('FedBN', '')} {j_st['FedBN']['avg']:.2f} vs {best}{lr.get(best, '')} "
+                                        f"{j_st[best]['avg']:.2f}"))
     gains = acc["FedBN"] - acc["FedAvg"]  # (seeds, domains), paired by seed
     gain = gains.mean(axis=0)
     runner_up = max((j for j in range(len(gain)) if j != shifted), key=lambda j: gain[j])
@@ -151,7 +190,11 @@ def _sota_result(ctx: Context, config: dict[str, Any], paper_table: Any, counted
                       "MNIST-M, MNIST); they are not matched one to one. The paper's most-shifted domain is SVHN; "
                       f"ours is defined from the data: {domains[shifted]}.",
                       "FedBN and SingleSet: each client's own model on its own test set; FedAvg and FedProx: the "
-                      "global model (FedBN's protocol). FedProx mu = 0.01 (the reference code's default)."]}
+                      "global model (FedBN's protocol). FedProx mu = 0.01 (the reference code's default).",
+                      *([f"Tuned rates (validation: mean over domains, %): "
+                         f"{'; '.join(chosen)}. The rows marked "
+                         "'tuned' are those runs, at the entry's seeds; 'FedBN best on the mean' is judged on "
+                         "them."] if rates else [])]}
 
 
 _SOTA_PROSE = dict(
@@ -164,7 +207,7 @@ _SOTA_PROSE = dict(
     # 10 deciding it: 10 seeds, the first 5 the same lock-step group as the other digits entries' runs
     seeds=DECIDING_SEED_COUNTS,
     seed_groups=(SEEDS["quick"],),
-    configs=_SOTA,
+    configs=_SOTA_TUNED,
 )
 
 
