@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments.core import Context, deep_merge
+from bnfl.experiments.curves import train_runs
 from bnfl.experiments.training import final, train_grid
 
-__all__ = ["TUNE_SEEDS", "VALIDATION", "Tuned", "tune_rate"]
+__all__ = ["TUNE_SEEDS", "VALIDATION", "Tuned", "tune_rate", "tuned_runs"]
 
 #: Seeds of a rate choice (trained in lock-step with the grid's rates).
 TUNE_SEEDS = (0, 1, 2)
@@ -112,3 +113,15 @@ def tune_rate(ctx: Context, spec: Mapping[str, Any], grid: Sequence[float], *,
         raise RuntimeError(f"tune_rate: every learning rate of the grid {sorted(scores)} diverged on some seed")
     best = max(finite, key=lambda lr: (scores[lr], lr))
     return Tuned(best, scores, tuple(int(s) for s in seeds), float(validation))
+
+
+def tuned_runs(ctx: Context, spec: Mapping[str, Any], tune: Mapping[str, Any], *,
+               train: Callable[[Context, Mapping[str, Any]], list[dict[str, Any]]] | None = None,
+               score: Callable[[Mapping[str, Any]], float] = final) -> tuple[Tuned, list[dict[str, Any]]]:
+    """``spec``'s rate tuned by :func:`tune_rate` from an entry's ``tune`` table (``grid``, and
+    ``seeds`` / ``validation`` where the table gives them), then ``spec`` trained at that rate over
+    the context's seeds by ``train`` (default :func:`bnfl.experiments.curves.train_runs`): the rate
+    and the runs, the one way every fair comparison of methods gets them."""
+    train = train or train_runs
+    rate = tune_rate(ctx, spec, tune["grid"], score=score, **{k: tune[k] for k in ("seeds", "validation") if k in tune})
+    return rate, train(ctx, deep_merge(spec, {"train": {"lr": rate.rate}}))

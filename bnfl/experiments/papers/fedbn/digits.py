@@ -36,7 +36,7 @@ from bnfl.experiments.papers.fedbn.setups import (
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.training import canonical, load_data, mean_over_clients
-from bnfl.experiments.tuning import Tuned, tune_rate
+from bnfl.experiments.tuning import Tuned, tuned_runs
 from bnfl.plots import color_for, new_figure
 
 __all__ = ["SOTA_GRID", "most_shifted_domain", "sota_runs", "tuned_sota_runs", "upticks"]
@@ -93,10 +93,8 @@ def tuned_sota_runs(ctx: Context, config: dict[str, Any]) -> tuple[dict[str, lis
     tune = config["tune"]
     runs, rates = {}, {}
     for k in ROWS:
-        one = spec(config["base"], variant(k))
-        rates[k] = tune_rate(ctx, one, tune["grid"], score=mean_over_clients,
-                             **{x: tune[x] for x in ("seeds", "validation") if x in tune})
-        runs[k] = fedbn_runs(ctx, spec(one, {"train": {"lr": rates[k].rate}}), unseen=config.get("unseen", ()))
+        rates[k], runs[k] = tuned_runs(ctx, spec(config["base"], variant(k)), tune, score=mean_over_clients,
+                                       train=lambda c, s: fedbn_runs(c, s, unseen=config.get("unseen", ())))
     return runs, rates
 
 

@@ -47,7 +47,7 @@ from bnfl.experiments.papers.fedtan.setups import (
     variant_spec,
 )
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.tuning import tune_rate
+from bnfl.experiments.tuning import tuned_runs
 from bnfl.fl.accounting import comm_volume
 from bnfl.nn import bn_modules
 
@@ -95,9 +95,7 @@ def _tuned_runs(ctx: Context, config: Mapping[str, Any]) -> tuple[dict[str, list
     for k in ("centralized", "fedavg+bn"):  # BN-only, before any fix is tuned or run
         out[k] = train_runs(ctx, merge_specs(base, variant_spec(k)))
     for k in ("fedtan", "fedavg+gn"):
-        one = merge_specs(base, variant_spec(k))
-        rates[k] = tune_rate(ctx, one, tune["grid"], **{x: tune[x] for x in ("seeds", "validation") if x in tune})
-        out[k] = train_runs(ctx, merge_specs(one, {"train": {"lr": rates[k].rate}}))
+        rates[k], out[k] = tuned_runs(ctx, merge_specs(base, variant_spec(k)), tune)
     return out, rates
 
 

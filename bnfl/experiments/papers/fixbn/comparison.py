@@ -34,7 +34,7 @@ from bnfl.experiments.papers.fixbn.setups import (
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.tuning import tune_rate
+from bnfl.experiments.tuning import tuned_runs
 from bnfl.plots import new_figure
 
 # -- Table 4 ----------------------------------------------------------------------------------------
@@ -188,10 +188,9 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         extra = {"model": {"name": config["fixup_model"]}} if extra else {}
         one = spec(config["base"], extra, variant(key))
         if tuned:
-            t = tune_rate(ctx, one, tuned["grid"], **{k: tuned[k] for k in ("seeds", "validation") if k in tuned})
-            rates[key] = t
-            one = spec(one, {"train": {"lr": t.rate}})
-        runs[key] = train_runs(ctx, one)
+            rates[key], runs[key] = tuned_runs(ctx, one, tuned)
+        else:
+            runs[key] = train_runs(ctx, one)
     stats = {k: final_stats(r) for k, r in runs.items()}
     rows = [{"Normalization Layer": name, "Acc ours": fmt_mean_std(*stats[k]), "Acc paper": acc,
              **({"lr (tuned)": rates[k].rate} if k in rates else {})}

@@ -40,7 +40,7 @@ from bnfl.experiments.papers.fixbn.setups import (
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.tuning import tune_rate
+from bnfl.experiments.tuning import tuned_runs
 from bnfl.plots import color_for, new_figure
 
 # -- the E = 1 setting (Fig. 1, Table 1, Fig. 2a-b) ---------------------------------------------
@@ -169,9 +169,8 @@ def _star(ctx: Context, ev: Seeds, config: Mapping[str, Any], f: Mapping[str, li
                            baseline=f["fixbn"], detail=f"FixBN* {m['fixbn-local']:.2f} vs FixBN {m['fixbn']:.2f}")
     sides, rates = {}, {}
     for k, extra in (("fixbn-local", {"train": {"momentum": config["star_momentum"]}}), ("fixbn", {})):
-        one = spec(config["base"], variant(k), extra)
-        rates[k] = tune_rate(ctx, one, tune["grid"], **{x: tune[x] for x in ("seeds", "validation") if x in tune})
-        sides[k] = finals(train_runs(ctx, spec(one, {"train": {"lr": rates[k].rate}})))
+        rates[k], runs = tuned_runs(ctx, spec(config["base"], variant(k), extra), tune)
+        sides[k] = finals(runs)
     return ev.at_least("star", "FixBN* (local momentum) >= FixBN - 0.5 (each at its own tuned rate)",
                        sides["fixbn-local"], -0.5, baseline=sides["fixbn"],
                        detail=(f"FixBN* {np.mean(sides['fixbn-local']):.2f} at {rates['fixbn-local'].describe()} vs "

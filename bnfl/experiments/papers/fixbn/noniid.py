@@ -40,7 +40,7 @@ from bnfl.experiments.papers.fixbn.setups import (
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.tuning import tune_rate
+from bnfl.experiments.tuning import tuned_runs
 from bnfl.plots import color_for, new_figure
 
 NORMS = ("fedavg+bn", "fedavg+gn", "fixbn")
@@ -100,12 +100,9 @@ def _conv_claims(ctx: Context, conv: dict[str, Any]) -> tuple[list[Claim], list[
     base = conv["base"]
     central = train_runs(ctx, spec(base, variant("centralized")))
     bn = train_runs(ctx, spec(base, variant("fedavg+bn")))
-    tune = {k: conv[k] for k in ("seeds", "validation") if k in conv}
     rates, runs = {}, {}
     for k in ("fixbn", "fedavg+gn"):
-        one = spec(base, variant(k))
-        rates[k] = tune_rate(ctx, one, conv["grid"], **tune)
-        runs[k] = train_runs(ctx, spec(one, {"train": {"lr": rates[k].rate}}))
+        rates[k], runs[k] = tuned_runs(ctx, spec(base, variant(k)), conv)
     ev = Seeds(ctx.seeds, runs["fixbn"])
     m = {k: final_stats(r)[0] for k, r in {"centralized": central, "fedavg+bn": bn, **runs}.items()}
     claims = [
