@@ -49,7 +49,7 @@ from bnfl.experiments.core import Context, deep_merge
 from bnfl.experiments.training import final, mean_over_clients
 
 __all__ = ["CANDIDATES", "DECIDING_SEEDS", "DECIDING_SEED_COUNTS", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS",
-           "HEADLINE_SEED_COUNTS", "HEADLINE_SEED_GROUPS", "ROUNDS", "ClaimEffect", "headroom_share", "measure", "metric",
+           "HEADLINE_SEED_COUNTS", "HEADLINE_SEED_GROUPS", "ROUNDS", "ClaimEffect", "chance", "headroom_share", "measure", "metric",
            "recommend", "resolution", "resolves", "scaled_effect", "score", "seeds_needed", "table"]
 
 #: Seeds a headline claim runs (issue 25: 5 for the headline claims).
@@ -199,6 +199,12 @@ def scaled_effect(effect: ClaimEffect, proxy_damage: float) -> float | None:
     if effect.kind != "effect" or effect.effect is None or not effect.damage:
         return None
     return float(effect.effect) * float(proxy_damage) / float(effect.damage)
+
+
+def chance(ctx: Context, spec: Mapping[str, Any]) -> float:
+    """Chance accuracy (%) of a run spec's data set, ``100 / classes`` (its split, memoised per
+    process: :func:`bnfl.experiments.training.load_data`)."""
+    return 100.0 / int(training.load_data(spec["data"], data_root=ctx.data_root).num_classes)
 
 
 def headroom_share(paper_damage: float, paper_top: float, top: float, *, chance: float,
