@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
+from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS, chance
 from bnfl.experiments.claims import Claim, at_least, info
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
@@ -170,7 +170,7 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                   "partition with the largest mean BN - GN, per seed)", f[(best, "fedavg+bn")], 0.0,
                                   baseline=f[(best, "fedavg+gn")],
                                   detail="BN - GN: " + ", ".join(f"{p} {d:+.2f}" for p, d in diffs.items())))
-        claims[start:] = _untestable(claims[start:], setting, base, m)
+        claims[start:] = _untestable(claims[start:], setting, chance(ctx, base), m)
     series: dict[str, Any] = {"partitions": [p for p, _ in parts], "bars": bars}
     if config.get("conv"):
         conv_claims, conv_rows, series["conv_rates"] = _conv_claims(ctx, config["conv"])
@@ -184,7 +184,7 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "The paper prints no numbers for Fig. 3; the claims are its qualitative statements."]}
 
 
-def _untestable(claims: list, setting: str, base: dict[str, Any], m: dict[tuple[str, str], float]) -> list:
+def _untestable(claims: list, setting: str, chance_level: float, m: dict[tuple[str, str], float]) -> list:
     """The setting's claims, reported but not judged when its BN-only control does not train.
 
     Precondition, from the BN-only run before any comparison: FedAvg+BN on the IID partition
@@ -194,12 +194,11 @@ def _untestable(claims: list, setting: str, base: dict[str, Any], m: dict[tuple[
     """
     if ("IID", "fedavg+bn") not in m:
         return claims
-    chance = 100.0 / int(base.get("data", {}).get("num_classes", 10))
-    need, got = chance + (100.0 - chance) / 2, m[("IID", "fedavg+bn")]
+    need, got = chance_level + (100.0 - chance_level) / 2, m[("IID", "fedavg+bn")]
     if got >= need:
         return claims
     why = (f"not testable here: FedAvg+BN on IID reaches {got:.1f}% in {setting}, under {need:.1f}% (half the room "
-           f"above chance, {chance:g}%): every method is still far from trained")
+           f"above chance, {chance_level:g}%): every method is still far from trained")
     return [dataclasses.replace(c, verdict="info", why=why) for c in claims]
 
 
