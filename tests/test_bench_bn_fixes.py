@@ -70,3 +70,34 @@ def test_report_only_writes_the_report_from_stored_results_without_computing(tmp
     assert [r.id for r in results] == ["fedtan-tab3"] and results[0].config_hash == stored.config_hash
     report = (tmp_path / "REPORT.md").read_text()
     assert "## fedtan-tab3" in report and "## fedtan-tab4" not in report
+
+
+def test_every_method_is_compared_at_its_own_tuned_rate_and_the_damage_at_the_shared_one(monkeypatch):
+    """The fair-rate protocol: each of the six methods goes through one tuning with the same grid
+    (which holds the shared recipe's rates), FedAvg+BN's damage and iid control train at the shared
+    rate, and the rows say which rate each method ran at."""
+    from bnfl.experiments.benchmarks import bn_fixes as B
+    from bnfl.experiments.tuning import Tuned
+
+    tuned, plain = [], []
+
+    def fake_run(spec):
+        return {"test_acc": [50.0], "n_test": 100, "domain_acc": [50.0, 50.0, 50.0]}
+
+    def fake_tuned(ctx, spec, tune, *, score):
+        tuned.append((spec["method"], tuple(tune["grid"]), spec["train"]["lr"]))
+        return Tuned(0.2, {lr: 50.0 for lr in tune["grid"]}, (0, 1, 2), 0.2), [fake_run(spec) for _ in ctx.seeds]
+
+    def fake_train(ctx, spec):
+        plain.append((spec["method"], spec["partition"]["kind"], spec["train"]["lr"]))
+        return [fake_run(spec) for _ in ctx.seeds]
+
+    monkeypatch.setattr(B, "tuned_runs", fake_tuned)
+    monkeypatch.setattr(B, "train_runs", fake_train)
+    config = E.get("bench-bn-fixes").config("quick")
+    ctx = E.Context(profile="quick", seeds=[0, 1])
+    out = B._setting(ctx, config, "label skew")
+    assert sorted(m for m, _, _ in tuned) == sorted(B.METHODS)
+    assert {g for _, g, _ in tuned} == {tuple(B.GRID)} and {0.05, 0.1} <= set(B.GRID)
+    assert sorted(plain) == [("fedavg+bn", "classes_per_client", 0.1), ("fedavg+bn", "iid", 0.1)]
+    assert {m: t.rate for m, t in out["rates"].items()} == {m: 0.2 for m in B.METHODS}
