@@ -9,6 +9,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bnfl.models._torchvision import torchvision_init_
 from bnfl.nn import conv_class, make_norm
 
 __all__ = ["CifarResNet", "ResNet18", "ResNet50"]
@@ -248,12 +249,7 @@ class ResNet50(nn.Module):
                 cin = width * _Bottleneck.expansion
             setattr(self, f"layer{i + 1}", nn.Sequential(*layer))
         self.fc = nn.Linear(cin, num_classes)
-        for m in self.modules():  # torchvision's initialisation
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)) and m.weight is not None:
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        torchvision_init_(self, linear=False)
 
     def forward(self, x: Tensor) -> Tensor:
         out = self.maxpool(F.relu(self.bn1(self.conv1(x))))
