@@ -167,6 +167,7 @@ def digit_domains(
                              f"({len(subsets)}), got {list(train_sizes)}")
     else:
         sizes = [train_per_domain] * len(subsets)
+
     def styled(idx: np.ndarray, name: str) -> torch.Tensor:
         x = apply_domain(images[idx], name, seed) / 16.0
         return to_form(torch.from_numpy((x - 0.5) / 0.5).to(torch.float32), form)
