@@ -227,6 +227,29 @@ def test_split_validates_and_moves():
         s.train_subset([5])
 
 
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=5), st.booleans())
+def test_split_from_domains_concatenates_in_order_and_labels_each_sample(sizes, as_numpy):
+    # Domain j's (x_train, y_train, x_test, y_test): its samples carry values 100 j + i, so the
+    # concatenation order and the domain label of every sample can be read back.
+    def piece(j: int, n: int) -> tuple:
+        x = (100.0 * j + np.arange(n, dtype=np.float32)).reshape(n, 1).repeat(3, 1)
+        y = np.full(n, j, dtype=np.int64)
+        return (x, y) if as_numpy else (torch.from_numpy(x), torch.from_numpy(y))
+
+    pieces = [(*piece(j, a), *piece(j, b)) for j, (a, b) in enumerate(sizes)]
+    names = [f"d{j}" for j in range(len(sizes))]
+    s = Split.from_domains(pieces, domains=names, classes=("a", "b"), name="t", meta={"k": 1})
+    for part, col in (("train", 0), ("test", 1)):
+        want = [j for j, n in enumerate(sizes) for _ in range(n[col])]
+        x, d = getattr(s, f"x_{part}"), getattr(s, f"domain_{part}")
+        assert d.dtype == torch.int64 and d.tolist() == want == getattr(s, f"y_{part}").tolist()
+        assert x.shape == (len(want), 3) and x.dtype == torch.float32
+        assert x[:, 0].tolist() == [100.0 * j + i for j, n in enumerate(sizes) for i in range(n[col])]
+    assert s.domains == tuple(names) and s.classes == ("a", "b") and s.meta == {"k": 1}
+    with pytest.raises(ValueError, match=r"pieces for .* domains; give one \(x_train, y_train, x_test, y_test\)"):
+        Split.from_domains(pieces, domains=[*names, "extra"], classes=("a",), name="t")
+
+
 @given(st.lists(st.integers(0, 10_000), min_size=0, max_size=100, unique=True),
        st.integers(1, 17), st.integers(0, 2**32 - 1), st.integers(0, 50), st.booleans())
 def test_iterate_batches_deterministic_and_complete(idx, batch, seed, epoch, drop_last):

@@ -136,3 +136,34 @@ def test_init_reaches_run_configs_and_the_train_cli(tmp_path, monkeypatch):
     assert main(["train", "--config", str(toml), "--init", "pytorch", "--quiet", "--batched", "off",
                  "--out", str(tmp_path / "out")]) == 0
     assert seen["model"] == {"name": "q_mlp_bn", "init": "pytorch"}
+
+
+def test_torchvision_init_draws_torchvision_scheme_by_layer_type():
+    # The one initialisation of the torchvision layouts (MobileNet-v2, VGG, ResNet-50): He-normal
+    # fan-out convs with zero bias, norm affine 1/0, linear N(0, 0.01) with zero bias, or linear
+    # layers left alone with linear=False; HBN's alpha is not a norm weight and keeps its value.
+    from bnfl.models._torchvision import torchvision_init_
+    from bnfl.nn import HybridBatchNorm2d
+
+    def net() -> nn.Sequential:
+        hbn = HybridBatchNorm2d(64, alpha_init=0.5)
+        return nn.Sequential(nn.Conv2d(16, 64, 3, bias=True), nn.BatchNorm2d(64), nn.GroupNorm(2, 64), hbn,
+                             nn.Linear(512, 128))
+
+    torch.manual_seed(0)
+    built = net()
+    for m in built.modules():  # move every affine away from 1/0 so that the init is seen
+        if isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)):
+            nn.init.normal_(m.weight)
+            nn.init.normal_(m.bias)
+    linear_before = _state(built[4])
+    assert torchvision_init_(built, linear=False) is built
+    conv, bn, gn, hbn, lin = built
+    assert abs(conv.weight.std().item() / math.sqrt(2.0 / (64 * 9)) - 1) < 0.03
+    assert torch.equal(conv.bias, torch.zeros(64))
+    for norm in (bn, gn, hbn):
+        assert torch.equal(norm.weight, torch.ones(64)) and torch.equal(norm.bias, torch.zeros(64))
+    assert torch.equal(hbn.alpha, torch.full((64,), 0.5))
+    assert all(torch.equal(v, lin.state_dict()[k]) for k, v in linear_before.items())
+    torchvision_init_(built)
+    assert abs(lin.weight.std().item() / 0.01 - 1) < 0.03 and torch.equal(lin.bias, torch.zeros(128))

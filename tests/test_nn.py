@@ -317,6 +317,21 @@ def test_fbn_normalises_with_global_stats_and_averages_batch_stats(seed, dim, st
     assert int(layer.num_batches_tracked) == 0 and torch.equal(layer.global_mean, g)
 
 
+@pytest.mark.parametrize("cls", [HybridBatchNorm1d, HybridBatchNorm2d, FederatedBatchNorm1d, FederatedBatchNorm2d])
+def test_hbn_fbn_input_dims_checked_once_naming_the_layer(cls):
+    """HBN and FBN share one input check: BatchNorm1d's (N, C) / (N, C, L) or BatchNorm2d's
+    (N, C, H, W); the error names the layer's own class, a user's subclass included."""
+    sub = type(f"My{cls.__name__}", (cls,), {})
+    ok = [(4, 3), (4, 3, 5)] if cls.__name__.endswith("1d") else [(4, 3, 2, 2)]
+    for layer in (cls(3), sub(3)):
+        for shape in ok:
+            assert layer(torch.randn(shape)).shape == shape
+        for shape in [(3,), (4, 3), (4, 3, 5), (4, 3, 2, 2), (4, 3, 2, 2, 2)]:
+            if shape not in ok:
+                with pytest.raises(ValueError, match=rf"^{type(layer).__name__} expects \(N, C"):
+                    layer(torch.randn(shape))
+
+
 def test_sample_norms_equal_torch_references():
     torch.manual_seed(0)
     x4, x2 = torch.randn(3, 6, 4, 5, dtype=D64), torch.randn(5, 6, dtype=D64)

@@ -80,6 +80,49 @@ class Split:
                     f"got {d.dtype} {tuple(d.shape)}"
                 )
 
+    @classmethod
+    def from_domains(
+        cls,
+        pieces: Sequence[tuple[Any, Any, Any, Any]],
+        *,
+        domains: Sequence[str],
+        classes: Sequence[str],
+        name: str,
+        meta: dict[str, Any] | None = None,
+    ) -> Split:
+        """A split whose samples come from named domains (sites, cities, clients of origin).
+
+        Parameters
+        ----------
+        pieces : sequence of (x_train, y_train, x_test, y_test)
+            Domain ``j``'s samples, NumPy arrays or tensors with the samples on dim 0 and the
+            dtypes of a :class:`Split` (float32 features, int64 labels), in the order of ``domains``.
+        domains : sequence of str
+            One name per piece.
+        classes : sequence of str
+        name : str
+        meta : dict, optional
+
+        Returns
+        -------
+        Split
+            Every part concatenated in domain order; ``domain_train[i]`` / ``domain_test[i]`` is the
+            index ``j`` of the piece sample ``i`` came from.
+        """
+        if len(pieces) != len(domains):
+            raise ValueError(f"{len(pieces)} pieces for {len(domains)} domains; give one (x_train, y_train, "
+                             "x_test, y_test) per domain")
+
+        def joined(part: int) -> Tensor:
+            return torch.cat([torch.as_tensor(p[part]) for p in pieces])
+
+        def origin(part: int) -> Tensor:
+            return torch.cat([torch.full((len(p[part]),), j, dtype=torch.int64) for j, p in enumerate(pieces)])
+
+        return cls(x_train=joined(0), y_train=joined(1), x_test=joined(2), y_test=joined(3), classes=tuple(classes),
+                   name=name, domain_train=origin(1), domain_test=origin(3), domains=tuple(domains),
+                   meta=dict(meta or {}))
+
     @property
     def num_classes(self) -> int:
         """Number of classes (``len(classes)``)."""

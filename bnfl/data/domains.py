@@ -167,33 +167,17 @@ def digit_domains(
                              f"({len(subsets)}), got {list(train_sizes)}")
     else:
         sizes = [train_per_domain] * len(subsets)
-    xs: dict[str, list] = {"train": [], "test": []}
-    ys: dict[str, list] = {"train": [], "test": []}
-    ds: dict[str, list] = {"train": [], "test": []}
-    for j, (name, (tr, te)) in enumerate(zip(domains, subsets, strict=True)):
-        if sizes[j] is not None:
-            tr = tr[: sizes[j]]
-        for part, idx in (("train", tr), ("test", te)):
-            x = apply_domain(images[idx], name, seed) / 16.0
-            xs[part].append((x - 0.5) / 0.5)
-            ys[part].append(labels[idx])
-            ds[part].append(np.full(idx.size, j, dtype=np.int64))
 
-    def cat(d: dict, part: str) -> torch.Tensor:
-        return torch.from_numpy(np.concatenate(d[part]))
+    def styled(idx: np.ndarray, name: str) -> torch.Tensor:
+        x = apply_domain(images[idx], name, seed) / 16.0
+        return to_form(torch.from_numpy((x - 0.5) / 0.5).to(torch.float32), form)
 
-    return Split(
-        x_train=to_form(cat(xs, "train").to(torch.float32), form),
-        y_train=cat(ys, "train"),
-        x_test=to_form(cat(xs, "test").to(torch.float32), form),
-        y_test=cat(ys, "test"),
-        classes=DIGIT_CLASSES,
-        name="Q-DOM",
-        domain_train=cat(ds, "train"),
-        domain_test=cat(ds, "test"),
-        domains=tuple(domains),
-        meta={"seed": seed, "form": form, "normalize": "x/16, then (x-0.5)/0.5"},
-    )
+    pieces = []
+    for name, (tr, te), n in zip(domains, subsets, sizes, strict=True):
+        tr = tr if n is None else tr[:n]
+        pieces.append((styled(tr, name), labels[tr], styled(te, name), labels[te]))
+    return Split.from_domains(pieces, domains=domains, classes=DIGIT_CLASSES, name="Q-DOM",
+                              meta={"seed": seed, "form": form, "normalize": "x/16, then (x-0.5)/0.5"})
 
 
 def unseen_domain_test(
@@ -237,26 +221,15 @@ def digit_segmentation(
         ``x``: (N, 1, 8, 8) float32; ``y``: (N, 8, 8) int64 masks; domains = cities.
     """
     subsets, images, labels = _domain_subsets(cities, seed, test_fraction)
-    out: dict[str, list] = {k: [] for k in ("xtr", "ytr", "dtr", "xte", "yte", "dte")}
-    for j, (name, (tr, te)) in enumerate(zip(cities, subsets, strict=True)):
-        for part, idx in (("tr", tr), ("te", te)):
-            raw = images[idx]
-            stroke = raw > threshold
-            mask = stroke.astype(np.int64) if binary else np.where(stroke, labels[idx, None, None] + 1, 0)
-            out["x" + part].append((apply_domain(raw, name, seed) / 16.0 - 0.5) / 0.5)
-            out["y" + part].append(mask.astype(np.int64))
-            out["d" + part].append(np.full(idx.size, j, dtype=np.int64))
-    cat = {k: torch.from_numpy(np.concatenate(v)) for k, v in out.items()}
+
+    def city(idx: np.ndarray, name: str) -> tuple[torch.Tensor, np.ndarray]:
+        raw = images[idx]
+        stroke = raw > threshold
+        mask = stroke.astype(np.int64) if binary else np.where(stroke, labels[idx, None, None] + 1, 0)
+        x = torch.from_numpy((apply_domain(raw, name, seed) / 16.0 - 0.5) / 0.5).to(torch.float32)
+        return x.unsqueeze(1), mask.astype(np.int64)  # (n, 8, 8) -> (n, 1, 8, 8); masks (n, 8, 8)
+
+    pieces = [(*city(tr, name), *city(te, name)) for name, (tr, te) in zip(cities, subsets, strict=True)]
     classes = ("background", "stroke") if binary else ("background", *DIGIT_CLASSES)
-    return Split(
-        x_train=cat["xtr"].to(torch.float32).unsqueeze(1),
-        y_train=cat["ytr"],
-        x_test=cat["xte"].to(torch.float32).unsqueeze(1),
-        y_test=cat["yte"],
-        classes=classes,
-        name="Q-SEG",
-        domain_train=cat["dtr"],
-        domain_test=cat["dte"],
-        domains=tuple(cities),
-        meta={"seed": seed, "binary": binary, "threshold": threshold},
-    )
+    return Split.from_domains(pieces, domains=cities, classes=classes, name="Q-SEG",
+                              meta={"seed": seed, "binary": binary, "threshold": threshold})

@@ -79,7 +79,7 @@ def digit5(root: str | Path, *, fraction: float = 0.1, domains: Sequence[str] = 
     if train_sizes is not None and len(train_sizes) != len(domains):
         raise ValueError(f"train_sizes must give one size per domain ({len(domains)}), got {list(train_sizes)}")
     root = Path(root)
-    parts: dict[str, list] = {k: [] for k in ("xtr", "ytr", "dtr", "xte", "yte", "dte")}
+    pieces = []
     for j, name in enumerate(domains):
         folder = root / DIGIT5[name]
         files = [folder / "partitions" / f"train_part{i}.pkl" for i in range(max(1, int(round(fraction * 10))))]
@@ -100,15 +100,9 @@ def digit5(root: str | Path, *, fraction: float = 0.1, domains: Sequence[str] = 
         if train_sizes is not None:
             x, y = x[: int(train_sizes[j])], y[: int(train_sizes[j])]
         xt, yt = test
-        for tag, xs, ys in (("tr", x, y), ("te", xt, yt)):
-            parts["x" + tag].append(_to_rgb(xs, size))
-            parts["y" + tag].append(torch.from_numpy(ys))
-            parts["d" + tag].append(torch.full((ys.size,), j, dtype=torch.int64))
-    cat = {k: torch.cat(v) for k, v in parts.items()}
-    return Split(x_train=cat["xtr"], y_train=cat["ytr"], x_test=cat["xte"], y_test=cat["yte"],
-                 classes=tuple(str(c) for c in range(10)), name="Digit-5", domain_train=cat["dtr"],
-                 domain_test=cat["dte"], domains=tuple(domains),
-                 meta={"fraction": fraction, "size": size, "normalize": "x/255, then (x-0.5)/0.5"})
+        pieces.append((_to_rgb(x, size), y, _to_rgb(xt, size), yt))
+    return Split.from_domains(pieces, domains=domains, classes=tuple(str(c) for c in range(10)), name="Digit-5",
+                              meta={"fraction": fraction, "size": size, "normalize": "x/255, then (x-0.5)/0.5"})
 
 
 # -- raw formats: rebuild the release's partitions from the data sets' own files --------------------
@@ -214,9 +208,9 @@ def abide(root: str | Path, *, sites: Sequence[str] = ABIDE_SITES_I, test_fracti
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     root = Path(root)
     rng = np.random.default_rng(seed)
-    parts: dict[str, list] = {k: [] for k in ("xtr", "ytr", "dtr", "xte", "yte", "dte")}
+    pieces = []
     dim = None
-    for j, site in enumerate(sites):
+    for site in sites:
         path = root / f"{site}.npz"
         if not path.is_file():
             raise _missing(f"abide ({site})", path, _ABIDE_LAYOUT)
@@ -231,14 +225,10 @@ def abide(root: str | Path, *, sites: Sequence[str] = ABIDE_SITES_I, test_fracti
         dim = x.shape[1]
         perm = rng.permutation(y.size)
         n_test = max(1, int(round(test_fraction * y.size)))
-        for tag, idx in (("tr", perm[n_test:]), ("te", perm[:n_test])):
-            parts["x" + tag].append(torch.from_numpy(x[idx]))
-            parts["y" + tag].append(torch.from_numpy(y[idx]))
-            parts["d" + tag].append(torch.full((idx.size,), j, dtype=torch.int64))
-    cat = {k: torch.cat(v) for k, v in parts.items()}
-    return Split(x_train=cat["xtr"], y_train=cat["ytr"], x_test=cat["xte"], y_test=cat["yte"],
-                 classes=("HC", "ASD"), name="ABIDE I", domain_train=cat["dtr"], domain_test=cat["dte"],
-                 domains=tuple(sites), meta={"seed": seed, "test_fraction": test_fraction})
+        tr, te = perm[n_test:], perm[:n_test]
+        pieces.append((x[tr], y[tr], x[te], y[te]))
+    return Split.from_domains(pieces, domains=sites, classes=("HC", "ASD"), name="ABIDE I",
+                              meta={"seed": seed, "test_fraction": test_fraction})
 
 
 _MORPHO_LAYOUT = ("  <root>/global/t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz  (thinning/thickening)\n"

@@ -128,34 +128,21 @@ def abide_sites(
         raise ValueError("every site needs >= 2 samples and a positive ratio in (0, 1)")
     rng = np.random.default_rng(seed)
     w = rng.standard_normal(dim) / np.sqrt(dim) * 3.0
-    parts: dict[str, list] = {k: [] for k in ("xtr", "ytr", "dtr", "xte", "yte", "dte")}
-    for j, (n, r) in enumerate(zip(sizes, ratios, strict=True)):
+    pieces = []
+    for n, r in zip(sizes, ratios, strict=True):
         z = rng.standard_normal((n, dim))
         score = z @ w + rng.logistic(size=n)
         y = np.zeros(n, dtype=np.int64)
         y[np.argsort(-score, kind="stable")[: int(round(r * n))]] = 1
         a = np.exp(rng.normal(0.0, 0.5, size=dim))
         b = rng.standard_normal(dim)
-        x = z * a + b  # diag(A) z + b, (n, d)
+        x = (z * a + b).astype(np.float32)  # diag(A) z + b, (n, d)
         perm = rng.permutation(n)
         n_test = max(1, int(round(test_fraction * n)))
-        for part, idx in (("tr", perm[n_test:]), ("te", perm[:n_test])):
-            parts["x" + part].append(x[idx])
-            parts["y" + part].append(y[idx])
-            parts["d" + part].append(np.full(idx.size, j, dtype=np.int64))
-    cat = {k: torch.from_numpy(np.concatenate(v)) for k, v in parts.items()}
-    return Split(
-        x_train=cat["xtr"].to(torch.float32),
-        y_train=cat["ytr"],
-        x_test=cat["xte"].to(torch.float32),
-        y_test=cat["yte"],
-        classes=("HC", "ASD"),
-        name="Q-ABIDE",
-        domain_train=cat["dtr"],
-        domain_test=cat["dte"],
-        domains=names,
-        meta={"seed": seed, "sizes": list(sizes), "positive_ratios": list(ratios), "dim": dim},
-    )
+        tr, te = perm[n_test:], perm[:n_test]
+        pieces.append((x[tr], y[tr], x[te], y[te]))
+    return Split.from_domains(pieces, domains=names, classes=("HC", "ASD"), name="Q-ABIDE",
+                              meta={"seed": seed, "sizes": list(sizes), "positive_ratios": list(ratios), "dim": dim})
 
 
 def fedbn_synthetic(
@@ -188,24 +175,13 @@ def fedbn_synthetic(
     mu = np.stack([shift * np.ones(dim), -shift * np.ones(dim)])  # (2, d)
     lag = np.abs(np.subtract.outer(np.arange(dim), np.arange(dim)))
     chol = [np.eye(dim), np.linalg.cholesky(correlation**lag)]
-    out: dict[str, list] = {k: [] for k in ("xtr", "ytr", "dtr", "xte", "yte", "dte")}
-    for client in range(2):
-        for part, n in (("tr", n_per_class), ("te", n_test_per_class)):
-            y = np.repeat(np.arange(2, dtype=np.int64), n)
-            x = mu[y] + rng.standard_normal((2 * n, dim)) @ chol[client].T
-            out["x" + part].append(x)
-            out["y" + part].append(y)
-            out["d" + part].append(np.full(2 * n, client, dtype=np.int64))
-    cat = {k: torch.from_numpy(np.concatenate(v)) for k, v in out.items()}
-    return Split(
-        x_train=cat["xtr"].to(torch.float32),
-        y_train=cat["ytr"],
-        x_test=cat["xte"].to(torch.float32),
-        y_test=cat["yte"],
-        classes=("0", "1"),
-        name="FedBN-AppF",
-        domain_train=cat["dtr"],
-        domain_test=cat["dte"],
-        domains=("identity covariance", "AR(1) covariance"),
-        meta={"seed": seed, "dim": dim, "shift": shift, "correlation": correlation},
-    )
+
+    def draw(client: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        y = np.repeat(np.arange(2, dtype=np.int64), n)
+        x = mu[y] + rng.standard_normal((2 * n, dim)) @ chol[client].T  # (2n, d)
+        return x.astype(np.float32), y
+
+    pieces = [(*draw(c, n_per_class), *draw(c, n_test_per_class)) for c in range(2)]  # train, then test
+    return Split.from_domains(pieces, domains=("identity covariance", "AR(1) covariance"), classes=("0", "1"),
+                              name="FedBN-AppF", meta={"seed": seed, "dim": dim, "shift": shift,
+                                                       "correlation": correlation})

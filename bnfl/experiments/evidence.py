@@ -86,17 +86,20 @@ class Seeds:
                  baseline: Sequence[float] | None = None, detail: str = "", why: str = "",
                  kind: str = "reproduction") -> Claim:
         """``mean(values) (- mean(baseline)) >= threshold``; paired by seed with ``baseline``."""
-        self._check(values, baseline)
-        return per_seed_claim(name, statement, values, threshold, baseline=baseline, seeds=self.seeds,
-                              n_test=self.n_test, side="above", detail=detail, why=why, kind=kind)
+        return self._one_sided("above", name, statement, values, threshold, baseline, detail, why, kind)
 
     def at_most(self, name: str, statement: str, values: Sequence[float], threshold: float, *,
                 baseline: Sequence[float] | None = None, detail: str = "", why: str = "",
                 kind: str = "reproduction") -> Claim:
         """``mean(values) (- mean(baseline)) <= threshold``; paired by seed with ``baseline``."""
+        return self._one_sided("below", name, statement, values, threshold, baseline, detail, why, kind)
+
+    def _one_sided(self, side: str, name: str, statement: str, values: Sequence[float], threshold: float,
+                   baseline: Sequence[float] | None, detail: str, why: str, kind: str) -> Claim:
+        """:meth:`at_least` (``side="above"``) and :meth:`at_most` (``"below"``) over this entry's seeds."""
         self._check(values, baseline)
         return per_seed_claim(name, statement, values, threshold, baseline=baseline, seeds=self.seeds,
-                              n_test=self.n_test, side="below", detail=detail, why=why, kind=kind)
+                              n_test=self.n_test, side=side, detail=detail, why=why, kind=kind)
 
     def within(self, name: str, statement: str, a: Sequence[float], b: Sequence[float], tol: float, *,
                detail: str = "", why: str = "", kind: str = "reproduction") -> Claim:

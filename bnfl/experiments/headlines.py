@@ -133,6 +133,8 @@ _DOM = "Q-DOM (8x8 digits in 5 styles)"
 _SKEW_DAMAGE = Precondition("FedAvg+BN loses accuracy to the label skew (centralized BN - FedAvg+BN > 0)")
 _SHIFT_DAMAGE = Precondition("FedAvg+BN loses accuracy to the feature shift (iid control - shifted > 0)")
 _BN_DROP = Precondition("BN loses accuracy from B = 32 to B = 2 at phi = 0.6", "bn-damage", "BN's drop")
+_SHARD_DAMAGE = Precondition("FedAvg+BN is damaged by the shards (centralized BN - FedAvg+BN > 0)", "bn-damage",
+                             "BN's damage")
 #: HBN's stand-ins (issue 36, papers/hbn/regime.py): chosen per precondition by BN-only calibration runs.
 _HBN_CONV = "Q-DIG/Q-SCNN (8x8 digits, conv net, 20 Dirichlet clients; chosen by BN's damage at phi = 0.1)"
 _HBN_PILOT = "Q-GAUSS(10)/Q-MLP-BN (CATALOG 0.5's HBN pilot, 20 Dirichlet clients; chosen by BN's damage)"
@@ -171,8 +173,7 @@ HEADLINES: tuple[Headline, ...] = (
              "Q-DIG-2, Q-RES (8x8 digit images, 2 classes per client, a small ResNet: GN over channels)",
              threshold_reason="0: direction only (the paper's FedTAN leads FedAvg+GN by 5.00 pts); each method at "
                               "its own tuned rate", paper_value=5.00,
-             precondition=Precondition("FedAvg+BN loses accuracy to the label skew (centralized BN - FedAvg+BN > 0)",
-                                       "bn-damage", "BN's damage")),
+             precondition=dataclasses.replace(_SKEW_DAMAGE, claim="bn-damage", label="BN's damage")),
     # HBN (Chen, Xu, Wu, Kittler)
     Headline("hbn-tab1", "hbn-best-Q-DIG phi=0.1", "HBN is the best normaliser under strong non-iid",
              "CIFAR-10, phi=0.1: HBN 71.56 vs FixBN 70.36, BN 69.61, GN 68.76 (Table 1)", _HBN_CONV,
@@ -227,16 +228,14 @@ HEADLINES: tuple[Headline, ...] = (
              "Q-DIG-2 shards, Q-RES (8x8 digit images, a small ResNet: GN over channels)",
              threshold_reason="0: direction only (Fig. 3 prints no numbers; Table 5's Shards, E=100: FixBN 76.56 vs "
                               "GN 59.69); each method at its own tuned rate", paper_value=16.87,
-             precondition=Precondition("FedAvg+BN is damaged by the shards (centralized BN - FedAvg+BN > 0)",
-                                       "conv-bn-damage", "BN's damage")),
+             precondition=dataclasses.replace(_SHARD_DAMAGE, claim="conv-bn-damage")),
     Headline("fixbn-tab5", "fixbn-best", "FixBN is the best normalisation layer",
              "ResNet-20, Shards, E=100: FixBN above BN, GN, LN, IN, FixUp (Table 5)",
              "Q-DIG-2 shards, Q-RES (8x8 digit images, a small ResNet: GN/LN/IN over channels, FixUp)",
              threshold_reason="0: direction only, against the best other layer (paper: FixBN 76.56 vs FixUp 70.66); "
                               "every layer at its own tuned rate",
              paper_value=5.90,
-             precondition=Precondition("FedAvg+BN is damaged by the shards (centralized BN - FedAvg+BN > 0)",
-                                       "bn-damage", "BN's damage")),
+             precondition=_SHARD_DAMAGE),
     # FedBN (Li, Jiang, Zhang, Kamp, Dou)
     Headline("fedbn-tab11", "fedbn-best-mean", "FedBN beats the best other method (SingleSet, FedAvg, FedProx) under "
              "feature shift",

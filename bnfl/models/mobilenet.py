@@ -24,6 +24,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from bnfl.models._torchvision import torchvision_init_
 from bnfl.nn import conv_class, make_norm
 
 __all__ = ["MobileNetV2", "MBV2_SETTINGS", "TINY_SETTINGS"]
@@ -129,15 +130,7 @@ class MobileNetV2(nn.Module):
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Sequential(nn.Dropout(dropout) if dropout > 0 else nn.Identity(),
                                         nn.Linear(last_channels, num_classes))
-        for m in self.modules():  # torchvision's initialisation
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-            elif isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)) and m.weight is not None:
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0.0, 0.01)
-                nn.init.zeros_(m.bias)
+        torchvision_init_(self)
 
     def forward(self, x: Tensor) -> Tensor:
         out = self.features(x)

@@ -9,6 +9,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bnfl.models._torchvision import torchvision_init_
 from bnfl.nn import conv_class, make_norm
 
 __all__ = ["CifarResNet", "ResNet18", "ResNet50"]
@@ -17,6 +18,18 @@ __all__ = ["CifarResNet", "ResNet18", "ResNet50"]
 def _conv3x3(cin: int, cout: int, stride: int, norm: str) -> nn.Conv2d:
     cls = conv_class(norm)
     return cls(cin, cout, kernel_size=3, stride=stride, padding=1, bias=False)
+
+
+def _stem(stem: str, cin: int, norm: str) -> tuple[nn.Conv2d, nn.Module]:
+    """A ResNet's stem conv to 64 channels (no bias) and the pooling after it: ``"imagenet"``, a
+    7x7 stride-2 conv and a 3x3 stride-2 max-pool (He et al. 2016, Table 1; torchvision's);
+    ``"cifar"``, a 3x3 stride-1 conv and no pooling (the common CIFAR variant)."""
+    conv = conv_class(norm)
+    if stem == "imagenet":
+        return conv(cin, 64, 7, stride=2, padding=3, bias=False), nn.MaxPool2d(3, 2, 1)
+    if stem == "cifar":
+        return conv(cin, 64, 3, stride=1, padding=1, bias=False), nn.Identity()
+    raise ValueError(f"stem must be 'imagenet' (7x7 conv + max-pool) or 'cifar' (3x3 conv), got {stem!r}")
 
 
 class _ShortcutA(nn.Module):
@@ -132,14 +145,7 @@ class ResNet18(nn.Module):
     ) -> None:
         super().__init__()
         kw = dict(norm_kw or {})
-        if stem == "cifar":
-            self.conv1 = _conv3x3(in_channels, 64, 1, norm)
-            self.pool: nn.Module = nn.Identity()
-        elif stem == "imagenet":
-            self.conv1 = conv_class(norm)(in_channels, 64, 7, 2, 3, bias=False)
-            self.pool = nn.MaxPool2d(3, 2, 1)
-        else:
-            raise ValueError(f"stem must be 'cifar' (3x3 conv) or 'imagenet' (7x7 conv + max-pool), got {stem!r}")
+        self.conv1, self.pool = _stem(stem, in_channels, norm)
         self.norm1 = make_norm(norm, 64, dim=2, **kw)
         stages = []
         cin = 64
@@ -230,15 +236,7 @@ class ResNet50(nn.Module):
     ) -> None:
         super().__init__()
         kw = dict(norm_kw or {})
-        conv = conv_class(norm)
-        if stem == "imagenet":
-            self.conv1 = conv(in_channels, 64, 7, stride=2, padding=3, bias=False)
-            self.maxpool: nn.Module = nn.MaxPool2d(3, 2, 1)
-        elif stem == "cifar":
-            self.conv1 = conv(in_channels, 64, 3, stride=1, padding=1, bias=False)
-            self.maxpool = nn.Identity()
-        else:
-            raise ValueError(f"stem must be 'imagenet' (7x7 conv + max-pool) or 'cifar' (3x3 conv), got {stem!r}")
+        self.conv1, self.maxpool = _stem(stem, in_channels, norm)
         self.bn1 = make_norm(norm, 64, dim=2, **kw)
         cin = 64
         for i, (width, blocks) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3), strict=True)):
@@ -248,12 +246,7 @@ class ResNet50(nn.Module):
                 cin = width * _Bottleneck.expansion
             setattr(self, f"layer{i + 1}", nn.Sequential(*layer))
         self.fc = nn.Linear(cin, num_classes)
-        for m in self.modules():  # torchvision's initialisation
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)) and m.weight is not None:
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        torchvision_init_(self, linear=False)
 
     def forward(self, x: Tensor) -> Tensor:
         out = self.maxpool(F.relu(self.bn1(self.conv1(x))))

@@ -27,6 +27,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from bnfl.models._torchvision import torchvision_init_
 from bnfl.nn import conv_class, make_norm
 
 __all__ = ["VGG", "VGG_CONFIGS"]
@@ -114,16 +115,7 @@ class VGG(nn.Module):
         else:
             raise ValueError(f"head must be 'imagenet' (7x7 pool, 4096-4096 FC) or 'cifar' (global pool, one FC), "
                              f"got {head!r}")
-        for m in self.modules():  # torchvision's initialisation
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)) and m.weight is not None:
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0.0, 0.01)
-                nn.init.zeros_(m.bias)
+        torchvision_init_(self)
 
     def forward(self, x: Tensor) -> Tensor:
         if min(x.shape[-2:]) < 2**self.pools:

@@ -137,6 +137,22 @@ class GlobalStatsMixin:
             self.global_var.fill_(1.0)  # type: ignore[attr-defined]
 
 
+class _Input1d:
+    """Mixin: accept the inputs of ``nn.BatchNorm1d``, (N, C) or (N, C, L) (HBN and FBN layers)."""
+
+    def _check_input_dim(self, x: Tensor) -> None:
+        if x.dim() not in (2, 3):
+            raise ValueError(f"{type(self).__name__} expects (N, C) or (N, C, L) input, got {x.dim()}D")
+
+
+class _Input2d:
+    """Mixin: accept the inputs of ``nn.BatchNorm2d``, (N, C, H, W) (HBN and FBN layers)."""
+
+    def _check_input_dim(self, x: Tensor) -> None:
+        if x.dim() != 4:
+            raise ValueError(f"{type(self).__name__} expects (N, C, H, W) input, got {x.dim()}D")
+
+
 class _HybridBatchNorm(GlobalStatsMixin, _BatchNorm):
     """Shared implementation of :class:`HybridBatchNorm1d` and :class:`HybridBatchNorm2d`."""
 
@@ -196,7 +212,7 @@ class _HybridBatchNorm(GlobalStatsMixin, _BatchNorm):
         return f"{self.num_features}, eps={self.eps}, affine={self.affine}"
 
 
-class HybridBatchNorm1d(_HybridBatchNorm):
+class HybridBatchNorm1d(_Input1d, _HybridBatchNorm):
     """HBN for (N, C) or (N, C, L) inputs (HBN eqs. 9-10). See :mod:`bnfl.nn.hybrid`.
 
     Parameters
@@ -211,14 +227,6 @@ class HybridBatchNorm1d(_HybridBatchNorm):
         Initial hybrid factor (HBN: 0, i.e. equal weights on batch and global statistics).
     """
 
-    def _check_input_dim(self, x: Tensor) -> None:
-        if x.dim() not in (2, 3):
-            raise ValueError(f"HybridBatchNorm1d expects (N, C) or (N, C, L) input, got {x.dim()}D")
 
-
-class HybridBatchNorm2d(_HybridBatchNorm):
+class HybridBatchNorm2d(_Input2d, _HybridBatchNorm):
     """HBN for (N, C, H, W) inputs (HBN eqs. 9-10). Options as :class:`HybridBatchNorm1d`."""
-
-    def _check_input_dim(self, x: Tensor) -> None:
-        if x.dim() != 4:
-            raise ValueError(f"HybridBatchNorm2d expects (N, C, H, W) input, got {x.dim()}D")

@@ -46,7 +46,13 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.nn.batched_norms import federated_batch_norm, group_norm, hybrid_batch_norm
 from bnfl.nn.frozen import FrozenStatsBatchNorm1d, FrozenStatsBatchNorm2d
-from bnfl.nn.hybrid import GlobalStatsMixin, HybridBatchNorm1d, HybridBatchNorm2d
+from bnfl.nn.hybrid import (
+    GlobalStatsMixin,
+    HybridBatchNorm1d,
+    HybridBatchNorm2d,
+    _Input1d,
+    _Input2d,
+)
 from bnfl.registry import Registry, is_import_string
 
 __all__ = [
@@ -172,20 +178,12 @@ class _FederatedBatchNorm(GlobalStatsMixin, _BatchNorm):
         )
 
 
-class FederatedBatchNorm1d(_FederatedBatchNorm):
+class FederatedBatchNorm1d(_Input1d, _FederatedBatchNorm):
     """FBN for (N, C) or (N, C, L) inputs; see :class:`_FederatedBatchNorm`."""
 
-    def _check_input_dim(self, x: Tensor) -> None:
-        if x.dim() not in (2, 3):
-            raise ValueError(f"FederatedBatchNorm1d expects (N, C) or (N, C, L) input, got {x.dim()}D")
 
-
-class FederatedBatchNorm2d(_FederatedBatchNorm):
+class FederatedBatchNorm2d(_Input2d, _FederatedBatchNorm):
     """FBN for (N, C, H, W) inputs; see :class:`_FederatedBatchNorm`."""
-
-    def _check_input_dim(self, x: Tensor) -> None:
-        if x.dim() != 4:
-            raise ValueError(f"FederatedBatchNorm2d expects (N, C, H, W) input, got {x.dim()}D")
 
 
 # --------------------------------------------------------------------------------------------
