@@ -21,33 +21,17 @@ from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.evidence import fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn import numbers as N
-from bnfl.experiments.papers.hbn.setups import (
-    CATALOG_RATE,
-    DECAY_NOTE,
-    P_BASES,
-    Q_BASE,
-    Q_LR3,
-    Q_TINY,
-    Q_TINY_GRID,
-    ROWS,
-    explain,
-    lr_of,
-    near_rates,
-    profiles,
-    selection,
-    spec,
-    variant,
-)
+from bnfl.experiments.papers.hbn import setups as S
 from bnfl.experiments.registry import entry
 from bnfl.plots import color_for, marker_for, new_figure
 
 #: Seeds each rate is scored on (the quick selection protocol of issue 25, :data:`setups.Q_LR3`).
-SELECTION_SEEDS = len(Q_LR3["seeds"])
+SELECTION_SEEDS = len(S.Q_LR3["seeds"])
 #: The quick grids: each table's grid cut, per method, to its 3 rates nearest the catalog's 0.005 (log scale),
 #: as :data:`setups.Q_GRID3`. Table 9's cut is Table 8's (the same 3 rates for every method), so both quick
 #: grid entries score exactly the runs the other quick entries' rates are chosen on.
 QUICK_GRIDS: dict[str, dict[str, list[float]]] = {
-    eid: {k: near_rates(list(v[0]), CATALOG_RATE) for k, v in t.items()} for eid, t in (("hbn-tab8", N.TABLE8),
+    eid: {k: S.near_rates(list(v[0]), S.CATALOG_RATE) for k, v in t.items()} for eid, t in (("hbn-tab8", N.TABLE8),
                                                                                          ("hbn-tab9", N.TABLE9))}
 _PROTOCOL = ("rates chosen on a validation split (20% of the training set held out; the paper chooses on the "
              "test set); the chosen rate is then trained on the whole training set and tested once")
@@ -60,11 +44,11 @@ def _grid_config(quick_base: Mapping[str, Any], quick_grid: Mapping[str, list[fl
     (:data:`~bnfl.experiments.papers.hbn.setups.Q_LR3`, :data:`~bnfl.experiments.papers.hbn.setups.Q_TINY_LR3`).
     Paper: the table's whole grid (the other paper entries use the paper's own rates)."""
     paper_grid = {k: list(v[0]) for k, v in table.items()}
-    return profiles({"lr": selection(quick_base, quick_grid, seeds=SELECTION_SEEDS),
+    return S.profiles({"lr": S.selection(quick_base, quick_grid, seeds=SELECTION_SEEDS),
                      "deviations": [_PROTOCOL, quick_note, f"{SELECTION_SEEDS} seeds per rate (lock-step), mean and per "
                                     "seed shown; the rate the other entries use is setups.lr_of's choice on these same "
-                                    "runs", DECAY_NOTE]},
-                    {"lr": selection(paper_base, paper_grid), "deviations": [_PROTOCOL, DECAY_NOTE]})
+                                    "runs", S.DECAY_NOTE]},
+                    {"lr": S.selection(paper_base, paper_grid), "deviations": [_PROTOCOL, S.DECAY_NOTE]})
 
 
 def paper_at(table: Mapping[str, tuple[tuple[float, ...], tuple[str, ...]]], key: str, lr: float) -> str | None:
@@ -92,7 +76,7 @@ def seeded_grid(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float
     ``{lr: [run per seed]}``; the same specs as :func:`~bnfl.experiments.papers.hbn.setups.grid_runs`."""
     base = lr_cfg["base"]
     data = {**base["data"], "validation": lr_cfg["validation"]}
-    return {float(lr): training.train_seeds(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
+    return {float(lr): training.train_seeds(ctx, S.spec(base, S.variant(key), {"data": data, "train": {"lr": float(lr)}}))
             for lr in lr_cfg["grid"][key]}
 
 
@@ -106,7 +90,7 @@ def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
     rows, series, best, per = [], {}, {}, {}
     for k in lr_cfg["grid"]:
         runs = seeded_grid(ctx, lr_cfg, k)
-        chosen = lr_of(ctx, lr_cfg, k, int(lr_cfg["base"]["train"]["batch_size"]))
+        chosen = S.lr_of(ctx, lr_cfg, k, int(lr_cfg["base"]["train"]["batch_size"]))
         vals = {lr: per_seed(rs) for lr, rs in runs.items()}
         series[k] = {str(lr): mean_of(v) for lr, v in vals.items()}
         finite = {lr: m for lr, v in vals.items() if math.isfinite(m := mean_of(v))}
@@ -126,10 +110,10 @@ def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
                                       f"{best[leader][0]:g}; " + ", ".join(f"{k} {v:.2f} @ {lr:g}"
                                                                           for k, (lr, v) in best.items()))
     claims.append(linked(hbn_best, linked_to) if linked_to else hbn_best)
-    claims += [info(f"chosen-{k}", f"{k}: chosen lr", lr_of(ctx, lr_cfg, k, int(lr_cfg["base"]["train"]["batch_size"])),
+    claims += [info(f"chosen-{k}", f"{k}: chosen lr", S.lr_of(ctx, lr_cfg, k, int(lr_cfg["base"]["train"]["batch_size"])),
                     detail=f"best {len(seeds)}-seed mean at {lr:g}: {v:.2f}%") for k, (lr, v) in best.items()]
     paper = [{"method": k, **{f"lr {lr:g}": a for lr, a in zip(lrs, accs, strict=True)}} for k, (lrs, accs) in table.items()]
-    return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
+    return {"rows": rows, "paper": paper, "claims": S.explain(ctx, claims), "deviations": list(config["deviations"]),
             "series": {"validation": series, "paper": {k: {str(lr): (float(a) if a != "N/A" else None)
                                                             for lr, a in zip(*table[k], strict=True)} for k in table}},
             "notes": [f"Validation accuracy of each rate (ours, mean of {len(seeds)} seed(s), per seed beside it) next "
@@ -146,7 +130,7 @@ def _plot_grid(result: Result, title: str) -> Any:
             pts = sorted((float(x), v) for x, v in d.items())  # stored results sort keys as text
             xs = [x for x, _ in pts]
             ys = [np.nan if v is None or not math.isfinite(float(v)) else float(v) for _, v in pts]
-            ax.plot(xs, ys, marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
+            ax.plot(xs, ys, marker=marker_for(S.ROWS[k]), color=color_for(S.ROWS[k]), label=k)
         ax.set_xscale("log")
         ax.set_xlabel("learning rate")
         ax.set_ylabel(ylabel)
@@ -158,19 +142,19 @@ def _plot_grid(result: Result, title: str) -> Any:
 _CUT_NOTE = ("each method's grid cut to its 3 rates nearest the catalog's 0.005 (log scale; setups.Q_GRID3), the grid "
              "the other quick entries' rates are chosen from, so this entry re-reads those runs (before issue 25's "
              "cost cut: all 4-6 rates)")
-_TAB8 = _grid_config(Q_BASE, QUICK_GRIDS["hbn-tab8"], P_BASES["CIFAR-10"], N.TABLE8,
+_TAB8 = _grid_config(S.Q_BASE, QUICK_GRIDS["hbn-tab8"], S.P_BASES["CIFAR-10"], N.TABLE8,
                      "Q-DIG, K = 20 Dirichlet(0.6) clients, 5 per round, Q-SCNN, B = 4, T = 60 (CIFAR-10: K = 100, "
                      "10 per round, Simple-CNN, T = 500); " + _CUT_NOTE + " (each keeps Table 8's argmax)")
 
 
-_TAB9 = _grid_config(Q_BASE, QUICK_GRIDS["hbn-tab9"], P_BASES["CIFAR-100"], N.TABLE9,
+_TAB9 = _grid_config(S.Q_BASE, QUICK_GRIDS["hbn-tab9"], S.P_BASES["CIFAR-100"], N.TABLE9,
                      "CIFAR-100 stand-in: Table 9's grid on the same Q-DIG proxy (10 classes; a 100-class digits "
                      "proxy does not exist); " + _CUT_NOTE + ": Table 9's cut equals Table 8's, so the runs are "
                      "hbn-tab8's (claims linked there); it misses Table 9's argmax for GN (0.001), FedFN (0.001) and "
                      "FBN (0.02). Its choices are reported, not used: the quick entries use Table 8's")
 
 
-_TAB10 = _grid_config(Q_TINY, Q_TINY_GRID, P_BASES["Tiny-ImageNet"], N.TABLE10,
+_TAB10 = _grid_config(S.Q_TINY, S.Q_TINY_GRID, S.P_BASES["Tiny-ImageNet"], N.TABLE10,
                       "Tiny-ImageNet stand-in: Q-GAUSS(100) (5000 train), K = 50, 10 per round, Q-MLP-BN, B = 16, "
                       "T = 60; the grid is the three largest rates of Table 10's (at B = 64) scaled to B = 16 (the "
                       "two smallest win for no method in Table 10; cut for the quick budget); the same runs as "
