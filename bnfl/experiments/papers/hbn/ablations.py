@@ -13,11 +13,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from bnfl.experiments.claims import Claim, info
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.drawing import grouped_bars, line_panels
 from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
@@ -233,20 +231,11 @@ def plot_fig5(result: Result) -> Any:
     t = result.series["acc"]
     Cs = sorted(t, key=float, reverse=True)  # C = 1 first, as the rows
     lams = sorted(t[Cs[0]], key=lambda k: float(k.split()[0]), reverse=True)
-    fig, ax = new_figure(1, 1, width=5.0, height=3.4)
-    w = 0.8 / len(lams)
     shades = ["#332288", "#6699CC", "#AACCEE", "#DDDDDD"]
-    for j, lam in enumerate(lams):
-        ax.bar(np.arange(len(Cs)) + (j - (len(lams) - 1) / 2) * w, [t[c][lam] for c in Cs], w,
-               color=shades[j % len(shades)], label=f"lambda = {lam}")
-    ax.set_xticks(range(len(Cs)))
-    ax.set_xticklabels([f"C = {c}" for c in Cs])
-    lo = min(v for d in t.values() for v in d.values() if math.isfinite(v))
-    ax.set_ylim(max(0, lo - 8), 100)
-    ax.set_ylabel("test accuracy (%)")
-    ax.legend(fontsize=7)
-    fig.suptitle("HBN Fig. 5: lambda (eq. 11) against the activation ratio C (ours)")
-    return fig
+    return grouped_bars([f"C = {c}" for c in Cs], {f"C = {c}": t[c] for c in Cs}, lams, width=5.0, floor=8.0,
+                        colors={lam: shades[j % len(shades)] for j, lam in enumerate(lams)},
+                        labels={lam: f"lambda = {lam}" for lam in lams},
+                        title="HBN Fig. 5: lambda (eq. 11) against the activation ratio C (ours)")
 
 
 # -- Fig. 6 --------------------------------------------------------------------------------------
@@ -303,10 +292,5 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig6")
 def plot_fig6(result: Result) -> Any:
-    s = result.series
-    fig, ax = new_figure(1, 1, width=5.0, height=3.4)
-    lines_against(ax, s["E"], s["acc"], rows=S.ROWS, xlabel="local epochs E")
-    ax.set_ylabel("test accuracy (%)")
-    ax.legend(fontsize=7)
-    fig.suptitle("HBN Fig. 6: accuracy against local epochs (ours)")
-    return fig
+    return line_panels([{"curves": result.series["acc"], "xlabel": "local epochs E"}], rows=S.ROWS,
+                       ylabel="test accuracy (%)", title="HBN Fig. 6: accuracy against local epochs (ours)", width=5.0)

@@ -20,13 +20,12 @@ import numpy as np
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import fmt_mean_std
-from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.drawing import line_panels
 from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn import setups as S
 from bnfl.experiments.registry import entry, plotter
-from bnfl.plots import color_for, marker_for, new_figure
 
 _THREE = ["BN", "GN", "HBN"]
 _LR_NOTE = ("learning rate = the catalog's 0.005 x B / 4 for every method (hbn-fig1's quick recipe; before issue 25 "
@@ -193,16 +192,10 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-tab2")
 def plot_tab2(result: Result) -> Any:
-    s = result.series
-    fig, axes = new_figure(1, len(s["acc"]), width=4.2, height=3.4)
-    axes = np.atleast_1d(axes)
-    for ax, (phi, d) in zip(axes, s["acc"].items(), strict=True):
-        lines_against(ax, s["B"], d, rows=S.ROWS, xlabel="batch size B", log_base=2)
-        ax.set_title(f"phi = {phi}")
-    axes[0].set_ylabel("test accuracy (%), mean over seeds")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("HBN Table 2: accuracy by batch size (ours)")
-    return fig
+    panels = [{"curves": d, "xlabel": "batch size B", "log_base": 2, "title": f"phi = {phi}"}
+              for phi, d in result.series["acc"].items()]
+    return line_panels(panels, rows=S.ROWS, ylabel="test accuracy (%), mean over seeds",
+                       title="HBN Table 2: accuracy by batch size (ours)")
 
 
 _FIG4 = S.profiles({**_TAB2_QUICK, "phis": [0.6]}, {**_TAB2_PAPER, "phis": [0.6]}, smoke={"B": [32, 16]})
@@ -233,20 +226,11 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 @plotter("hbn-fig4")
 def plot_fig4(result: Result) -> Any:
     s = result.series
-    fig, axes = new_figure(1, 2, width=4.2, height=3.4)
-    lines_against(axes[0], s["B"], s["acc"], rows=S.ROWS, xlabel="batch size B", log_base=2)
-    axes[0].set_title("ours (quick proxy)" if max(s["B"]) else "")
-    for k, v in s["paper"].items():
-        axes[1].plot(list(N.TABLE2_B), v, marker="o", color=color_for(S.ROWS[k]), label=k)
-    axes[1].set_xscale("log", base=2)
-    axes[1].set_xticks(list(N.TABLE2_B))
-    axes[1].set_xticklabels([str(B) for B in N.TABLE2_B])
-    axes[1].set_xlabel("batch size B")
-    axes[1].set_title("paper (Table 2, CIFAR-100)")
-    axes[0].set_ylabel("test accuracy (%)")
-    axes[1].legend(fontsize=7)
-    fig.suptitle("HBN Fig. 4: accuracy by batch size, phi = 0.6")
-    return fig
+    paper = {k: dict(zip(N.TABLE2_B, v, strict=True)) for k, v in s["paper"].items()}
+    return line_panels([{"curves": s["acc"], "xlabel": "batch size B", "log_base": 2, "title": "ours (quick proxy)"},
+                        {"curves": paper, "xlabel": "batch size B", "log_base": 2, "title": "paper (Table 2, CIFAR-100)"}],
+                       rows=S.ROWS, ylabel="test accuracy (%)", legend=1,
+                       title="HBN Fig. 4: accuracy by batch size, phi = 0.6")
 
 
 # -- Fig. 1 --------------------------------------------------------------------------------------
@@ -315,19 +299,7 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig1")
 def plot_fig1(result: Result) -> Any:
-    s = result.series
-    fig, axes = new_figure(1, 2, width=4.2, height=3.4)
-    for ax, key, xlabel in zip(axes, ("a", "b"), ("Dirichlet coefficient phi", "batch size B"), strict=True):
-        for k, d in s[key].items():
-            pts = sorted((float(x), y) for x, y in d.items())  # stored results sort keys as text
-            xs = [x for x, _ in pts]
-            ax.plot(xs, [y for _, y in pts], marker=marker_for(S.ROWS[k]), color=color_for(S.ROWS[k]), label=k)
-        ax.set_xscale("log", base=2 if key == "b" else 10)
-        ax.set_xticks(xs)
-        ax.set_xticklabels([f"{x:g}" for x in xs])
-        ax.set_xlabel(xlabel)
-        ax.set_title(f"({key})")
-    axes[0].set_ylabel("test error (%), mean over seeds")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("HBN Fig. 1: error against heterogeneity and batch size (ours)")
-    return fig
+    panels = [{"curves": result.series[key], "xlabel": xlabel, "log_base": base, "title": f"({key})"}
+              for key, xlabel, base in (("a", "Dirichlet coefficient phi", 10), ("b", "batch size B", 2))]
+    return line_panels(panels, rows=S.ROWS, ylabel="test error (%), mean over seeds",
+                       title="HBN Fig. 1: error against heterogeneity and batch size (ours)")

@@ -13,17 +13,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 # called as training.train*(...) so that tests can replace them on bnfl.experiments.training
 from bnfl.experiments import training
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import line_panels
 from bnfl.experiments.evidence import fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import setups as S
 from bnfl.experiments.registry import entry
-from bnfl.plots import color_for, marker_for, new_figure
 
 #: Seeds each rate is scored on (the quick selection protocol of issue 25, :data:`setups.Q_LR3`).
 SELECTION_SEEDS = len(S.Q_LR3["seeds"])
@@ -123,20 +121,9 @@ def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
 
 
 def _plot_grid(result: Result, title: str) -> Any:
-    fig, axes = new_figure(1, 2, width=4.6, height=3.4)
-    for ax, key, ylabel in zip(axes, ("validation", "paper"), ("ours: validation accuracy (%)",
-                                                              "paper: test accuracy (%)"), strict=True):
-        for k, d in result.series[key].items():
-            pts = sorted((float(x), v) for x, v in d.items())  # stored results sort keys as text
-            xs = [x for x, _ in pts]
-            ys = [np.nan if v is None or not math.isfinite(float(v)) else float(v) for _, v in pts]
-            ax.plot(xs, ys, marker=marker_for(S.ROWS[k]), color=color_for(S.ROWS[k]), label=k)
-        ax.set_xscale("log")
-        ax.set_xlabel("learning rate")
-        ax.set_ylabel(ylabel)
-    axes[1].legend(fontsize=7)
-    fig.suptitle(title)
-    return fig
+    panels = [{"curves": result.series[key], "xlabel": "learning rate", "log_base": 10, "ticks": False, "title": what}
+              for key, what in (("validation", "ours: validation accuracy"), ("paper", "paper: test accuracy"))]
+    return line_panels(panels, rows=S.ROWS, ylabel="accuracy (%)", title=title, width=4.6, legend=1)
 
 
 _CUT_NOTE = ("each method's grid cut to its 3 rates nearest the catalog's 0.005 (log scale; setups.Q_GRID3), the grid "
