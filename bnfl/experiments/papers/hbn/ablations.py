@@ -30,7 +30,6 @@ _LR_NOTE = ("HBN's rate chosen at B = 4 on a validation split by the mean of 3 s
 _Q_HBN = S.hbn_options("CIFAR-10")
 #: Table 6 at the headline seeds (issue 36).
 TAB6_SEEDS = {**S.SEEDS, "quick": regime.SEEDS}
-_P_HBN = {"eval_stats": "recompute"}  # the paper profile: its lambda at its T, Sec. 4.1's evaluation
 #: Why hbn-tab6's full HBN (94.91 +- 2.33 before issue 25) sat below the reference-variants benchmark's
 #: 97.04 +- 0.16 (benchmarks/hbn_reference_variants.py, docs/hbn-reference-code.md): measured by
 #: benchmarks/hbn_tab6_gap.py (same lr 0.005, lambda 0.01, EMA evaluation, seeds 0 1 2, T = 60).
@@ -63,7 +62,7 @@ _TAB6_QUICK["deviations"] = ["every ablation tuned on its own spec (regime.fair;
                              "ablations (1) and (3)-(5) train seed by seed (the batched engine cannot take them)",
                              *_TAB6_QUICK["deviations"]]
 _TAB6 = S.profiles(_TAB6_QUICK,
-                 {"base": S.P_BASES["CIFAR-10"], "lr": S.P_LR["CIFAR-10"], "hbn": _P_HBN,
+                 {"base": S.P_BASES["CIFAR-10"], "lr": S.P_LR["CIFAR-10"], "hbn": S.P_HBN,
                   "deviations": ["every ablation at HBN's chosen rate (Table 8)", S.DECAY_NOTE]})
 
 
@@ -82,9 +81,7 @@ def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     per_seed = {idx: finals(rs) for idx, rs in runs.items()}
     every = [r for rs in runs.values() for r in rs]
     full = per_seed[""]
-    claims: list[Claim] = []
-    if config.get("precondition"):  # issue 36: BN's damage, BN-only runs (papers/hbn/regime.py)
-        claims.append(regime.precondition_claim(ctx, config["base"], config["precondition"]))
+    claims = regime.preconditions(ctx, config, config["base"])
     for idx, (name, _) in ABLATIONS.items():
         if not idx:
             continue
@@ -157,7 +154,7 @@ _FIG5 = S.profiles({"base": S.batch(S.Q_BASE, 32), "lr": S.Q_LR3, "hbn": _Q_HBN,
                                  "left out (the claims compare the extreme lambdas at the extreme ratios; the paper "
                                  "profile runs lambda in {1, 0.1, 0.01} and C in {1, 0.7, 0.4, 0.1})",
                                  "3 seeds in lock-step", S.DECAY_NOTE]},
-                 {"base": S.batch(S.P_BASES["CIFAR-10"], 32), "lr": S.P_LR["CIFAR-10"], "hbn": _P_HBN, "lams": _FIG5_LAMS,
+                 {"base": S.batch(S.P_BASES["CIFAR-10"], 32), "lr": S.P_LR["CIFAR-10"], "hbn": S.P_HBN, "lams": _FIG5_LAMS,
                   "paper_lams": _FIG5_LAMS, "C": _FIG5_C, "variants": {"EMA": {"eval_stats": "global"}},
                   "deviations": ["HBN's Table 8 rate x 32 / 4", S.DECAY_NOTE]},
                  smoke={"lams": [1.0, 0.0803], "paper_lams": [1.0, 0.01], "C": [1.0, 0.5]})
@@ -181,21 +178,15 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     every = []
     hbn = dict(config.get("hbn") or {})
     lo, hi = str(min(Cs)), str(max(Cs))
+    # the variants where lambda matters, at the fewest clients a round; a variant of a headline lambda (the paper
+    # profile's) is its column already
+    variants = {f"{v} (variant)": {"lam": min(lams), **o} for v, o in (config.get("variants") or {}).items()
+                if not ("lam" in o and float(o["lam"]) in lams)}
     for c in Cs:
-        for lam in lams:
-            rs = S.run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}},
-                     hbn={**hbn, "lam": lam})
+        for col, opts in [(names[lam], {"lam": lam}) for lam in lams] + (list(variants.items()) if str(c) == lo else []):
+            rs = S.run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, hbn={**hbn, **opts})
             every += rs
-            table[str(c)][names[lam]] = finals(rs)
-        for vname, opts in (config.get("variants") or {}).items():
-            if str(c) != lo:  # the variants where lambda matters: the fewest clients a round
-                continue
-            if "lam" in opts and float(opts["lam"]) in lams:
-                continue  # the variant is a headline column here (the paper profile's lambdas)
-            rs = S.run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}},
-                     hbn={**hbn, "lam": min(lams), **opts})
-            every += rs
-            table[str(c)][f"{vname} (variant)"] = finals(rs)
+            table[str(c)][col] = finals(rs)
     small, big = names[min(lams)], names[max(lams)]
     claims: list[Claim] = [
         S.compare(ctx, "low-C", f"C = {lo}: acc(lambda = {small}) >= acc(lambda = {big}) + 1 pt", table[lo][small], 1.0,
@@ -204,8 +195,7 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     ]
     # the spread over lambda at C = hi: the largest paired |difference| of a lambda with the best one
     heads = [names[lam] for lam in lams]
-    best = max(heads, key=lambda k: S.mean(table[hi][k]) if math.isfinite(S.mean(table[hi][k])) else -math.inf)
-    worst = min(heads, key=lambda k: S.mean(table[hi][k]) if math.isfinite(S.mean(table[hi][k])) else math.inf)
+    best, worst = S.best_of(table[hi], heads), S.best_of(table[hi], heads, lowest=True)
     claims.append(S.compare(ctx, "high-C", f"C = {hi}: max - min over lambda <= 1 pt", table[hi][best], 1.0,
                           baseline=table[hi][worst], side="below", runs=every,
                           detail=", ".join(f"{_col(k)}: {S.fmt(v)}" for k, v in table[hi].items())
@@ -247,7 +237,7 @@ _FIG6 = S.profiles({"base": S.batch(S.Q_BASE, 32), "lr": S.Q_CAT_LR, "hbn": S.hb
                                  "a moderate E <= 5 and the end point E = 10)",
                                  "learning rate = the catalog's 0.005 x 32 / 4 for every method (as hbn-tab2)",
                                  "3 seeds in lock-step", S.hbn_note("CIFAR-100"), S.DECAY_NOTE]},
-                 {"base": S.batch(S.P_BASES["CIFAR-100"], 32), "lr": S.P_LR["CIFAR-100"], "hbn": _P_HBN, "E": [1, 2, 5, 10],
+                 {"base": S.batch(S.P_BASES["CIFAR-100"], 32), "lr": S.P_LR["CIFAR-100"], "hbn": S.P_HBN, "E": [1, 2, 5, 10],
                   "methods": ["BN", "GN", "HBN"], "deviations": ["the E values are not listed beyond 'reaches 10'",
                                                                  "Table 9's rates x 32 / 4", S.DECAY_NOTE]},
                  smoke={"E": [1, 2]})
@@ -272,7 +262,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             table[k][str(E)] = finals(rs)
     claims: list[Claim] = []
     for E in [e for e in Es if e <= 5]:
-        best = max(("BN", "GN"), key=lambda k: S.mean(table[k][str(E)]) if math.isfinite(S.mean(table[k][str(E)])) else -math.inf)
+        best = S.best_of({k: table[k][str(E)] for k in table}, ["BN", "GN"])
         claims.append(S.compare(ctx, f"E{E}", f"E = {E}: HBN >= BN and GN", table["HBN"][str(E)], 0.0,
                               baseline=table[best][str(E)], runs=every,
                               detail=", ".join(f"{k} {S.fmt(table[k][str(E)])}" for k in table) + f" (paired with {best})"))

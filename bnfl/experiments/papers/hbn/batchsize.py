@@ -12,7 +12,6 @@ Fig. 1(b) re-read them (their claims are linked to ``hbn-tab2`` and counted ther
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -27,42 +26,30 @@ from bnfl.experiments.papers.hbn import regime
 from bnfl.experiments.papers.hbn import setups as S
 from bnfl.experiments.registry import entry, plotter
 
-_THREE = ["BN", "GN", "HBN"]
 _LR_NOTE = ("learning rate = the catalog's 0.005 x B / 4 for every method (hbn-fig1's quick recipe; before issue 25 "
             "each method's rate was picked on one seed, BN 0.02 and HBN 0.005 at B = 4)")
 _Q_NOTE = ("CIFAR-100 -> Q-DIG (10 classes), K = 20 Dirichlet clients, 5 per round, Q-SCNN, E = 1 epoch, T = 60; "
            "3 seeds in lock-step, claims paired by seed")
-#: HBN variants reported beside the headline HBN (label -> options over the entry's ``hbn``).
-VARIANTS: dict[str, dict[str, Any]] = {"HBN EMA": {"eval_stats": "global"}, "HBN lambda=0.01": {"lam": 0.01}}
 _Q_HBN = S.hbn_options("CIFAR-100")
-#: The paper profile: the paper's lambda = 0.01 at its T, tested with the client subset's statistics.
-_P_HBN = {"eval_stats": "recompute"}
 _P_VARIANTS = {"HBN EMA": {"eval_stats": "global"}}
 
 
-def _runs(ctx: Context, config: dict[str, Any], phi: float, B: int) -> dict[str, list[dict[str, Any]]]:
-    """Each method's runs (one per seed) at ``phi`` and batch size ``B``."""
-    return {k: S.run(ctx, config["lr"], S.batch(config["base"], B), k, S.dirichlet(phi), hbn=config.get("hbn"))
-            for k in config["methods"]}
-
-
-def _variant_runs(ctx: Context, config: dict[str, Any], phi: float, B: int) -> dict[str, list[dict[str, Any]]]:
-    """The HBN variants' runs (one per seed) at ``phi`` and ``B``."""
-    return {name: S.run(ctx, config["lr"], S.batch(config["base"], B), "HBN", S.dirichlet(phi),
-                      hbn={**config.get("hbn", {}), **opts}) for name, opts in config.get("variants", {}).items()}
+def _runs(ctx: Context, config: dict[str, Any], phi: float, B: int, key: str,
+          hbn: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Method ``key``'s runs (one per seed) at ``phi`` and batch size ``B``; HBN with ``hbn`` (a variant's
+    options) over the entry's."""
+    return S.run(ctx, config["lr"], S.batch(config["base"], B), key, S.dirichlet(phi),
+                 hbn={**(config.get("hbn") or {}), **(hbn or {})})
 
 
 def _sweep(ctx: Context, config: dict[str, Any], phis: list[float], Bs: list[int]) -> tuple[dict, dict]:
     """``{phi: {method: {B: per-seed accs}}}`` and ``{phi: {method: {B: runs}}}``."""
-    table: dict[str, dict[str, dict[str, list[float]]]] = {}
-    runs: dict[str, dict[str, dict[str, list]]] = {}
+    runs: dict[str, dict[str, dict[str, list]]] = {str(phi): {k: {} for k in config["methods"]} for phi in phis}
     for phi in phis:
-        table[str(phi)] = {k: {} for k in config["methods"]}
-        runs[str(phi)] = {k: {} for k in config["methods"]}
         for B in Bs:
-            for k, rs in _runs(ctx, config, float(phi), int(B)).items():
-                runs[str(phi)][k][str(B)] = rs
-                table[str(phi)][k][str(B)] = finals(rs)
+            for k in config["methods"]:
+                runs[str(phi)][k][str(B)] = _runs(ctx, config, float(phi), int(B), k)
+    table = {phi: {k: {B: finals(rs) for B, rs in d.items()} for k, d in t.items()} for phi, t in runs.items()}
     return table, runs
 
 
@@ -95,26 +82,26 @@ def _variant_rows(ctx: Context, config: dict[str, Any], phi: float, Bs: list[int
     claims: list[Claim] = []
     at = [min(Bs)] if config.get("variants_at") == "smallest" else sorted({Bs[0], Bs[-1]}, reverse=True)
     for B in at:
-        for name, rs in _variant_runs(ctx, config, phi, B).items():
-            out.setdefault(name, {})[str(B)] = finals(rs)
+        for name, opts in config.get("variants", {}).items():
+            vals = out.setdefault(name, {})[str(B)] = finals(_runs(ctx, config, phi, B, "HBN", opts))
             claims.append(info(f"variant-{name}-phi{phi}-B{B}", f"phi = {phi}, B = {B}: {name} (a variant, not the "
-                               "headline)", S.mean(finals(rs)), detail=S.fmt(finals(rs))))
+                               "headline)", S.mean(vals), detail=S.fmt(vals)))
     return out, claims
 
 
 # -- Table 2 / Fig. 4 ----------------------------------------------------------------------------
 #: Quick: the HBN variants at the smallest batch only (B = 2, where the statistics matter most), for cost.
 _VARIANTS_NOTE = "the HBN variants (lambda = 0.01, EMA statistics) at B = 2 only (at B = 32 too before issue 25's cost cut)"
-_TAB2_QUICK = {**regime.quick_config("batch-0.6", "CIFAR-100"), "variants": VARIANTS, "variants_at": "smallest",
-               "phis": [0.6, 0.3], "B": list(N.TABLE2_B), "methods": _THREE}
+_TAB2_QUICK = {**regime.quick_config("batch-0.6", "CIFAR-100"), "variants": S.VARIANTS, "variants_at": "smallest",
+               "phis": [0.6, 0.3], "B": list(N.TABLE2_B), "methods": S.THREE}
 _TAB2_QUICK["deviations"] = [*_TAB2_QUICK["deviations"], _VARIANTS_NOTE]
 #: "BN's drop exceeds HBN's by > margin": half the stand-in's own BN drop (calibration, B = 32 -> 2 at phi = 0.6;
 #: the paper's HBN removes 62% of BN's 5.74-pt drop), fixed before any HBN run on the stand-in (issue 36).
 _TAB2_QUICK["drop_margin"] = round(0.5 * regime.damage("batch-0.6"), 1)
 #: Table 2 and Fig. 4 (its runs) at the headline seeds (issue 36); Fig. 1 keeps SEEDS.
 TAB2_SEEDS = {**S.SEEDS, "quick": regime.SEEDS}
-_TAB2_PAPER = {"base": S.P_BASES["CIFAR-100"], "lr": S.P_LR["CIFAR-100"], "hbn": _P_HBN, "variants": _P_VARIANTS,
-               "phis": [0.6, 0.3], "B": list(N.TABLE2_B), "methods": _THREE,
+_TAB2_PAPER = {"base": S.P_BASES["CIFAR-100"], "lr": S.P_LR["CIFAR-100"], "hbn": S.P_HBN, "variants": _P_VARIANTS,
+               "phis": [0.6, 0.3], "B": list(N.TABLE2_B), "methods": S.THREE,
                "deviations": ["learning rate = the paper's Table 9 choice x B / 4", S.DECAY_NOTE]}
 _TAB2 = S.profiles(_TAB2_QUICK, _TAB2_PAPER, smoke={"phis": [0.6], "B": [32, 16]})
 
@@ -149,9 +136,7 @@ def _paper_consistency() -> list[Claim]:
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Bs = [int(b) for b in config["B"]]
     table, runs = _sweep(ctx, config, [float(p) for p in config["phis"]], Bs)
-    claims: list[Claim] = []
-    if config.get("precondition"):  # issue 36: BN's damage, BN-only runs (papers/hbn/regime.py)
-        claims.append(regime.precondition_claim(ctx, config["base"], config["precondition"]))
+    claims = regime.preconditions(ctx, config, config["base"])
     for phi, d in table.items():
         every = _flat(runs[phi])
         if not {"BN", "HBN"} <= set(d):
@@ -215,10 +200,10 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     # Table 2's runs (same specs): its claims count them; these are shown, linked to hbn-tab2
     claims = [linked(c, "hbn-tab2") for c in _drop_claims(ctx, "0.6", "phi = 0.6", d, _flat(runs["0.6"]), Bs, margin=0.0)]
     rows = [{"B": B, **{k: S.fmt(d[k][str(B)]) for k in d}} for B in Bs]
-    paper = [{"B": B, **{k: N.TABLE2[(k, 0.6)][j] for k in _THREE}} for j, B in enumerate(N.TABLE2_B)]
+    paper = [{"B": B, **{k: N.TABLE2[(k, 0.6)][j] for k in S.THREE}} for j, B in enumerate(N.TABLE2_B)]
     return {"rows": rows, "paper": paper, "claims": regime.explained(ctx, config, claims), "deviations": list(config["deviations"]),
             "series": {"B": Bs, "acc": _means(table)["0.6"], "per_seed": d,
-                       "paper": {k: [float(v) for v in N.TABLE2[(k, 0.6)]] for k in _THREE}},
+                       "paper": {k: [float(v) for v in N.TABLE2[(k, 0.6)]] for k in S.THREE}},
             "notes": ["The paper's figure draws Table 2; its printed numbers are shown as the paper's table.",
                       "The runs are hbn-tab2's (phi = 0.6): the claims are counted in hbn-tab2."]}
 
@@ -235,8 +220,8 @@ def plot_fig4(result: Result) -> Any:
 
 # -- Fig. 1 --------------------------------------------------------------------------------------
 #: Panel (b): the quick profile's own runs (hbn-tab2 moved to Q-GAUSS(10) in issue 36); the paper profile's are Table 2's.
-_FIG1_QUICK = {"base": S.Q_BASE, "lr": S.Q_CAT_LR, "hbn": _Q_HBN, "variants": VARIANTS, "variants_at": "smallest",
-               "phis": [0.1, 0.3, 0.6, 1.0], "phi_B": 16, "B": list(N.TABLE2_B), "B_phi": 0.6, "methods": _THREE,
+_FIG1_QUICK = {"base": S.Q_BASE, "lr": S.Q_CAT_LR, "hbn": _Q_HBN, "variants": S.VARIANTS, "variants_at": "smallest",
+               "phis": [0.1, 0.3, 0.6, 1.0], "phi_B": 16, "B": list(N.TABLE2_B), "B_phi": 0.6, "methods": S.THREE,
                "b_counted_in": None, "deviations": [_Q_NOTE, _LR_NOTE, S.hbn_note("CIFAR-100"), _VARIANTS_NOTE,
                                                           S.DECAY_NOTE]}
 _FIG1_PAPER = {**_TAB2_PAPER, "phis": [0.1, 0.3, 0.6, 1.0], "phi_B": 16, "B_phi": 0.6, "b_counted_in": "hbn-tab2",
@@ -271,7 +256,7 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     claims: list[Claim] = []
     for panel, err, xs, every in (("a", err_a, [str(p) for p in phis], every_a), ("b", err_b, [str(B) for B in Bs], every_b)):
         for x in xs:
-            best = min(("BN", "GN"), key=lambda k: S.mean(err[k][x]) if math.isfinite(S.mean(err[k][x])) else math.inf)
+            best = S.best_of({k: err[k][x] for k in err}, ["BN", "GN"], lowest=True)
             c = S.compare(ctx, f"{panel}-{x}", f"({panel}) {'phi' if panel == 'a' else 'B'} = {x}: HBN error <= min(BN, GN) "
                         "+ 1 pt", err["HBN"][x], 1.0, baseline=err[best][x], side="below", runs=every,
                         detail=", ".join(f"{k} {S.fmt(err[k][x])}" for k in err) + f" (paired with {best}, the lower)")
