@@ -62,8 +62,8 @@ _TAB6_QUICK["deviations"] = ["every ablation tuned on its own spec (regime.fair;
                              "ablations (1) and (3)-(5) train seed by seed (the batched engine cannot take them)",
                              *_TAB6_QUICK["deviations"]]
 _TAB6 = S.profiles(_TAB6_QUICK,
-                 {"base": S.P_BASES["CIFAR-10"], "lr": S.P_LR["CIFAR-10"], "hbn": S.P_HBN,
-                  "deviations": ["every ablation at HBN's chosen rate (Table 8)", S.DECAY_NOTE]})
+                   {"base": S.P_BASES["CIFAR-10"], "lr": S.P_LR["CIFAR-10"], "hbn": S.P_HBN,
+                    "deviations": ["every ablation at HBN's chosen rate (Table 8)", S.DECAY_NOTE]})
 
 
 @entry(
@@ -86,12 +86,12 @@ def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         if not idx:
             continue
         claims.append(S.compare(ctx, f"full-vs-{idx}", f"full HBN >= {idx} {name} - 0.5 pt", full, -0.5,
-                              baseline=per_seed[idx], runs=every, detail=f"HBN {S.fmt(full)} vs {S.fmt(per_seed[idx])}"))
+                                baseline=per_seed[idx], runs=every, detail=f"HBN {S.fmt(full)} vs {S.fmt(per_seed[idx])}"))
     others = {i: S.mean(v) for i, v in per_seed.items() if i != "(1)" and math.isfinite(S.mean(v))}
     worst = min(others, key=lambda i: others[i]) if others else ""
     claims.append(S.compare(ctx, "moving-average-worst", "(1) (moving averages for eq. 7) is the worst of the six",
-                          per_seed["(1)"], 0.0, baseline=per_seed[worst], side="below", runs=every,
-                          detail=f"(1) {S.fmt(per_seed['(1)'])}; worst of the rest {worst or 'HBN'} {S.fmt(per_seed[worst])}"))
+                            per_seed["(1)"], 0.0, baseline=per_seed[worst], side="below", runs=every,
+                            detail=f"(1) {S.fmt(per_seed['(1)'])}; worst of the rest {worst or 'HBN'} {S.fmt(per_seed[worst])}"))
     rows = [{"index": idx, "ablation": name, "acc (%)": S.fmt(per_seed[idx]), "seeds": len(runs[idx])}
             for idx, (name, _) in ABLATIONS.items()]
     paper = [{"index": i, "ablation": n, "acc (%)": a} for i, n, a in N.TABLE6]
@@ -143,21 +143,21 @@ _Q_FIG5_LAMS = [_FIG5_LAMS[0], _FIG5_LAMS[-1]]
 _Q_FIG5_C = [1.0, 0.4, 0.1]
 _Q_LAMS = [round(S.scaled_lambda(lam, 500, 60), 4) for lam in _Q_FIG5_LAMS]
 _FIG5 = S.profiles({"base": S.batch(S.Q_BASE, 32), "lr": S.Q_LR3, "hbn": _Q_HBN, "lams": _Q_LAMS, "paper_lams": _Q_FIG5_LAMS,
-                  "C": _Q_FIG5_C,
-                  "variants": {"lambda=0.01": {"lam": 0.01}, "EMA": {"eval_stats": "global"}},
-                  "deviations": [_Q_NOTE + ", B = 32 (C = 0.1 is 2 clients per round)", _LR_NOTE,
-                                 "lambda: the paper's {1, 0.01} at T = 500 scaled to T = 60 (1 - (1 - lambda)^(500/60)"
-                                 f" = {', '.join(f'{v:g}' for v in _Q_LAMS)}), so each leaves the initial statistics the "
-                                 "paper's weight; the unscaled 0.01 and the EMA test statistics (at the smallest lambda) "
-                                 "beside them at the smallest C", "tested with the statistics of the evaluated round's clients (Sec. 4.1)",
-                                 "quick grid thinned for cost (issue 25): the paper's middle lambda 0.1 and C = 0.7 are "
-                                 "left out (the claims compare the extreme lambdas at the extreme ratios; the paper "
-                                 "profile runs lambda in {1, 0.1, 0.01} and C in {1, 0.7, 0.4, 0.1})",
-                                 "3 seeds in lock-step", S.DECAY_NOTE]},
-                 {"base": S.batch(S.P_BASES["CIFAR-10"], 32), "lr": S.P_LR["CIFAR-10"], "hbn": S.P_HBN, "lams": _FIG5_LAMS,
-                  "paper_lams": _FIG5_LAMS, "C": _FIG5_C, "variants": {"EMA": {"eval_stats": "global"}},
-                  "deviations": ["HBN's Table 8 rate x 32 / 4", S.DECAY_NOTE]},
-                 smoke={"lams": [1.0, 0.0803], "paper_lams": [1.0, 0.01], "C": [1.0, 0.5]})
+                    "C": _Q_FIG5_C,
+                    "variants": {"lambda=0.01": {"lam": 0.01}, "EMA": {"eval_stats": "global"}},
+                    "deviations": [_Q_NOTE + ", B = 32 (C = 0.1 is 2 clients per round)", _LR_NOTE,
+                                   "lambda: the paper's {1, 0.01} at T = 500 scaled to T = 60 (1 - (1 - lambda)^(500/60)"
+                                   f" = {', '.join(f'{v:g}' for v in _Q_LAMS)}), so each leaves the initial statistics the "
+                                   "paper's weight; the unscaled 0.01 and the EMA test statistics (at the smallest lambda) "
+                                   "beside them at the smallest C", "tested with the statistics of the evaluated round's clients (Sec. 4.1)",
+                                   "quick grid thinned for cost (issue 25): the paper's middle lambda 0.1 and C = 0.7 are "
+                                   "left out (the claims compare the extreme lambdas at the extreme ratios; the paper "
+                                   "profile runs lambda in {1, 0.1, 0.01} and C in {1, 0.7, 0.4, 0.1})",
+                                   "3 seeds in lock-step", S.DECAY_NOTE]},
+                   {"base": S.batch(S.P_BASES["CIFAR-10"], 32), "lr": S.P_LR["CIFAR-10"], "hbn": S.P_HBN, "lams": _FIG5_LAMS,
+                    "paper_lams": _FIG5_LAMS, "C": _FIG5_C, "variants": {"EMA": {"eval_stats": "global"}},
+                    "deviations": ["HBN's Table 8 rate x 32 / 4", S.DECAY_NOTE]},
+                   smoke={"lams": [1.0, 0.0803], "paper_lams": [1.0, 0.01], "C": [1.0, 0.5]})
 
 
 @entry(
@@ -190,16 +190,16 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     small, big = names[min(lams)], names[max(lams)]
     claims: list[Claim] = [
         S.compare(ctx, "low-C", f"C = {lo}: acc(lambda = {small}) >= acc(lambda = {big}) + 1 pt", table[lo][small], 1.0,
-                baseline=table[lo][big], runs=every,
-                detail=", ".join(f"{_col(k)}: {S.fmt(v)}" for k, v in table[lo].items())),
+                  baseline=table[lo][big], runs=every,
+                  detail=", ".join(f"{_col(k)}: {S.fmt(v)}" for k, v in table[lo].items())),
     ]
     # the spread over lambda at C = hi: the largest paired |difference| of a lambda with the best one
     heads = [names[lam] for lam in lams]
     best, worst = S.best_of(table[hi], heads), S.best_of(table[hi], heads, lowest=True)
     claims.append(S.compare(ctx, "high-C", f"C = {hi}: max - min over lambda <= 1 pt", table[hi][best], 1.0,
-                          baseline=table[hi][worst], side="below", runs=every,
-                          detail=", ".join(f"{_col(k)}: {S.fmt(v)}" for k, v in table[hi].items())
-                          + f" (best {best} paired with worst {worst})"))
+                            baseline=table[hi][worst], side="below", runs=every,
+                            detail=", ".join(f"{_col(k)}: {S.fmt(v)}" for k, v in table[hi].items())
+                            + f" (best {best} paired with worst {worst})"))
     for col in [k for k in table[lo] if k.endswith("(variant)")]:
         claims.append(info(f"variant-{col}-C{lo}", f"C = {lo}: {col}", S.mean(table[lo][col]), detail=S.fmt(table[lo][col])))
     cols = list(dict.fromkeys(k for d in table.values() for k in d))
@@ -230,17 +230,17 @@ def plot_fig5(result: Result) -> Any:
 
 # -- Fig. 6 --------------------------------------------------------------------------------------
 _FIG6 = S.profiles({"base": S.batch(S.Q_BASE, 32), "lr": S.Q_CAT_LR, "hbn": S.hbn_options("CIFAR-100"), "E": [1, 5, 10],
-                  "methods": ["BN", "GN", "HBN"],
-                  "deviations": ["CIFAR-100 -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, B = 32, T = 60",
-                                 "the E values are not listed beyond 'reaches 10': {1, 5, 10} (the paper profile "
-                                 "also runs E = 2; left out of the quick profile for cost, issue 25: the claims need "
-                                 "a moderate E <= 5 and the end point E = 10)",
-                                 "learning rate = the catalog's 0.005 x 32 / 4 for every method (as hbn-tab2)",
-                                 "3 seeds in lock-step", S.hbn_note("CIFAR-100"), S.DECAY_NOTE]},
-                 {"base": S.batch(S.P_BASES["CIFAR-100"], 32), "lr": S.P_LR["CIFAR-100"], "hbn": S.P_HBN, "E": [1, 2, 5, 10],
-                  "methods": ["BN", "GN", "HBN"], "deviations": ["the E values are not listed beyond 'reaches 10'",
-                                                                 "Table 9's rates x 32 / 4", S.DECAY_NOTE]},
-                 smoke={"E": [1, 2]})
+                    "methods": ["BN", "GN", "HBN"],
+                    "deviations": ["CIFAR-100 -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, B = 32, T = 60",
+                                   "the E values are not listed beyond 'reaches 10': {1, 5, 10} (the paper profile "
+                                   "also runs E = 2; left out of the quick profile for cost, issue 25: the claims need "
+                                   "a moderate E <= 5 and the end point E = 10)",
+                                   "learning rate = the catalog's 0.005 x 32 / 4 for every method (as hbn-tab2)",
+                                   "3 seeds in lock-step", S.hbn_note("CIFAR-100"), S.DECAY_NOTE]},
+                   {"base": S.batch(S.P_BASES["CIFAR-100"], 32), "lr": S.P_LR["CIFAR-100"], "hbn": S.P_HBN, "E": [1, 2, 5, 10],
+                    "methods": ["BN", "GN", "HBN"], "deviations": ["the E values are not listed beyond 'reaches 10'",
+                                                                   "Table 9's rates x 32 / 4", S.DECAY_NOTE]},
+                   smoke={"E": [1, 2]})
 
 
 @entry(
@@ -264,13 +264,13 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     for E in [e for e in Es if e <= 5]:
         best = S.best_of({k: table[k][str(E)] for k in table}, ["BN", "GN"])
         claims.append(S.compare(ctx, f"E{E}", f"E = {E}: HBN >= BN and GN", table["HBN"][str(E)], 0.0,
-                              baseline=table[best][str(E)], runs=every,
-                              detail=", ".join(f"{k} {S.fmt(table[k][str(E)])}" for k in table) + f" (paired with {best})"))
+                                baseline=table[best][str(E)], runs=every,
+                                detail=", ".join(f"{k} {S.fmt(table[k][str(E)])}" for k in table) + f" (paired with {best})"))
     # the signed gap HBN - BN (issue 25: |HBN - BN| also "shrinks" when HBN's deficit shrinks)
     gap = {E: [h - b for h, b in zip(table["HBN"][str(E)], table["BN"][str(E)], strict=True)] for E in (Es[0], Es[-1])}
     claims.append(S.compare(ctx, "gap-shrinks", f"HBN's advantage HBN - BN (signed) at E = {Es[-1]} < at E = {Es[0]}",
-                          gap[Es[0]], 0.0, baseline=gap[Es[-1]], runs=every,
-                          detail=f"HBN - BN: E = {Es[0]}: {S.fmt(gap[Es[0]])}; E = {Es[-1]}: {S.fmt(gap[Es[-1]])}"))
+                            gap[Es[0]], 0.0, baseline=gap[Es[-1]], runs=every,
+                            detail=f"HBN - BN: E = {Es[0]}: {S.fmt(gap[Es[0]])}; E = {Es[-1]}: {S.fmt(gap[Es[-1]])}"))
     claims.append(info("hbn-e-max", f"HBN at E = {Es[-1]}", S.mean(table["HBN"][str(Es[-1])]),
                        detail=S.fmt(table["HBN"][str(Es[-1])])))
     rows = [{"E": E, **{k: S.fmt(table[k][str(E)]) for k in table}} for E in Es]

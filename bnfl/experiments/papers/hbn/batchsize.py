@@ -64,10 +64,10 @@ def _drop_claims(ctx: Context, tag: str, label: str, d: dict[str, dict[str, list
     b0, b1 = str(Bs[0]), str(Bs[-1])
     drop = {k: [x - y for x, y in zip(d[k][b0], d[k][b1], strict=True)] for k in ("BN", "HBN")}
     gate = S.compare(ctx, f"bn-drop-{tag}", f"{label}: BN loses accuracy from B = {Bs[0]} to B = {Bs[-1]}", drop["BN"], 0.0,
-                   runs=every, detail=f"BN {S.fmt(d['BN'][b0])} -> {S.fmt(d['BN'][b1])}")
+                     runs=every, detail=f"BN {S.fmt(d['BN'][b0])} -> {S.fmt(d['BN'][b1])}")
     c = S.compare(ctx, f"drop-{tag}", f"{label}: BN's drop from B = {Bs[0]} to B = {Bs[-1]} exceeds HBN's by > {margin:g} pts",
-                drop["BN"], margin, baseline=drop["HBN"], runs=every,
-                detail=f"BN drop {S.fmt(drop['BN'])}, HBN drop {S.fmt(drop['HBN'])}")
+                  drop["BN"], margin, baseline=drop["HBN"], runs=every,
+                  detail=f"BN drop {S.fmt(drop['BN'])}, HBN drop {S.fmt(drop['HBN'])}")
     return [gate, S.gated(c, gate, what=f"BN's own drop ({label})")]
 
 
@@ -144,13 +144,13 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         claims += _drop_claims(ctx, phi, f"phi = {phi}", d, every, Bs, margin=float(config.get("drop_margin", 2.0)))
         for B in [b for b in Bs if b <= 8]:
             claims.append(S.compare(ctx, f"hbn-ge-bn-{phi}-B{B}", f"phi = {phi}, B = {B}: HBN >= BN", d["HBN"][str(B)], 0.0,
-                                  baseline=d["BN"][str(B)], runs=every,
-                                  detail=f"HBN {S.fmt(d['HBN'][str(B)])} vs BN {S.fmt(d['BN'][str(B)])}"))
+                                    baseline=d["BN"][str(B)], runs=every,
+                                    detail=f"HBN {S.fmt(d['HBN'][str(B)])} vs BN {S.fmt(d['BN'][str(B)])}"))
         # each seed's std over the batch sizes (ddof 1), paired by seed
         sd = {k: [float(np.std([d[k][str(B)][s] for B in Bs], ddof=1)) for s in range(len(d[k][str(Bs[0])]))]
               for k in ("BN", "HBN")}
         claims.append(S.compare(ctx, f"spread-{phi}", f"phi = {phi}: std over B of HBN < BN's", sd["BN"], 0.0,
-                              baseline=sd["HBN"], runs=every, detail=f"HBN {S.fmt(sd['HBN'])} vs BN {S.fmt(sd['BN'])}"))
+                                baseline=sd["HBN"], runs=every, detail=f"HBN {S.fmt(sd['HBN'])} vs BN {S.fmt(sd['BN'])}"))
     phi0 = str(float(config["phis"][0]))
     variants, vclaims = _variant_rows(ctx, config, float(phi0), Bs)
     claims += vclaims + _paper_consistency()
@@ -258,8 +258,8 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         for x in xs:
             best = S.best_of({k: err[k][x] for k in err}, ["BN", "GN"], lowest=True)
             c = S.compare(ctx, f"{panel}-{x}", f"({panel}) {'phi' if panel == 'a' else 'B'} = {x}: HBN error <= min(BN, GN) "
-                        "+ 1 pt", err["HBN"][x], 1.0, baseline=err[best][x], side="below", runs=every,
-                        detail=", ".join(f"{k} {S.fmt(err[k][x])}" for k in err) + f" (paired with {best}, the lower)")
+                          "+ 1 pt", err["HBN"][x], 1.0, baseline=err[best][x], side="below", runs=every,
+                          detail=", ".join(f"{k} {S.fmt(err[k][x])}" for k in err) + f" (paired with {best}, the lower)")
             if panel == "b" and owner_b:
                 c = linked(c, owner_b)
             elif panel == "a" and float(x) == bphi and pB in Bs:  # the same runs as (b) at B = phi_B

@@ -73,8 +73,8 @@ def _best_claim(ctx: Context, tag: str, per_seed: dict[str, list[float]], runs: 
     """HBN within 1 pt of the best other normaliser (by mean), paired by seed with it."""
     best = S.best_of(per_seed, [k for k in per_seed if k != "HBN"])
     return S.compare(ctx, f"hbn-best-{tag}", f"{tag}: HBN is best or within 1 pt of the best", per_seed["HBN"], -1.0,
-                   baseline=per_seed[best], runs=runs,
-                   detail=", ".join(f"{k} {S.fmt(v)}" for k, v in per_seed.items()) + f" (paired with {best}, the best other)")
+                     baseline=per_seed[best], runs=runs,
+                     detail=", ".join(f"{k} {S.fmt(v)}" for k, v in per_seed.items()) + f" (paired with {best}, the best other)")
 
 
 # -- Table 1 -------------------------------------------------------------------------------------
@@ -130,14 +130,14 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         claims.append(_best_claim(ctx, name, per_seed, flat))
         if setting == "c10" and float(phi) == min(c10):
             claims.append(S.compare(ctx, f"hbn-vs-bn-{name}", f"{name}: HBN - BN >= 1 pt", per_seed["HBN"], 1.0,
-                                  baseline=per_seed["BN"], runs=flat,
-                                  detail=f"HBN {S.fmt(per_seed['HBN'])} vs BN {S.fmt(per_seed['BN'])}"))
+                                    baseline=per_seed["BN"], runs=flat,
+                                    detail=f"HBN {S.fmt(per_seed['HBN'])} vs BN {S.fmt(per_seed['BN'])}"))
             claims.append(S.compare(ctx, f"fixbn-vs-bn-{name}", f"{name}: FixBN >= BN", per_seed["FixBN"], 0.0,
-                                  baseline=per_seed["BN"], runs=flat,
-                                  detail=f"FixBN {S.fmt(per_seed['FixBN'])} vs BN {S.fmt(per_seed['BN'])}"))
+                                    baseline=per_seed["BN"], runs=flat,
+                                    detail=f"FixBN {S.fmt(per_seed['FixBN'])} vs BN {S.fmt(per_seed['BN'])}"))
             for vname, opts in config.get("variants", {}).items():
                 vals = finals(S.run(ctx, config["lr_c10"], config["base_c10"], "HBN", S.dirichlet(float(phi)),
-                                  hbn={**config.get("hbn_c10", {}), **opts}))
+                                    hbn={**config.get("hbn_c10", {}), **opts}))
                 variants.setdefault(vname, {})[name] = vals
                 claims.append(info(f"variant-{vname}-{name}", f"{name}: {vname} (a variant, not the headline)",
                                    S.mean(vals), detail=f"{S.fmt(vals)} vs HBN {S.fmt(per_seed['HBN'])}"))
@@ -269,9 +269,9 @@ _TAB4_QUICK["deviations"] = ["the catalog's four quick solvers (FedAvg, FedProx,
                              "option-II control variates scaled for SGD momentum 0.9 (bnfl.fl.Scaffold); FedAdam's GN "
                              "normalises MLP features on this stand-in", *_TAB4_QUICK["deviations"]]
 _TAB4 = S.profiles(_TAB4_QUICK,
-                 {"base": S.P_BASES["CIFAR-10"], "lr": S.P_LR["CIFAR-10"], "solvers": list(SOLVERS),
-                  "deviations": [_NOTE.replace("hbn-tab8", "the paper's Table 8 choices"), S.DECAY_NOTE]},
-                 smoke={"solvers": ["FedAvg", "FedProx"]})
+                   {"base": S.P_BASES["CIFAR-10"], "lr": S.P_LR["CIFAR-10"], "solvers": list(SOLVERS),
+                    "deviations": [_NOTE.replace("hbn-tab8", "the paper's Table 8 choices"), S.DECAY_NOTE]},
+                   smoke={"solvers": ["FedAvg", "FedProx"]})
 
 
 def needed(n: int) -> int:

@@ -43,10 +43,10 @@ def _grid_config(quick_base: Mapping[str, Any], quick_grid: Mapping[str, list[fl
     Paper: the table's whole grid (the other paper entries use the paper's own rates)."""
     paper_grid = {k: list(v[0]) for k, v in table.items()}
     return S.profiles({"lr": S.selection(quick_base, quick_grid, seeds=SELECTION_SEEDS),
-                     "deviations": [_PROTOCOL, quick_note, f"{SELECTION_SEEDS} seeds per rate (lock-step), mean and per "
-                                    "seed shown; the rate the other entries use is setups.lr_of's choice on these same "
-                                    "runs", S.DECAY_NOTE]},
-                    {"lr": S.selection(paper_base, paper_grid), "deviations": [_PROTOCOL, S.DECAY_NOTE]})
+                       "deviations": [_PROTOCOL, quick_note, f"{SELECTION_SEEDS} seeds per rate (lock-step), mean and per "
+                                      "seed shown; the rate the other entries use is setups.lr_of's choice on these same "
+                                      "runs", S.DECAY_NOTE]},
+                      {"lr": S.selection(paper_base, paper_grid), "deviations": [_PROTOCOL, S.DECAY_NOTE]})
 
 
 def paper_at(table: Mapping[str, tuple[tuple[float, ...], tuple[str, ...]]], key: str, lr: float) -> str | None:

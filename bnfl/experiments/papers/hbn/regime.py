@@ -198,8 +198,8 @@ def precondition_claim(ctx: Context, base: Mapping[str, Any], precondition: str,
     what = PRECONDITIONS[precondition][0]
     clean, damaged = damage_values(ctx, base, precondition)
     return S.compare(ctx, name, f"precondition: {what}", clean, 0.0, baseline=damaged,
-                   detail=f"BN clean {S.fmt(clean)} vs damaged {S.fmt(damaged)} (FedAvg+BN only, untuned 0.005 x B / 4)",
-                   why="" if len(clean) > 1 else "one seed: no interval")
+                     detail=f"BN clean {S.fmt(clean)} vs damaged {S.fmt(damaged)} (FedAvg+BN only, untuned 0.005 x B / 4)",
+                     why="" if len(clean) > 1 else "one seed: no interval")
 
 
 def preconditions(ctx: Context, config: Mapping[str, Any], base: Mapping[str, Any]) -> list[Any]:
