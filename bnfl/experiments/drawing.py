@@ -141,11 +141,27 @@ def line_panels(panels: Sequence[Mapping[str, Any]], *, rows: Mapping[str, str],
 def grouped_bars(groups: Sequence[str], table: Mapping[str, Mapping[str, float | None]], bars: Sequence[str], *,
                  title: str, colors: Mapping[str, str], labels: Mapping[str, str] | None = None, width: float = 7.0,
                  height: float = 3.4, floor: float = 10.0) -> Any:
-    """A figure of one group of bars per item of ``groups``, one bar per item of ``bars`` in each:
-    the height ``table[group][bar]`` (test accuracy, %), in ``colors[bar]`` and with the legend label
-    ``labels[bar]`` (default: ``bar``). A ``None`` or NaN cell (a diverged run; a stored result keeps
-    NaN as null) draws no bar but the word "diverged". The y axis starts ``floor`` points below the
-    lowest bar (at 0 at the lowest) and ends at 100; the legend stands right of the panel."""
+    """A figure of one group of bars per item of ``groups``, one bar per item of ``bars`` in each.
+
+    Parameters
+    ----------
+    groups : sequence of str
+        The groups, left to right (the x tick labels).
+    table : mapping
+        ``{group: {bar: height}}``, test accuracy in %. ``None`` or NaN (a diverged run; a stored
+        result keeps NaN as null) draws no bar but the word "diverged".
+    bars : sequence of str
+        The bars of each group, left to right.
+    title : str
+    colors : mapping
+        Bar -> colour.
+    labels : mapping, optional
+        Bar -> its legend label (default: the bar's name). The legend stands right of the panel.
+    width, height : float
+        The figure's size (inches).
+    floor : float, default 10
+        The y axis starts this many points below the lowest bar (at 0 at the lowest) and ends at 100.
+    """
     fig, ax = new_figure(1, 1, width=width, height=height)
     w = 0.8 / len(bars)
     x = np.arange(len(groups))
