@@ -260,17 +260,6 @@ def fair(*, phi: float, batch: int = 4, grid: Sequence[float] = FAIR_GRID, seeds
             "seeds": list(range(int(seeds))), "validation": float(validation)}
 
 
-def chosen_rates(ctx: Context, lr_cfg: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """``{label: {"lr": chosen rate at the grid's B, "validation": {rate: mean}}}`` for the run specs
-    ``runs`` (label -> a run's spec): what an entry writes into its notes and series."""
-    out = {}
-    for label, s in runs.items():
-        sc = {lr: float(np.mean(v)) for lr, v in S.fair_scores(ctx, lr_cfg, s).items()}
-        lr = S.fair_rate(ctx, lr_cfg, S.spec(s, {"train": {"batch_size": int(lr_cfg["batch"])}}))
-        out[label] = {"lr": lr, "validation": {f"{k:g}": round(v, 2) if math.isfinite(v) else None for k, v in sc.items()}}
-    return out
-
-
 if __name__ == "__main__":  # recompute the calibration table (about 3 min on one core)
     import json
 
@@ -306,11 +295,16 @@ def quick_config(precondition: str, setting: str) -> dict[str, Any]:
 
 
 def rates_note(ctx: Context, config: Mapping[str, Any], specs: Mapping[str, Mapping[str, Any]]) -> tuple[str, dict]:
-    """The note line and series record of the fair rates of ``specs`` (label -> run spec)."""
+    """The note line and series record of the fair rates of ``specs`` (label -> run spec): ``{label: {"lr":
+    chosen rate at the grid's B, "validation": {rate: mean}}}``, what an entry writes into its notes and series."""
     lr_cfg = config["lr"]
     if lr_cfg.get("mode") != "fair":
         return "", {}
-    rates = chosen_rates(ctx, lr_cfg, specs)
+    rates = {}
+    for label, s in specs.items():
+        sc = {lr: float(np.mean(v)) for lr, v in S.fair_scores(ctx, lr_cfg, s).items()}
+        rates[label] = {"lr": S.fair_rate(ctx, lr_cfg, S.spec(s, {"train": {"batch_size": int(lr_cfg["batch"])}})),
+                        "validation": {f"{k:g}": round(v, 2) if math.isfinite(v) else None for k, v in sc.items()}}
     text = "; ".join(f"{k} {v['lr']:g} (" + ", ".join(f"{r}: {a}" for r, a in v["validation"].items()) + ")"
                      for k, v in rates.items())
     return (f"Chosen rates at B = {lr_cfg['batch']} (validation accuracy, mean of {len(lr_cfg['seeds'])} seed(s), "
