@@ -59,8 +59,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from bnfl.experiments import training
 from bnfl.experiments.core import Context
 from bnfl.experiments.evidence import finals
@@ -302,9 +300,9 @@ def rates_note(ctx: Context, config: Mapping[str, Any], specs: Mapping[str, Mapp
         return "", {}
     rates = {}
     for label, s in specs.items():
-        sc = {lr: float(np.mean(v)) for lr, v in S.fair_scores(ctx, lr_cfg, s).items()}
-        rates[label] = {"lr": S.fair_rate(ctx, lr_cfg, S.spec(s, {"train": {"batch_size": int(lr_cfg["batch"])}})),
-                        "validation": {f"{k:g}": round(v, 2) if math.isfinite(v) else None for k, v in sc.items()}}
+        tuned = S.fair_tuned(ctx, lr_cfg, s)
+        rates[label] = {"lr": tuned.rate, "validation": {f"{k:g}": round(v, 2) if math.isfinite(v) else None
+                                                         for k, v in tuned.scores.items()}}
     text = "; ".join(f"{k} {v['lr']:g} (" + ", ".join(f"{r}: {a}" for r, a in v["validation"].items()) + ")"
                      for k, v in rates.items())
     return (f"Chosen rates at B = {lr_cfg['batch']} (validation accuracy, mean of {len(lr_cfg['seeds'])} seed(s), "

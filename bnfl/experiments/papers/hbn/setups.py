@@ -39,12 +39,13 @@ from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
 from bnfl.experiments.training import final, mean_std
+from bnfl.experiments.tuning import Tuned, tune_rate
 from bnfl.methods import get
 
 __all__ = [
     "CATALOG_RATE", "DECAY_NOTE", "LAMBDA_QUICK", "ROWS", "SEEDS", "THREE", "VARIANTS", "WHY_QUICK", "P_BASES",
     "P_HBN", "P_LR", "Q_BASE", "Q_CAT_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR3", "SMOKE", "batch", "best_of", "best_rate",
-    "compare", "dirichlet", "explain", "fmt", "gated", "grid_scores", "grid_specs", "hbn_note", "hbn_options", "label",
+    "compare", "dirichlet", "explain", "fair_rate", "fair_tuned", "fmt", "gated", "grid_scores", "grid_specs", "hbn_note", "hbn_options", "label",
     "lr_of", "mean", "method_spec", "n_test_of", "near_rates", "profiles", "reported", "run", "scaled_lambda",
     "selection", "spec", "variant",
 ]
@@ -255,24 +256,20 @@ def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: s
     return training.train_seeds(ctx, s)
 
 
-def fair_scores(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> dict[float, list[float]]:
-    """Validation accuracy (%) per seed of every rate of the fair grid, for the method, options and
-    HBN evaluation of ``run_spec``. The rates x seeds train as one lock-step stack (a per-row
+def fair_tuned(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> Tuned:
+    """The fair grid's choice for ``run_spec``'s method, options and HBN evaluation
+    (:func:`bnfl.experiments.tuning.tune_rate`: the grid rate with the best mean validation accuracy over
+    the protocol's seeds; ties: the larger; a rate that diverged on any seed never wins), tuned at the
+    protocol's partition and batch size. The rates x seeds train as one lock-step stack (a per-row
     learning rate; each row equals its own lock-step run) and are cached like every run."""
-    sctx = dataclasses.replace(ctx, seeds=[int(s) for s in lr_cfg["seeds"]], runs_used={})
-    data = {**run_spec["data"], "validation": float(lr_cfg["validation"])}
-    held = spec(run_spec, dirichlet(float(lr_cfg["phi"])), {"data": data, "train": {"batch_size": int(lr_cfg["batch"])}})
-    runs = training.train_grid(sctx, held, lr_cfg["grid"])
-    ctx.runs_used.update(sctx.runs_used)
-    return {float(lr): finals(rs) for lr, rs in runs.items()}
+    held = spec(run_spec, dirichlet(float(lr_cfg["phi"])), {"train": {"batch_size": int(lr_cfg["batch"])}})
+    return tune_rate(ctx, held, lr_cfg["grid"], seeds=lr_cfg["seeds"], validation=float(lr_cfg["validation"]))
 
 
 def fair_rate(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> float:
-    """The rate ``run_spec`` trains at: the grid rate with the best mean validation accuracy
-    (:func:`fair_scores`; ties: the larger; a rate that diverged on any seed never wins), scaled
-    linearly from the grid's batch size to the run's."""
-    best = best_rate(fair_scores(ctx, lr_cfg, run_spec), f"every rate of the fair grid diverged for {run_spec.get('method')}")
-    return best * int(run_spec["train"]["batch_size"]) / int(lr_cfg["batch"])
+    """The rate ``run_spec`` trains at: :func:`fair_tuned`'s, scaled linearly from the grid's batch size
+    to the run's."""
+    return fair_tuned(ctx, lr_cfg, run_spec).rate * int(run_spec["train"]["batch_size"]) / int(lr_cfg["batch"])
 
 
 # -- issue 25: the catalog's rates, seeded selection, the scaled lambda, the Sec. 4.1 evaluation ---
