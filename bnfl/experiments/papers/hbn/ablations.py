@@ -230,7 +230,7 @@ def plot_fig5(result: Result) -> Any:
 
 # -- Fig. 6 --------------------------------------------------------------------------------------
 _FIG6 = S.profiles({"base": S.batch(S.Q_BASE, 32), "lr": S.Q_CAT_LR, "hbn": S.hbn_options("CIFAR-100"), "E": [1, 5, 10],
-                    "methods": ["BN", "GN", "HBN"],
+                    "methods": S.THREE,
                     "deviations": ["CIFAR-100 -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, B = 32, T = 60",
                                    "the E values are not listed beyond 'reaches 10': {1, 5, 10} (the paper profile "
                                    "also runs E = 2; left out of the quick profile for cost, issue 25: the claims need "
@@ -238,7 +238,7 @@ _FIG6 = S.profiles({"base": S.batch(S.Q_BASE, 32), "lr": S.Q_CAT_LR, "hbn": S.hb
                                    "learning rate = the catalog's 0.005 x 32 / 4 for every method (as hbn-tab2)",
                                    "3 seeds in lock-step", S.hbn_note("CIFAR-100"), S.DECAY_NOTE]},
                    {"base": S.batch(S.P_BASES["CIFAR-100"], 32), "lr": S.P_LR["CIFAR-100"], "hbn": S.P_HBN, "E": [1, 2, 5, 10],
-                    "methods": ["BN", "GN", "HBN"], "deviations": ["the E values are not listed beyond 'reaches 10'",
+                    "methods": S.THREE, "deviations": ["the E values are not listed beyond 'reaches 10'",
                                                                    "Table 9's rates x 32 / 4", S.DECAY_NOTE]},
                    smoke={"E": [1, 2]})
 
@@ -253,13 +253,10 @@ _FIG6 = S.profiles({"base": S.batch(S.Q_BASE, 32), "lr": S.Q_CAT_LR, "hbn": S.hb
 )
 def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Es = [int(e) for e in config["E"]]
-    table: dict[str, dict[str, list[float]]] = {k: {} for k in config["methods"]}
-    every = []
-    for E in Es:
-        for k in config["methods"]:
-            rs = S.run(ctx, config["lr"], config["base"], k, {"train": {"local_steps": E}}, hbn=config.get("hbn"))
-            every += rs
-            table[k][str(E)] = finals(rs)
+    runs = {(k, E): S.run(ctx, config["lr"], config["base"], k, {"train": {"local_steps": E}}, hbn=config.get("hbn"))
+            for E in Es for k in config["methods"]}
+    table = {k: {str(E): finals(runs[(k, E)]) for E in Es} for k in config["methods"]}
+    every = [r for rs in runs.values() for r in rs]
     claims: list[Claim] = []
     for E in [e for e in Es if e <= 5]:
         best = S.best_of({k: table[k][str(E)] for k in table}, ["BN", "GN"])

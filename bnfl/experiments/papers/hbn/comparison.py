@@ -108,13 +108,12 @@ _TAB1 = S.profiles(_TAB1_QUICK, _TAB1_PAPER, smoke={"columns": [["c10", 0.6], ["
 
 
 @entry(
-    "hbn-tab1",
+    "hbn-tab1", kind="training", configs=_TAB1, seeds=TAB1_SEEDS,
     title="Normalisers with FedAvg across data sets and heterogeneity",
     summary=("Table 1: top-1 test accuracy of BN, GN, LN, FedFN, FixBN, FBN and HBN (all with FedAvg) on CIFAR-10, "
              "CIFAR-100 and Tiny-ImageNet at several Dirichlet coefficients; HBN is best in every column."),
     look_for=("One column per (data set, phi); smaller phi = more heterogeneous clients. Compare HBN with the best "
               "other normaliser in each column, and HBN and FixBN with BN at the most heterogeneous setting."),
-    kind="training", configs=_TAB1, seeds=TAB1_SEEDS,
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     table, every = {}, {}
@@ -187,12 +186,11 @@ _TAB3 = S.profiles(_TAB3_QUICK, _TAB3_PAPER, smoke={"K": [6, 12], "per_round": 3
 
 
 @entry(
-    "hbn-tab3",
+    "hbn-tab3", kind="training", configs=_TAB3, seeds=S.SEEDS,
     title="Normalisers by the number of clients",
     summary=("Table 3: CIFAR-10 accuracy with K = 100 ... 1000 clients (10 per round, B = 4, phi = 0.6): every "
              "method degrades as K grows, HBN least."),
     look_for="Accuracy against the number of clients K at a fixed number of clients per round.",
-    kind="training", configs=_TAB3, seeds=S.SEEDS,
 )
 def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Ks = [int(k) for k in config["K"]]
@@ -435,10 +433,8 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                               "per_seed": {a: {k: t[k] for k in S.THREE if k in t} for a, t in table.items()}}
     notes = []
     if ctx.profile == "paper":  # the authors' code reports the best round or the last-10 mean
-        rows = [{**row, "accuracy": "last"} for row in rows]
-        for name in ("best", f"last-{S.LAST_K} mean"):
-            rows += [{"model": a, **{f"+{k}": rounded(mean_of([S.reported(r)[name] for r in rs]))
-                                     for k, rs in d.items()}, "accuracy": name} for a, d in runs.items()]
+        rows, _ = reported_rows(rows, {f"+{k}": {a: runs[a][k] for a in runs} for k in next(iter(runs.values()))},
+                                "model")
         series["acc_pretrained_norm"] = {a: mean_of(t[BN_STATS]) for a, t in table.items() if BN_STATS in t}
         notes.append("Rows 'best' and 'last-10 mean': the best evaluated round and the mean of the last 10 rounds "
                      "(the authors' code reports these); the claims use the last round.")
@@ -457,15 +453,6 @@ def _auc(r: dict[str, Any]) -> float:
         return float("nan")
     x, y = np.asarray(r["round"], float), np.asarray(r["test_acc"], float)
     return float(np.trapezoid(y, x) / (x[-1] - x[0])) if len(x) > 1 else float(y[-1])
-
-
-def _mean_curve(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """The seeds' mean accuracy per evaluated round (seeds that diverged are left out; all share rounds)."""
-    ok = [r for r in runs if not r.get("diverged") and r.get("test_acc")]
-    if not ok:
-        return {"round": [], "acc": []}
-    n = min(len(r["test_acc"]) for r in ok)
-    return {"round": list(ok[0]["round"][:n]), "acc": [float(np.mean([r["test_acc"][i] for r in ok])) for i in range(n)]}
 
 
 @entry(
@@ -494,6 +481,15 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             "notes": ["Same runs as hbn-tab5 (shared through the cache); curves are the mean over seeds (a diverged "
                       "seed is left out of the mean curve); the area under the curve is a different measurement "
                       "from Table 5's final accuracy."]}
+
+
+def _mean_curve(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The seeds' mean accuracy per evaluated round (seeds that diverged are left out; all share rounds)."""
+    ok = [r for r in runs if not r.get("diverged") and r.get("test_acc")]
+    if not ok:
+        return {"round": [], "acc": []}
+    n = min(len(r["test_acc"]) for r in ok)
+    return {"round": list(ok[0]["round"][:n]), "acc": [float(np.mean([r["test_acc"][i] for r in ok])) for i in range(n)]}
 
 
 @plotter("hbn-fig7")

@@ -43,16 +43,16 @@ from bnfl.experiments.tuning import Tuned, tune_rate
 from bnfl.methods import get
 
 __all__ = [
-    "CATALOG_RATE", "DECAY_NOTE", "LAMBDA_QUICK", "ROWS", "SEEDS", "THREE", "VARIANTS", "WHY_QUICK", "P_BASES",
-    "P_HBN", "P_LR", "Q_BASE", "Q_CAT_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR3", "SMOKE", "batch", "best_of", "best_rate",
-    "compare", "dirichlet", "explain", "fair_rate", "fair_tuned", "fmt", "gated", "grid_scores", "grid_specs", "hbn_note", "hbn_options", "label",
-    "lr_of", "mean", "method_spec", "n_test_of", "near_rates", "profiles", "reported", "run", "scaled_lambda",
-    "selection", "spec", "variant",
+    "CATALOG_RATE", "DECAY_NOTE", "LAMBDA_QUICK", "P_BASES", "P_HBN", "P_LR", "Q_BASE", "Q_CAT_LR", "Q_LR3",
+    "Q_TINY", "Q_TINY_LR3", "ROWS", "SEEDS", "SMOKE", "THREE", "VARIANTS", "WHY_QUICK", "batch", "best_of",
+    "best_rate", "compare", "dirichlet", "explain", "fair_rate", "fair_tuned", "fmt", "gated", "grid_scores",
+    "grid_specs", "hbn_note", "hbn_options", "label", "lr_of", "mean", "method_spec", "n_test_of", "near_rates",
+    "profiles", "reported", "run", "scaled_lambda", "selection", "spec", "variant",
 ]
 
 #: The normalisation rows of Tables 1 and 3 (paper row -> bnfl method id), all with FedAvg.
 ROWS: dict[str, str] = {"BN": "fedavg+bn", "GN": "fedavg+gn", "LN": "fedavg+ln", "FedFN": "fedavg+fedfn",
-                           "FixBN": "fixbn", "FBN": "fbn", "HBN": "hbn"}
+                        "FixBN": "fixbn", "FBN": "fbn", "HBN": "hbn"}
 #: Options the methods take in HBN's experiments (Sec. 4.1: FixBN switches at 50% of the
 #: rounds, HBN's lambda = 0.01; both are bnfl's defaults, written out so the specs say so).
 METHOD_OPTIONS: dict[str, dict[str, Any]] = {
