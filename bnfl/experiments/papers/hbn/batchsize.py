@@ -187,11 +187,10 @@ _FIG4 = S.profiles({**_TAB2_QUICK, "phis": [0.6]}, {**_TAB2_PAPER, "phis": [0.6]
 
 
 @entry(
-    "hbn-fig4",
+    "hbn-fig4", kind="training", configs=_FIG4, seeds=TAB2_SEEDS,
     title="Accuracy by batch size (plot of Table 2, phi = 0.6)",
     summary="Fig. 4: Table 2's phi = 0.6 columns as curves: HBN stays flat as the batch shrinks, BN falls.",
     look_for="The three curves against B; the runs are Table 2's (shared through the cache).",
-    kind="training", configs=_FIG4, seeds=TAB2_SEEDS,
 )
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Bs = [int(b) for b in config["B"]]
