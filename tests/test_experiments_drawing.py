@@ -85,3 +85,16 @@ def test_grouped_bars_marks_a_diverged_cell_and_labels_each_bar():
     assert [t.get_text() for t in ax.texts] == ["diverged", "diverged"]  # both FedProx bars
     assert ax.get_ylim() == (60.0, 100.0) and [t.get_text() for t in ax.get_xticklabels()] == ["FedAvg", "FedProx"]
     matplotlib.pyplot.close(fig)
+
+
+def test_table_figure_writes_each_cell_as_text_under_its_header():
+    from bnfl.experiments.drawing import table_figure
+
+    rows = [{"block": "Block 1", "n": 16, "extra": "not shown"}, {"block": "Block 2", "n": None}]
+    fig = table_figure(rows, ["block", "n"], title="layers", col_widths=[0.3, 0.7])
+    ax = fig.axes[0]
+    cells = ax.tables[0].get_celld()
+    assert [cells[0, j].get_text().get_text() for j in range(2)] == ["block", "n"]
+    assert [[cells[i, j].get_text().get_text() for j in range(2)] for i in (1, 2)] == [["Block 1", "16"], ["Block 2", "None"]]
+    assert (1, 2) not in cells and ax.get_title() == "layers" and cells[1, 1].get_width() > cells[1, 0].get_width()
+    matplotlib.pyplot.close(fig)

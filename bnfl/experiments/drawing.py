@@ -21,7 +21,7 @@ from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
 __all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "grouped_bars",
-           "iid_noniid_plot", "line_panels", "lines_against", "ours_beside_paper"]
+           "iid_noniid_plot", "line_panels", "lines_against", "ours_beside_paper", "table_figure"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -180,6 +180,34 @@ def grouped_bars(groups: Sequence[str], table: Mapping[str, Mapping[str, float |
     ax.set_ylabel("test accuracy (%)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle(title)
+    return fig
+
+
+def table_figure(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, title: str, width: float = 8.0,
+                 row_height: float = 0.3, col_widths: Sequence[float] | None = None) -> Any:
+    """A figure that is a table: a header of ``columns``, then one line per item of ``rows`` with the
+    cells ``str(row[column])``, left aligned in 7 pt (an entry's printed layers beside bnfl's, say).
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The result's rows.
+    columns : sequence of str
+        The keys shown, left to right; also the header.
+    title : str
+    width : float, default 8
+        The figure's width (inches); its height is ``row_height`` per row plus 1.
+    row_height : float, default 0.3
+    col_widths : sequence of float, optional
+        Each column's share of the width (matplotlib's default: equal).
+    """
+    fig, ax = new_figure(1, 1, width=width, height=row_height * len(rows) + 1.0)
+    ax.axis("off")
+    table = ax.table(cellText=[[str(r[c]) for c in columns] for r in rows], colLabels=list(columns), loc="center",
+                     cellLoc="left", colWidths=None if col_widths is None else list(col_widths))
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    ax.set_title(title)
     return fig
 
 
