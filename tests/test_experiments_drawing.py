@@ -44,3 +44,57 @@ def test_a_stored_one_seed_result_plots_its_per_domain_bars():
         fig = E.plot(eid, dataclasses.replace(stored, series=one_seed))
         assert fig.axes
         matplotlib.pyplot.close(fig)
+
+
+def test_line_panels_draws_stored_keys_in_numeric_order_and_skips_missing_points():
+    """A stored result keeps a curve's x values as text ("16" sorts before "2"); the line must run in numeric
+    order, a null (NaN in memory) draws no point, and each line takes its method's colour."""
+    from matplotlib.colors import to_hex
+
+    from bnfl.experiments.drawing import line_panels
+    from bnfl.plots import color_for
+
+    curves = {"BN": {"16": 80.0, "2": 60.0, "4": None}, "HBN": {"16": 82.0, "2": 79.0, "4": 81.0}}
+    fig = line_panels([{"curves": curves, "xlabel": "batch size B", "log_base": 2, "title": "phi = 0.6"},
+                       {"curves": {"BN": {0.1: 50.0, 1.0: 70.0}}, "xlabel": "phi", "ticks": False}],
+                      rows={"BN": "fedavg+bn", "HBN": "hbn"}, title="t", ylabel="acc", legend=1)
+    left, right = fig.axes[:2]
+    bn, hbn = left.get_lines()
+    assert list(bn.get_xdata()) == [2.0, 4.0, 16.0] and math.isnan(bn.get_ydata()[1])
+    assert list(hbn.get_ydata()) == [79.0, 81.0, 82.0]
+    assert to_hex(bn.get_color()) == to_hex(color_for("fedavg+bn")) and bn.get_label() == "BN"
+    assert [t.get_text() for t in left.get_xticklabels()] == ["2", "4", "16"] and left.get_xscale() == "log"
+    assert left.get_title() == "phi = 0.6" and left.get_ylabel() == "acc" and right.get_legend() is not None
+    assert left.get_legend() is None and right.get_xscale() == "linear"
+    matplotlib.pyplot.close(fig)
+
+
+def test_grouped_bars_marks_a_diverged_cell_and_labels_each_bar():
+    from matplotlib.colors import to_hex
+
+    from bnfl.experiments.drawing import grouped_bars
+
+    table = {"FedAvg": {"base": 70.0, "HBN": 75.0}, "FedProx": {"base": None, "HBN": float("nan")}}
+    fig = grouped_bars(["FedAvg", "FedProx"], table, ["base", "HBN"], title="t",
+                       colors={"base": "#BBBBBB", "HBN": "#332288"}, labels={"HBN": "+HBN"})
+    ax = fig.axes[0]
+    base, hbn = ax.containers
+    assert base.get_label() == "base" and hbn.get_label() == "+HBN"
+    assert [p.get_height() for p in base.patches][0] == 70.0 and math.isnan(base.patches[1].get_height())
+    assert to_hex(hbn.patches[0].get_facecolor()) == "#332288"
+    assert [t.get_text() for t in ax.texts] == ["diverged", "diverged"]  # both FedProx bars
+    assert ax.get_ylim() == (60.0, 100.0) and [t.get_text() for t in ax.get_xticklabels()] == ["FedAvg", "FedProx"]
+    matplotlib.pyplot.close(fig)
+
+
+def test_table_figure_writes_each_cell_as_text_under_its_header():
+    from bnfl.experiments.drawing import table_figure
+
+    rows = [{"block": "Block 1", "n": 16, "extra": "not shown"}, {"block": "Block 2", "n": None}]
+    fig = table_figure(rows, ["block", "n"], title="layers", col_widths=[0.3, 0.7])
+    ax = fig.axes[0]
+    cells = ax.tables[0].get_celld()
+    assert [cells[0, j].get_text().get_text() for j in range(2)] == ["block", "n"]
+    assert [[cells[i, j].get_text().get_text() for j in range(2)] for i in (1, 2)] == [["Block 1", "16"], ["Block 2", "None"]]
+    assert (1, 2) not in cells and ax.get_title() == "layers" and cells[1, 1].get_width() > cells[1, 0].get_width()
+    matplotlib.pyplot.close(fig)

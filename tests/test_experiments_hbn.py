@@ -88,3 +88,13 @@ def test_variant_carries_the_papers_method_settings():
     assert S.variant("FixBN")["method_options"] == {"switch_fraction": 0.5}
     assert S.variant("HBN", lam=0.1)["method_options"] == {"lam": 0.1}
     assert S.label("fedavg+gn") == "GN" and S.label("fixbn") == "FixBN"
+
+
+def test_best_of_never_picks_a_diverged_method_and_best_rate_ties_to_the_larger_rate():
+    table = {"BN": [90.0, 91.0], "GN": [math.nan, 99.0], "LN": [92.0, 92.0]}
+    assert S.best_of(table) == "LN" and S.best_of(table, ["BN", "GN"]) == "BN"
+    assert S.best_of(table, lowest=True) == "BN" and S.best_of(table, ["GN", "LN"], lowest=True) == "LN"
+    assert S.best_of({"a": [math.nan], "b": [math.nan]}) == "a"  # nothing finite: the first, as the entries did
+    assert S.best_rate({0.02: [99.0, math.nan], 0.01: [90.0, 92.0], 0.005: [91.0, 91.0]}, "x") == 0.01
+    with pytest.raises(RuntimeError, match=r"every rate diverged: \[0.01\]"):
+        S.best_rate({0.01: [math.nan]}, "every rate diverged")

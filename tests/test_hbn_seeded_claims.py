@@ -9,7 +9,7 @@ import math
 import pytest
 
 from bnfl.experiments.evidence import count_of, fmt, mean_of, paired_at_least
-from bnfl.experiments.papers.hbn.solvers import QUICK_SOLVERS, needed
+from bnfl.experiments.papers.hbn.comparison import QUICK_SOLVERS, needed
 
 NAN = math.nan
 SEEDS = [0, 1, 2]

@@ -20,8 +20,8 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
-__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "iid_noniid_plot",
-           "lines_against", "ours_beside_paper"]
+__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "grouped_bars",
+           "iid_noniid_plot", "line_panels", "lines_against", "ours_beside_paper", "table_figure"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -95,6 +95,120 @@ def lines_against(ax: Any, xs: Sequence[float], curves: Mapping[str, Mapping[str
     ax.set_xticks(xs)
     ax.set_xticklabels([f"{x:g}" for x in xs])
     ax.set_xlabel(xlabel)
+
+
+def line_panels(panels: Sequence[Mapping[str, Any]], *, rows: Mapping[str, str], title: str, ylabel: str,
+                width: float = 4.2, height: float = 3.4, legend: int = 0) -> Any:
+    """A figure of one panel per item of ``panels``, each a line per method against a setting.
+
+    Parameters
+    ----------
+    panels : sequence of mapping
+        ``{"curves": {row name: {x: y}}, "xlabel": str}`` and optionally ``"title"``, ``"log_base"``
+        (a log x axis of that base) and ``"ticks"`` (default True: a tick at every x). The x values
+        are the keys, numbers or numbers as text (a stored result keeps them as text), drawn in
+        numerical order; ``None`` or NaN draws no point.
+    rows : mapping
+        Row name -> bnfl method id: each line takes its method's colour and marker.
+    title, ylabel : str
+        The figure's title; the first panel's y label.
+    width, height : float
+        The size of one panel (inches).
+    legend : int, default 0
+        The panel that carries the legend.
+    """
+    fig, axes = new_figure(1, len(panels), width=width, height=height, squeeze=False)
+    for ax, panel in zip(axes.flat, panels, strict=True):
+        xs: set[float] = set()
+        for k, d in panel["curves"].items():
+            pts = sorted((float(x), math.nan if y is None else float(y)) for x, y in d.items())
+            xs.update(x for x, _ in pts)
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker=marker_for(rows[k]), color=color_for(rows[k]),
+                    label=k)
+        if panel.get("log_base"):
+            ax.set_xscale("log", base=panel["log_base"])
+        if panel.get("ticks", True):
+            ax.set_xticks(sorted(xs))
+            ax.set_xticklabels([f"{x:g}" for x in sorted(xs)])
+        ax.set_xlabel(panel["xlabel"])
+        ax.set_title(panel.get("title", ""))
+    axes.flat[0].set_ylabel(ylabel)
+    axes.flat[legend].legend(fontsize=7)
+    fig.suptitle(title)
+    return fig
+
+
+def grouped_bars(groups: Sequence[str], table: Mapping[str, Mapping[str, float | None]], bars: Sequence[str], *,
+                 title: str, colors: Mapping[str, str], labels: Mapping[str, str] | None = None, width: float = 7.0,
+                 height: float = 3.4, floor: float = 10.0) -> Any:
+    """A figure of one group of bars per item of ``groups``, one bar per item of ``bars`` in each.
+
+    Parameters
+    ----------
+    groups : sequence of str
+        The groups, left to right (the x tick labels).
+    table : mapping
+        ``{group: {bar: height}}``, test accuracy in %. ``None`` or NaN (a diverged run; a stored
+        result keeps NaN as null) draws no bar but the word "diverged".
+    bars : sequence of str
+        The bars of each group, left to right.
+    title : str
+    colors : mapping
+        Bar -> colour.
+    labels : mapping, optional
+        Bar -> its legend label (default: the bar's name). The legend stands right of the panel.
+    width, height : float
+        The figure's size (inches).
+    floor : float, default 10
+        The y axis starts this many points below the lowest bar (at 0 at the lowest) and ends at 100.
+    """
+    fig, ax = new_figure(1, 1, width=width, height=height)
+    w = 0.8 / len(bars)
+    x = np.arange(len(groups))
+    lo = min(v for g in groups for v in table[g].values() if v is not None and math.isfinite(v))
+    bottom = max(0.0, lo - floor)
+    for j, k in enumerate(bars):
+        ys = [math.nan if table[g][k] is None else float(table[g][k]) for g in groups]  # type: ignore[arg-type]
+        xs = x + (j - (len(bars) - 1) / 2) * w
+        ax.bar(xs, ys, w, color=colors[k], label=(labels or {}).get(k, k))
+        for xi, y in zip(xs, ys, strict=True):
+            if not math.isfinite(y):  # a diverged run has no bar: say so
+                ax.text(xi, bottom + 1, "diverged", rotation=90, ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x)
+    ax.set_xticklabels(groups, fontsize=7)
+    ax.set_ylim(bottom, 100)
+    ax.set_ylabel("test accuracy (%)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.suptitle(title)
+    return fig
+
+
+def table_figure(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, title: str, width: float = 8.0,
+                 row_height: float = 0.3, col_widths: Sequence[float] | None = None) -> Any:
+    """A figure that is a table: a header of ``columns``, then one line per item of ``rows`` with the
+    cells ``str(row[column])``, left aligned in 7 pt (an entry's printed layers beside bnfl's, say).
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The result's rows.
+    columns : sequence of str
+        The keys shown, left to right; also the header.
+    title : str
+    width : float, default 8
+        The figure's width (inches); its height is ``row_height`` per row plus 1.
+    row_height : float, default 0.3
+    col_widths : sequence of float, optional
+        Each column's share of the width (matplotlib's default: equal).
+    """
+    fig, ax = new_figure(1, 1, width=width, height=row_height * len(rows) + 1.0)
+    ax.axis("off")
+    table = ax.table(cellText=[[str(r[c]) for c in columns] for r in rows], colLabels=list(columns), loc="center",
+                     cellLoc="left", colWidths=None if col_widths is None else list(col_widths))
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    ax.set_title(title)
+    return fig
 
 
 def ours_beside_paper(ax: Any, names: Sequence[str], ours: Sequence[Any], paper: Sequence[Any], *, profile: str,

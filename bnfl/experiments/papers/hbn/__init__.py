@@ -6,11 +6,12 @@ their entries:
 
 - :mod:`.numbers`: the paper's reported numbers, verbatim, and its setup constants;
 - :mod:`.setups`: the methods compared, the run specs of each profile, the lr protocol;
+- :mod:`.regime`: the calibrated stand-ins and fair rates of the headline entries (issue 36);
 - the topic modules: the toy figure, the partitions and the architecture table (``toy``), the
-  learning-rate grids (``grids``), the normalisers compared (``normalisers``: Tables 1, 3), the
-  batch size (``batchsize``: Table 2, Figs. 1, 4), the FL solvers (``solvers``: Table 4), the
-  architectures (``architectures``: Table 5, Fig. 7), the ablations and sensitivities
-  (``ablations``: Table 6, Figs. 5, 6).
+  learning-rate grids (``grids``), the performance comparison (``comparison``: the normalisers,
+  Tables 1, 3; the FL solvers, Table 4; the architectures, Table 5, Fig. 7), the batch size
+  (``batchsize``: Table 2, Figs. 1, 4), the ablations and sensitivities (``ablations``: Table 6,
+  Figs. 5, 6).
 """
 
 import importlib

@@ -13,34 +13,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from bnfl.experiments.claims import Claim, info
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.drawing import grouped_bars, line_panels
 from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
-from bnfl.experiments.papers.hbn.setups import (
-    DECAY_NOTE,
-    P_BASES,
-    P_LR,
-    Q_BASE,
-    Q_CAT_LR,
-    Q_LR3,
-    ROWS,
-    SEEDS,
-    batch,
-    compare,
-    explain,
-    fmt,
-    hbn_note,
-    hbn_options,
-    mean,
-    profiles,
-    run,
-    scaled_lambda,
-)
+from bnfl.experiments.papers.hbn import setups as S
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.training import mean_std
 from bnfl.plots import color_for, new_figure
@@ -48,10 +27,9 @@ from bnfl.plots import color_for, new_figure
 _Q_NOTE = "CIFAR -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, E = 1 epoch, T = 60"
 _LR_NOTE = ("HBN's rate chosen at B = 4 on a validation split by the mean of 3 seeds (hbn-tab1's protocol, setups.Q_LR3), "
             "scaled linearly with B")
-_Q_HBN = hbn_options("CIFAR-10")
+_Q_HBN = S.hbn_options("CIFAR-10")
 #: Table 6 at the headline seeds (issue 36).
-TAB6_SEEDS = {**SEEDS, "quick": regime.SEEDS}
-_P_HBN = {"eval_stats": "recompute"}  # the paper profile: its lambda at its T, Sec. 4.1's evaluation
+TAB6_SEEDS = {**S.SEEDS, "quick": regime.SEEDS}
 #: Why hbn-tab6's full HBN (94.91 +- 2.33 before issue 25) sat below the reference-variants benchmark's
 #: 97.04 +- 0.16 (benchmarks/hbn_reference_variants.py, docs/hbn-reference-code.md): measured by
 #: benchmarks/hbn_tab6_gap.py (same lr 0.005, lambda 0.01, EMA evaluation, seeds 0 1 2, T = 60).
@@ -83,9 +61,9 @@ _TAB6_QUICK = regime.quick_config("skew-0.6", "CIFAR-10")
 _TAB6_QUICK["deviations"] = ["every ablation tuned on its own spec (regime.fair; the paper trains each at HBN's rate); "
                              "ablations (1) and (3)-(5) train seed by seed (the batched engine cannot take them)",
                              *_TAB6_QUICK["deviations"]]
-_TAB6 = profiles(_TAB6_QUICK,
-                 {"base": P_BASES["CIFAR-10"], "lr": P_LR["CIFAR-10"], "hbn": _P_HBN,
-                  "deviations": ["every ablation at HBN's chosen rate (Table 8)", DECAY_NOTE]})
+_TAB6 = S.profiles(_TAB6_QUICK,
+                   {"base": S.P_BASES["CIFAR-10"], "lr": S.P_LR["CIFAR-10"], "hbn": S.P_HBN,
+                    "deviations": ["every ablation at HBN's chosen rate (Table 8)", S.DECAY_NOTE]})
 
 
 @entry(
@@ -98,25 +76,23 @@ _TAB6 = profiles(_TAB6_QUICK,
     kind="training", configs=_TAB6, seeds=TAB6_SEEDS,
 )
 def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    runs = {idx: run(ctx, config["lr"], config["base"], "HBN", seeds=True, hbn=config.get("hbn"), **opts)
+    runs = {idx: S.run(ctx, config["lr"], config["base"], "HBN", hbn=config.get("hbn"), **opts)
             for idx, (_, opts) in ABLATIONS.items()}
     per_seed = {idx: finals(rs) for idx, rs in runs.items()}
     every = [r for rs in runs.values() for r in rs]
     full = per_seed[""]
-    claims: list[Claim] = []
-    if config.get("precondition"):  # issue 36: BN's damage, BN-only runs (papers/hbn/regime.py)
-        claims.append(regime.precondition_claim(ctx, config["base"], config["precondition"]))
+    claims = regime.preconditions(ctx, config, config["base"])
     for idx, (name, _) in ABLATIONS.items():
         if not idx:
             continue
-        claims.append(compare(ctx, f"full-vs-{idx}", f"full HBN >= {idx} {name} - 0.5 pt", full, -0.5,
-                              baseline=per_seed[idx], runs=every, detail=f"HBN {fmt(full)} vs {fmt(per_seed[idx])}"))
-    others = {i: mean(v) for i, v in per_seed.items() if i != "(1)" and math.isfinite(mean(v))}
+        claims.append(S.compare(ctx, f"full-vs-{idx}", f"full HBN >= {idx} {name} - 0.5 pt", full, -0.5,
+                                baseline=per_seed[idx], runs=every, detail=f"HBN {S.fmt(full)} vs {S.fmt(per_seed[idx])}"))
+    others = {i: S.mean(v) for i, v in per_seed.items() if i != "(1)" and math.isfinite(S.mean(v))}
     worst = min(others, key=lambda i: others[i]) if others else ""
-    claims.append(compare(ctx, "moving-average-worst", "(1) (moving averages for eq. 7) is the worst of the six",
-                          per_seed["(1)"], 0.0, baseline=per_seed[worst], side="below", runs=every,
-                          detail=f"(1) {fmt(per_seed['(1)'])}; worst of the rest {worst or 'HBN'} {fmt(per_seed[worst])}"))
-    rows = [{"index": idx, "ablation": name, "acc (%)": fmt(per_seed[idx]), "seeds": len(runs[idx])}
+    claims.append(S.compare(ctx, "moving-average-worst", "(1) (moving averages for eq. 7) is the worst of the six",
+                            per_seed["(1)"], 0.0, baseline=per_seed[worst], side="below", runs=every,
+                            detail=f"(1) {S.fmt(per_seed['(1)'])}; worst of the rest {worst or 'HBN'} {S.fmt(per_seed[worst])}"))
+    rows = [{"index": idx, "ablation": name, "acc (%)": S.fmt(per_seed[idx]), "seeds": len(runs[idx])}
             for idx, (name, _) in ABLATIONS.items()]
     paper = [{"index": i, "ablation": n, "acc (%)": a} for i, n, a in N.TABLE6]
     stats = {idx: mean_std(v) for idx, v in per_seed.items()}
@@ -124,7 +100,7 @@ def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "coincidence).", "acc: mean ± sample std over seeds."]
     if TAB6_GAP_NOTE and "precondition" not in config:  # the gap note is about the Q-DIG runs before issue 36
         notes.append(TAB6_GAP_NOTE)
-    rnote, rates = regime.rates_note(ctx, config, {idx or "HBN": regime.method_spec(config, "HBN", **opts)
+    rnote, rates = regime.rates_note(ctx, config, {idx or "HBN": S.method_spec(config, "HBN", **opts)
                                                    for idx, (_, opts) in ABLATIONS.items()})
     if rnote:
         notes.insert(0, rnote)
@@ -165,23 +141,23 @@ _FIG5_C = [1.0, 0.7, 0.4, 0.1]
 #: at the extreme ratios, and C = 1 (20 clients a round) costs as much as C = 0.4 and 0.1 together.
 _Q_FIG5_LAMS = [_FIG5_LAMS[0], _FIG5_LAMS[-1]]
 _Q_FIG5_C = [1.0, 0.4, 0.1]
-_Q_LAMS = [round(scaled_lambda(lam, 500, 60), 4) for lam in _Q_FIG5_LAMS]
-_FIG5 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR3, "hbn": _Q_HBN, "lams": _Q_LAMS, "paper_lams": _Q_FIG5_LAMS,
-                  "C": _Q_FIG5_C,
-                  "variants": {"lambda=0.01": {"lam": 0.01}, "EMA": {"eval_stats": "global"}},
-                  "deviations": [_Q_NOTE + ", B = 32 (C = 0.1 is 2 clients per round)", _LR_NOTE,
-                                 "lambda: the paper's {1, 0.01} at T = 500 scaled to T = 60 (1 - (1 - lambda)^(500/60)"
-                                 f" = {', '.join(f'{v:g}' for v in _Q_LAMS)}), so each leaves the initial statistics the "
-                                 "paper's weight; the unscaled 0.01 and the EMA test statistics (at the smallest lambda) "
-                                 "beside them at the smallest C", "tested with the statistics of the evaluated round's clients (Sec. 4.1)",
-                                 "quick grid thinned for cost (issue 25): the paper's middle lambda 0.1 and C = 0.7 are "
-                                 "left out (the claims compare the extreme lambdas at the extreme ratios; the paper "
-                                 "profile runs lambda in {1, 0.1, 0.01} and C in {1, 0.7, 0.4, 0.1})",
-                                 "3 seeds in lock-step", DECAY_NOTE]},
-                 {"base": batch(P_BASES["CIFAR-10"], 32), "lr": P_LR["CIFAR-10"], "hbn": _P_HBN, "lams": _FIG5_LAMS,
-                  "paper_lams": _FIG5_LAMS, "C": _FIG5_C, "variants": {"EMA": {"eval_stats": "global"}},
-                  "deviations": ["HBN's Table 8 rate x 32 / 4", DECAY_NOTE]},
-                 smoke={"lams": [1.0, 0.0803], "paper_lams": [1.0, 0.01], "C": [1.0, 0.5]})
+_Q_LAMS = [round(S.scaled_lambda(lam, 500, 60), 4) for lam in _Q_FIG5_LAMS]
+_FIG5 = S.profiles({"base": S.batch(S.Q_BASE, 32), "lr": S.Q_LR3, "hbn": _Q_HBN, "lams": _Q_LAMS, "paper_lams": _Q_FIG5_LAMS,
+                    "C": _Q_FIG5_C,
+                    "variants": {"lambda=0.01": {"lam": 0.01}, "EMA": {"eval_stats": "global"}},
+                    "deviations": [_Q_NOTE + ", B = 32 (C = 0.1 is 2 clients per round)", _LR_NOTE,
+                                   "lambda: the paper's {1, 0.01} at T = 500 scaled to T = 60 (1 - (1 - lambda)^(500/60)"
+                                   f" = {', '.join(f'{v:g}' for v in _Q_LAMS)}), so each leaves the initial statistics the "
+                                   "paper's weight; the unscaled 0.01 and the EMA test statistics (at the smallest lambda) "
+                                   "beside them at the smallest C", "tested with the statistics of the evaluated round's clients (Sec. 4.1)",
+                                   "quick grid thinned for cost (issue 25): the paper's middle lambda 0.1 and C = 0.7 are "
+                                   "left out (the claims compare the extreme lambdas at the extreme ratios; the paper "
+                                   "profile runs lambda in {1, 0.1, 0.01} and C in {1, 0.7, 0.4, 0.1})",
+                                   "3 seeds in lock-step", S.DECAY_NOTE]},
+                   {"base": S.batch(S.P_BASES["CIFAR-10"], 32), "lr": S.P_LR["CIFAR-10"], "hbn": S.P_HBN, "lams": _FIG5_LAMS,
+                    "paper_lams": _FIG5_LAMS, "C": _FIG5_C, "variants": {"EMA": {"eval_stats": "global"}},
+                    "deviations": ["HBN's Table 8 rate x 32 / 4", S.DECAY_NOTE]},
+                   smoke={"lams": [1.0, 0.0803], "paper_lams": [1.0, 0.01], "C": [1.0, 0.5]})
 
 
 @entry(
@@ -190,7 +166,7 @@ _FIG5 = profiles({"base": batch(Q_BASE, 32), "lr": Q_LR3, "hbn": _Q_HBN, "lams":
     summary=("Fig. 5: with few clients per round a small lambda (a slow EMA of the global statistics) helps; with "
              "all clients active the choice of lambda barely matters."),
     look_for="Accuracy for each lambda at each activation ratio C.",
-    kind="training", configs=_FIG5, seeds=SEEDS,
+    kind="training", configs=_FIG5, seeds=S.SEEDS,
 )
 def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     lams, Cs = [float(v) for v in config["lams"]], [float(c) for c in config["C"]]
@@ -202,41 +178,34 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     every = []
     hbn = dict(config.get("hbn") or {})
     lo, hi = str(min(Cs)), str(max(Cs))
+    # the variants where lambda matters, at the fewest clients a round; a variant of a headline lambda (the paper
+    # profile's) is its column already
+    variants = {f"{v} (variant)": {"lam": min(lams), **o} for v, o in (config.get("variants") or {}).items()
+                if not ("lam" in o and float(o["lam"]) in lams)}
     for c in Cs:
-        for lam in lams:
-            rs = run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, seeds=True,
-                     hbn={**hbn, "lam": lam})
+        for col, opts in [(names[lam], {"lam": lam}) for lam in lams] + (list(variants.items()) if str(c) == lo else []):
+            rs = S.run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, hbn={**hbn, **opts})
             every += rs
-            table[str(c)][names[lam]] = finals(rs)
-        for vname, opts in (config.get("variants") or {}).items():
-            if str(c) != lo:  # the variants where lambda matters: the fewest clients a round
-                continue
-            if "lam" in opts and float(opts["lam"]) in lams:
-                continue  # the variant is a headline column here (the paper profile's lambdas)
-            rs = run(ctx, config["lr"], config["base"], "HBN", {"train": {"participation": c}}, seeds=True,
-                     hbn={**hbn, "lam": min(lams), **opts})
-            every += rs
-            table[str(c)][f"{vname} (variant)"] = finals(rs)
+            table[str(c)][col] = finals(rs)
     small, big = names[min(lams)], names[max(lams)]
     claims: list[Claim] = [
-        compare(ctx, "low-C", f"C = {lo}: acc(lambda = {small}) >= acc(lambda = {big}) + 1 pt", table[lo][small], 1.0,
-                baseline=table[lo][big], runs=every,
-                detail=", ".join(f"{_col(k)}: {fmt(v)}" for k, v in table[lo].items())),
+        S.compare(ctx, "low-C", f"C = {lo}: acc(lambda = {small}) >= acc(lambda = {big}) + 1 pt", table[lo][small], 1.0,
+                  baseline=table[lo][big], runs=every,
+                  detail=", ".join(f"{_col(k)}: {S.fmt(v)}" for k, v in table[lo].items())),
     ]
     # the spread over lambda at C = hi: the largest paired |difference| of a lambda with the best one
     heads = [names[lam] for lam in lams]
-    best = max(heads, key=lambda k: mean(table[hi][k]) if math.isfinite(mean(table[hi][k])) else -math.inf)
-    worst = min(heads, key=lambda k: mean(table[hi][k]) if math.isfinite(mean(table[hi][k])) else math.inf)
-    claims.append(compare(ctx, "high-C", f"C = {hi}: max - min over lambda <= 1 pt", table[hi][best], 1.0,
-                          baseline=table[hi][worst], side="below", runs=every,
-                          detail=", ".join(f"{_col(k)}: {fmt(v)}" for k, v in table[hi].items())
-                          + f" (best {best} paired with worst {worst})"))
+    best, worst = S.best_of(table[hi], heads), S.best_of(table[hi], heads, lowest=True)
+    claims.append(S.compare(ctx, "high-C", f"C = {hi}: max - min over lambda <= 1 pt", table[hi][best], 1.0,
+                            baseline=table[hi][worst], side="below", runs=every,
+                            detail=", ".join(f"{_col(k)}: {S.fmt(v)}" for k, v in table[hi].items())
+                            + f" (best {best} paired with worst {worst})"))
     for col in [k for k in table[lo] if k.endswith("(variant)")]:
-        claims.append(info(f"variant-{col}-C{lo}", f"C = {lo}: {col}", mean(table[lo][col]), detail=fmt(table[lo][col])))
+        claims.append(info(f"variant-{col}-C{lo}", f"C = {lo}: {col}", S.mean(table[lo][col]), detail=S.fmt(table[lo][col])))
     cols = list(dict.fromkeys(k for d in table.values() for k in d))
-    rows = [{"C": c, **{_col(k, "="): fmt(table[str(c)][k]) if k in table[str(c)] else None for k in cols}} for c in Cs]
-    return {"rows": rows, "paper": [], "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
-            "series": {"acc": {c: {k: mean(v) for k, v in d.items() if not k.endswith("(variant)")}
+    rows = [{"C": c, **{_col(k, "="): S.fmt(table[str(c)][k]) if k in table[str(c)] else None for k in cols}} for c in Cs]
+    return {"rows": rows, "paper": [], "claims": S.explain(ctx, claims), "deviations": list(config["deviations"]),
+            "series": {"acc": {c: {k: S.mean(v) for k, v in d.items() if not k.endswith("(variant)")}
                                for c, d in table.items()}, "per_seed": table},
             "notes": ["The figure has no printed numbers. Cells: mean ± std over seeds; columns name the quick lambda "
                       "and the paper's it stands for."]}
@@ -252,35 +221,26 @@ def plot_fig5(result: Result) -> Any:
     t = result.series["acc"]
     Cs = sorted(t, key=float, reverse=True)  # C = 1 first, as the rows
     lams = sorted(t[Cs[0]], key=lambda k: float(k.split()[0]), reverse=True)
-    fig, ax = new_figure(1, 1, width=5.0, height=3.4)
-    w = 0.8 / len(lams)
     shades = ["#332288", "#6699CC", "#AACCEE", "#DDDDDD"]
-    for j, lam in enumerate(lams):
-        ax.bar(np.arange(len(Cs)) + (j - (len(lams) - 1) / 2) * w, [t[c][lam] for c in Cs], w,
-               color=shades[j % len(shades)], label=f"lambda = {lam}")
-    ax.set_xticks(range(len(Cs)))
-    ax.set_xticklabels([f"C = {c}" for c in Cs])
-    lo = min(v for d in t.values() for v in d.values() if math.isfinite(v))
-    ax.set_ylim(max(0, lo - 8), 100)
-    ax.set_ylabel("test accuracy (%)")
-    ax.legend(fontsize=7)
-    fig.suptitle("HBN Fig. 5: lambda (eq. 11) against the activation ratio C (ours)")
-    return fig
+    return grouped_bars([f"C = {c}" for c in Cs], {f"C = {c}": t[c] for c in Cs}, lams, width=5.0, floor=8.0,
+                        colors={lam: shades[j % len(shades)] for j, lam in enumerate(lams)},
+                        labels={lam: f"lambda = {lam}" for lam in lams},
+                        title="HBN Fig. 5: lambda (eq. 11) against the activation ratio C (ours)")
 
 
 # -- Fig. 6 --------------------------------------------------------------------------------------
-_FIG6 = profiles({"base": batch(Q_BASE, 32), "lr": Q_CAT_LR, "hbn": hbn_options("CIFAR-100"), "E": [1, 5, 10],
-                  "methods": ["BN", "GN", "HBN"],
-                  "deviations": ["CIFAR-100 -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, B = 32, T = 60",
-                                 "the E values are not listed beyond 'reaches 10': {1, 5, 10} (the paper profile "
-                                 "also runs E = 2; left out of the quick profile for cost, issue 25: the claims need "
-                                 "a moderate E <= 5 and the end point E = 10)",
-                                 "learning rate = the catalog's 0.005 x 32 / 4 for every method (as hbn-tab2)",
-                                 "3 seeds in lock-step", hbn_note("CIFAR-100"), DECAY_NOTE]},
-                 {"base": batch(P_BASES["CIFAR-100"], 32), "lr": P_LR["CIFAR-100"], "hbn": _P_HBN, "E": [1, 2, 5, 10],
-                  "methods": ["BN", "GN", "HBN"], "deviations": ["the E values are not listed beyond 'reaches 10'",
-                                                                 "Table 9's rates x 32 / 4", DECAY_NOTE]},
-                 smoke={"E": [1, 2]})
+_FIG6 = S.profiles({"base": S.batch(S.Q_BASE, 32), "lr": S.Q_CAT_LR, "hbn": S.hbn_options("CIFAR-100"), "E": [1, 5, 10],
+                    "methods": S.THREE,
+                    "deviations": ["CIFAR-100 -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, B = 32, T = 60",
+                                   "the E values are not listed beyond 'reaches 10': {1, 5, 10} (the paper profile "
+                                   "also runs E = 2; left out of the quick profile for cost, issue 25: the claims need "
+                                   "a moderate E <= 5 and the end point E = 10)",
+                                   "learning rate = the catalog's 0.005 x 32 / 4 for every method (as hbn-tab2)",
+                                   "3 seeds in lock-step", S.hbn_note("CIFAR-100"), S.DECAY_NOTE]},
+                   {"base": S.batch(S.P_BASES["CIFAR-100"], 32), "lr": S.P_LR["CIFAR-100"], "hbn": S.P_HBN, "E": [1, 2, 5, 10],
+                    "methods": S.THREE, "deviations": ["the E values are not listed beyond 'reaches 10'",
+                                                                   "Table 9's rates x 32 / 4", S.DECAY_NOTE]},
+                   smoke={"E": [1, 2]})
 
 
 @entry(
@@ -289,43 +249,35 @@ _FIG6 = profiles({"base": batch(Q_BASE, 32), "lr": Q_CAT_LR, "hbn": hbn_options(
     summary=("Fig. 6 (App. B.3): HBN keeps its advantage for moderate numbers of local epochs; at E = 10 client "
              "drift dominates and the normalisers no longer differ."),
     look_for="The three normalisers' accuracy against E, and the gap HBN - BN shrinking as E grows.",
-    kind="training", configs=_FIG6, seeds=SEEDS,
+    kind="training", configs=_FIG6, seeds=S.SEEDS,
 )
 def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Es = [int(e) for e in config["E"]]
-    table: dict[str, dict[str, list[float]]] = {k: {} for k in config["methods"]}
-    every = []
-    for E in Es:
-        for k in config["methods"]:
-            rs = run(ctx, config["lr"], config["base"], k, {"train": {"local_steps": E}}, seeds=True, hbn=config.get("hbn"))
-            every += rs
-            table[k][str(E)] = finals(rs)
+    runs = {(k, E): S.run(ctx, config["lr"], config["base"], k, {"train": {"local_steps": E}}, hbn=config.get("hbn"))
+            for E in Es for k in config["methods"]}
+    table = {k: {str(E): finals(runs[(k, E)]) for E in Es} for k in config["methods"]}
+    every = [r for rs in runs.values() for r in rs]
     claims: list[Claim] = []
     for E in [e for e in Es if e <= 5]:
-        best = max(("BN", "GN"), key=lambda k: mean(table[k][str(E)]) if math.isfinite(mean(table[k][str(E)])) else -math.inf)
-        claims.append(compare(ctx, f"E{E}", f"E = {E}: HBN >= BN and GN", table["HBN"][str(E)], 0.0,
-                              baseline=table[best][str(E)], runs=every,
-                              detail=", ".join(f"{k} {fmt(table[k][str(E)])}" for k in table) + f" (paired with {best})"))
+        best = S.best_of({k: table[k][str(E)] for k in table}, ["BN", "GN"])
+        claims.append(S.compare(ctx, f"E{E}", f"E = {E}: HBN >= BN and GN", table["HBN"][str(E)], 0.0,
+                                baseline=table[best][str(E)], runs=every,
+                                detail=", ".join(f"{k} {S.fmt(table[k][str(E)])}" for k in table) + f" (paired with {best})"))
     # the signed gap HBN - BN (issue 25: |HBN - BN| also "shrinks" when HBN's deficit shrinks)
     gap = {E: [h - b for h, b in zip(table["HBN"][str(E)], table["BN"][str(E)], strict=True)] for E in (Es[0], Es[-1])}
-    claims.append(compare(ctx, "gap-shrinks", f"HBN's advantage HBN - BN (signed) at E = {Es[-1]} < at E = {Es[0]}",
-                          gap[Es[0]], 0.0, baseline=gap[Es[-1]], runs=every,
-                          detail=f"HBN - BN: E = {Es[0]}: {fmt(gap[Es[0]])}; E = {Es[-1]}: {fmt(gap[Es[-1]])}"))
-    claims.append(info("hbn-e-max", f"HBN at E = {Es[-1]}", mean(table["HBN"][str(Es[-1])]),
-                       detail=fmt(table["HBN"][str(Es[-1])])))
-    rows = [{"E": E, **{k: fmt(table[k][str(E)]) for k in table}} for E in Es]
-    return {"rows": rows, "paper": [], "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
-            "series": {"E": Es, "acc": {k: {E: mean(v) for E, v in d.items()} for k, d in table.items()},
+    claims.append(S.compare(ctx, "gap-shrinks", f"HBN's advantage HBN - BN (signed) at E = {Es[-1]} < at E = {Es[0]}",
+                            gap[Es[0]], 0.0, baseline=gap[Es[-1]], runs=every,
+                            detail=f"HBN - BN: E = {Es[0]}: {S.fmt(gap[Es[0]])}; E = {Es[-1]}: {S.fmt(gap[Es[-1]])}"))
+    claims.append(info("hbn-e-max", f"HBN at E = {Es[-1]}", S.mean(table["HBN"][str(Es[-1])]),
+                       detail=S.fmt(table["HBN"][str(Es[-1])])))
+    rows = [{"E": E, **{k: S.fmt(table[k][str(E)]) for k in table}} for E in Es]
+    return {"rows": rows, "paper": [], "claims": S.explain(ctx, claims), "deviations": list(config["deviations"]),
+            "series": {"E": Es, "acc": {k: {E: S.mean(v) for E, v in d.items()} for k, d in table.items()},
                        "per_seed": table},
             "notes": ["The figure has no printed numbers. Cells: mean ± std over seeds."]}
 
 
 @plotter("hbn-fig6")
 def plot_fig6(result: Result) -> Any:
-    s = result.series
-    fig, ax = new_figure(1, 1, width=5.0, height=3.4)
-    lines_against(ax, s["E"], s["acc"], rows=ROWS, xlabel="local epochs E")
-    ax.set_ylabel("test accuracy (%)")
-    ax.legend(fontsize=7)
-    fig.suptitle("HBN Fig. 6: accuracy against local epochs (ours)")
-    return fig
+    return line_panels([{"curves": result.series["acc"], "xlabel": "local epochs E"}], rows=S.ROWS,
+                       ylabel="test accuracy (%)", title="HBN Fig. 6: accuracy against local epochs (ours)", width=5.0)

@@ -12,7 +12,6 @@ Fig. 1(b) re-read them (their claims are linked to ``hbn-tab2`` and counted ther
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -20,69 +19,37 @@ import numpy as np
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import fmt_mean_std
-from bnfl.experiments.drawing import lines_against
+from bnfl.experiments.drawing import line_panels
 from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import regime
-from bnfl.experiments.papers.hbn.setups import (
-    DECAY_NOTE,
-    P_BASES,
-    P_LR,
-    Q_BASE,
-    Q_CAT_LR,
-    ROWS,
-    SEEDS,
-    batch,
-    compare,
-    dirichlet,
-    explain,
-    fmt,
-    gated,
-    hbn_note,
-    hbn_options,
-    mean,
-    profiles,
-    run,
-)
+from bnfl.experiments.papers.hbn import setups as S
 from bnfl.experiments.registry import entry, plotter
-from bnfl.plots import color_for, marker_for, new_figure
 
-_THREE = ["BN", "GN", "HBN"]
 _LR_NOTE = ("learning rate = the catalog's 0.005 x B / 4 for every method (hbn-fig1's quick recipe; before issue 25 "
             "each method's rate was picked on one seed, BN 0.02 and HBN 0.005 at B = 4)")
 _Q_NOTE = ("CIFAR-100 -> Q-DIG (10 classes), K = 20 Dirichlet clients, 5 per round, Q-SCNN, E = 1 epoch, T = 60; "
            "3 seeds in lock-step, claims paired by seed")
-#: HBN variants reported beside the headline HBN (label -> options over the entry's ``hbn``).
-VARIANTS: dict[str, dict[str, Any]] = {"HBN EMA": {"eval_stats": "global"}, "HBN lambda=0.01": {"lam": 0.01}}
-_Q_HBN = hbn_options("CIFAR-100")
-#: The paper profile: the paper's lambda = 0.01 at its T, tested with the client subset's statistics.
-_P_HBN = {"eval_stats": "recompute"}
+_Q_HBN = S.hbn_options("CIFAR-100")
 _P_VARIANTS = {"HBN EMA": {"eval_stats": "global"}}
 
 
-def _runs(ctx: Context, config: dict[str, Any], phi: float, B: int) -> dict[str, list[dict[str, Any]]]:
-    """Each method's runs (one per seed) at ``phi`` and batch size ``B``."""
-    return {k: run(ctx, config["lr"], batch(config["base"], B), k, dirichlet(phi), seeds=True, hbn=config.get("hbn"))
-            for k in config["methods"]}
-
-
-def _variant_runs(ctx: Context, config: dict[str, Any], phi: float, B: int) -> dict[str, list[dict[str, Any]]]:
-    """The HBN variants' runs (one per seed) at ``phi`` and ``B``."""
-    return {name: run(ctx, config["lr"], batch(config["base"], B), "HBN", dirichlet(phi), seeds=True,
-                      hbn={**config.get("hbn", {}), **opts}) for name, opts in config.get("variants", {}).items()}
+def _runs(ctx: Context, config: dict[str, Any], phi: float, B: int, key: str,
+          hbn: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Method ``key``'s runs (one per seed) at ``phi`` and batch size ``B``; HBN with ``hbn`` (a variant's
+    options) over the entry's."""
+    return S.run(ctx, config["lr"], S.batch(config["base"], B), key, S.dirichlet(phi),
+                 hbn={**(config.get("hbn") or {}), **(hbn or {})})
 
 
 def _sweep(ctx: Context, config: dict[str, Any], phis: list[float], Bs: list[int]) -> tuple[dict, dict]:
     """``{phi: {method: {B: per-seed accs}}}`` and ``{phi: {method: {B: runs}}}``."""
-    table: dict[str, dict[str, dict[str, list[float]]]] = {}
-    runs: dict[str, dict[str, dict[str, list]]] = {}
+    runs: dict[str, dict[str, dict[str, list]]] = {str(phi): {k: {} for k in config["methods"]} for phi in phis}
     for phi in phis:
-        table[str(phi)] = {k: {} for k in config["methods"]}
-        runs[str(phi)] = {k: {} for k in config["methods"]}
         for B in Bs:
-            for k, rs in _runs(ctx, config, float(phi), int(B)).items():
-                runs[str(phi)][k][str(B)] = rs
-                table[str(phi)][k][str(B)] = finals(rs)
+            for k in config["methods"]:
+                runs[str(phi)][k][str(B)] = _runs(ctx, config, float(phi), int(B), k)
+    table = {phi: {k: {B: finals(rs) for B, rs in d.items()} for k, d in t.items()} for phi, t in runs.items()}
     return table, runs
 
 
@@ -96,16 +63,16 @@ def _drop_claims(ctx: Context, tag: str, label: str, d: dict[str, dict[str, list
     ``margin``", inconclusive unless BN's own drop is resolved (issue 25)."""
     b0, b1 = str(Bs[0]), str(Bs[-1])
     drop = {k: [x - y for x, y in zip(d[k][b0], d[k][b1], strict=True)] for k in ("BN", "HBN")}
-    gate = compare(ctx, f"bn-drop-{tag}", f"{label}: BN loses accuracy from B = {Bs[0]} to B = {Bs[-1]}", drop["BN"], 0.0,
-                   runs=every, detail=f"BN {fmt(d['BN'][b0])} -> {fmt(d['BN'][b1])}")
-    c = compare(ctx, f"drop-{tag}", f"{label}: BN's drop from B = {Bs[0]} to B = {Bs[-1]} exceeds HBN's by > {margin:g} pts",
-                drop["BN"], margin, baseline=drop["HBN"], runs=every,
-                detail=f"BN drop {fmt(drop['BN'])}, HBN drop {fmt(drop['HBN'])}")
-    return [gate, gated(c, gate, what=f"BN's own drop ({label})")]
+    gate = S.compare(ctx, f"bn-drop-{tag}", f"{label}: BN loses accuracy from B = {Bs[0]} to B = {Bs[-1]}", drop["BN"], 0.0,
+                     runs=every, detail=f"BN {S.fmt(d['BN'][b0])} -> {S.fmt(d['BN'][b1])}")
+    c = S.compare(ctx, f"drop-{tag}", f"{label}: BN's drop from B = {Bs[0]} to B = {Bs[-1]} exceeds HBN's by > {margin:g} pts",
+                  drop["BN"], margin, baseline=drop["HBN"], runs=every,
+                  detail=f"BN drop {S.fmt(drop['BN'])}, HBN drop {S.fmt(drop['HBN'])}")
+    return [gate, S.gated(c, gate, what=f"BN's own drop ({label})")]
 
 
 def _means(table: dict[str, dict[str, dict[str, list[float]]]]) -> dict[str, dict[str, dict[str, float]]]:
-    return {phi: {k: {B: mean(v) for B, v in d.items()} for k, d in t.items()} for phi, t in table.items()}
+    return {phi: {k: {B: S.mean(v) for B, v in d.items()} for k, d in t.items()} for phi, t in table.items()}
 
 
 def _variant_rows(ctx: Context, config: dict[str, Any], phi: float, Bs: list[int]) -> tuple[dict, list[Claim]]:
@@ -115,28 +82,28 @@ def _variant_rows(ctx: Context, config: dict[str, Any], phi: float, Bs: list[int
     claims: list[Claim] = []
     at = [min(Bs)] if config.get("variants_at") == "smallest" else sorted({Bs[0], Bs[-1]}, reverse=True)
     for B in at:
-        for name, rs in _variant_runs(ctx, config, phi, B).items():
-            out.setdefault(name, {})[str(B)] = finals(rs)
+        for name, opts in config.get("variants", {}).items():
+            vals = out.setdefault(name, {})[str(B)] = finals(_runs(ctx, config, phi, B, "HBN", opts))
             claims.append(info(f"variant-{name}-phi{phi}-B{B}", f"phi = {phi}, B = {B}: {name} (a variant, not the "
-                               "headline)", mean(finals(rs)), detail=fmt(finals(rs))))
+                               "headline)", S.mean(vals), detail=S.fmt(vals)))
     return out, claims
 
 
 # -- Table 2 / Fig. 4 ----------------------------------------------------------------------------
 #: Quick: the HBN variants at the smallest batch only (B = 2, where the statistics matter most), for cost.
 _VARIANTS_NOTE = "the HBN variants (lambda = 0.01, EMA statistics) at B = 2 only (at B = 32 too before issue 25's cost cut)"
-_TAB2_QUICK = {**regime.quick_config("batch-0.6", "CIFAR-100"), "variants": VARIANTS, "variants_at": "smallest",
-               "phis": [0.6, 0.3], "B": list(N.TABLE2_B), "methods": _THREE}
+_TAB2_QUICK = {**regime.quick_config("batch-0.6", "CIFAR-100"), "variants": S.VARIANTS, "variants_at": "smallest",
+               "phis": [0.6, 0.3], "B": list(N.TABLE2_B), "methods": S.THREE}
 _TAB2_QUICK["deviations"] = [*_TAB2_QUICK["deviations"], _VARIANTS_NOTE]
 #: "BN's drop exceeds HBN's by > margin": half the stand-in's own BN drop (calibration, B = 32 -> 2 at phi = 0.6;
 #: the paper's HBN removes 62% of BN's 5.74-pt drop), fixed before any HBN run on the stand-in (issue 36).
 _TAB2_QUICK["drop_margin"] = round(0.5 * regime.damage("batch-0.6"), 1)
 #: Table 2 and Fig. 4 (its runs) at the headline seeds (issue 36); Fig. 1 keeps SEEDS.
-TAB2_SEEDS = {**SEEDS, "quick": regime.SEEDS}
-_TAB2_PAPER = {"base": P_BASES["CIFAR-100"], "lr": P_LR["CIFAR-100"], "hbn": _P_HBN, "variants": _P_VARIANTS,
-               "phis": [0.6, 0.3], "B": list(N.TABLE2_B), "methods": _THREE,
-               "deviations": ["learning rate = the paper's Table 9 choice x B / 4", DECAY_NOTE]}
-_TAB2 = profiles(_TAB2_QUICK, _TAB2_PAPER, smoke={"phis": [0.6], "B": [32, 16]})
+TAB2_SEEDS = {**S.SEEDS, "quick": regime.SEEDS}
+_TAB2_PAPER = {"base": S.P_BASES["CIFAR-100"], "lr": S.P_LR["CIFAR-100"], "hbn": S.P_HBN, "variants": _P_VARIANTS,
+               "phis": [0.6, 0.3], "B": list(N.TABLE2_B), "methods": S.THREE,
+               "deviations": ["learning rate = the paper's Table 9 choice x B / 4", S.DECAY_NOTE]}
+_TAB2 = S.profiles(_TAB2_QUICK, _TAB2_PAPER, smoke={"phis": [0.6], "B": [32, 16]})
 
 
 def _paper_consistency() -> list[Claim]:
@@ -169,30 +136,28 @@ def _paper_consistency() -> list[Claim]:
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Bs = [int(b) for b in config["B"]]
     table, runs = _sweep(ctx, config, [float(p) for p in config["phis"]], Bs)
-    claims: list[Claim] = []
-    if config.get("precondition"):  # issue 36: BN's damage, BN-only runs (papers/hbn/regime.py)
-        claims.append(regime.precondition_claim(ctx, config["base"], config["precondition"]))
+    claims = regime.preconditions(ctx, config, config["base"])
     for phi, d in table.items():
         every = _flat(runs[phi])
         if not {"BN", "HBN"} <= set(d):
             continue
         claims += _drop_claims(ctx, phi, f"phi = {phi}", d, every, Bs, margin=float(config.get("drop_margin", 2.0)))
         for B in [b for b in Bs if b <= 8]:
-            claims.append(compare(ctx, f"hbn-ge-bn-{phi}-B{B}", f"phi = {phi}, B = {B}: HBN >= BN", d["HBN"][str(B)], 0.0,
-                                  baseline=d["BN"][str(B)], runs=every,
-                                  detail=f"HBN {fmt(d['HBN'][str(B)])} vs BN {fmt(d['BN'][str(B)])}"))
+            claims.append(S.compare(ctx, f"hbn-ge-bn-{phi}-B{B}", f"phi = {phi}, B = {B}: HBN >= BN", d["HBN"][str(B)], 0.0,
+                                    baseline=d["BN"][str(B)], runs=every,
+                                    detail=f"HBN {S.fmt(d['HBN'][str(B)])} vs BN {S.fmt(d['BN'][str(B)])}"))
         # each seed's std over the batch sizes (ddof 1), paired by seed
         sd = {k: [float(np.std([d[k][str(B)][s] for B in Bs], ddof=1)) for s in range(len(d[k][str(Bs[0])]))]
               for k in ("BN", "HBN")}
-        claims.append(compare(ctx, f"spread-{phi}", f"phi = {phi}: std over B of HBN < BN's", sd["BN"], 0.0,
-                              baseline=sd["HBN"], runs=every, detail=f"HBN {fmt(sd['HBN'])} vs BN {fmt(sd['BN'])}"))
+        claims.append(S.compare(ctx, f"spread-{phi}", f"phi = {phi}: std over B of HBN < BN's", sd["BN"], 0.0,
+                                baseline=sd["HBN"], runs=every, detail=f"HBN {S.fmt(sd['HBN'])} vs BN {S.fmt(sd['BN'])}"))
     phi0 = str(float(config["phis"][0]))
     variants, vclaims = _variant_rows(ctx, config, float(phi0), Bs)
     claims += vclaims + _paper_consistency()
     rows = []
     for B in Bs:
-        row: dict[str, Any] = {"B": B, **{f"{k} (phi={phi})": fmt(d[k][str(B)]) for phi, d in table.items() for k in d}}
-        row.update({f"{name} (phi={phi0})": fmt(v[str(B)]) if str(B) in v else None for name, v in variants.items()})
+        row: dict[str, Any] = {"B": B, **{f"{k} (phi={phi})": S.fmt(d[k][str(B)]) for phi, d in table.items() for k in d}}
+        row.update({f"{name} (phi={phi0})": S.fmt(v[str(B)]) if str(B) in v else None for name, v in variants.items()})
         rows.append(row)
     m = _means(table)
     rows.append({"B": "Avg.", **{f"{k} (phi={phi})": fmt_mean_std(float(np.mean([d[k][str(B)] for B in Bs])),
@@ -201,7 +166,7 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     paper = [{"B": B, **{f"{k} (phi={phi})": N.TABLE2[(k, phi)][j] for (k, phi) in N.TABLE2}}
              for j, B in enumerate(N.TABLE2_B)]
     paper.append({"B": "Avg.", **{f"{k} (phi={phi})": v for (k, phi), v in N.TABLE2_AVG.items()}})
-    rnote, rates = regime.rates_note(ctx, config, {k: regime.method_spec(config, k) for k in config["methods"]})
+    rnote, rates = regime.rates_note(ctx, config, {k: S.method_spec(config, k) for k in config["methods"]})
     return {"rows": rows, "paper": paper, "claims": regime.explained(ctx, config, claims), "deviations": list(config["deviations"]),
             "series": {"B": Bs, "acc": m, "per_seed": table, "variants": variants, **({"rates": rates} if rates else {})},
             "notes": ([rnote] if rnote else []) + ["Cells: mean ± sample std over seeds; the Avg. row: mean ± std over the batch sizes of the means "
@@ -212,27 +177,20 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-tab2")
 def plot_tab2(result: Result) -> Any:
-    s = result.series
-    fig, axes = new_figure(1, len(s["acc"]), width=4.2, height=3.4)
-    axes = np.atleast_1d(axes)
-    for ax, (phi, d) in zip(axes, s["acc"].items(), strict=True):
-        lines_against(ax, s["B"], d, rows=ROWS, xlabel="batch size B", log_base=2)
-        ax.set_title(f"phi = {phi}")
-    axes[0].set_ylabel("test accuracy (%), mean over seeds")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("HBN Table 2: accuracy by batch size (ours)")
-    return fig
+    panels = [{"curves": d, "xlabel": "batch size B", "log_base": 2, "title": f"phi = {phi}"}
+              for phi, d in result.series["acc"].items()]
+    return line_panels(panels, rows=S.ROWS, ylabel="test accuracy (%), mean over seeds",
+                       title="HBN Table 2: accuracy by batch size (ours)")
 
 
-_FIG4 = profiles({**_TAB2_QUICK, "phis": [0.6]}, {**_TAB2_PAPER, "phis": [0.6]}, smoke={"B": [32, 16]})
+_FIG4 = S.profiles({**_TAB2_QUICK, "phis": [0.6]}, {**_TAB2_PAPER, "phis": [0.6]}, smoke={"B": [32, 16]})
 
 
 @entry(
-    "hbn-fig4",
+    "hbn-fig4", kind="training", configs=_FIG4, seeds=TAB2_SEEDS,
     title="Accuracy by batch size (plot of Table 2, phi = 0.6)",
     summary="Fig. 4: Table 2's phi = 0.6 columns as curves: HBN stays flat as the batch shrinks, BN falls.",
     look_for="The three curves against B; the runs are Table 2's (shared through the cache).",
-    kind="training", configs=_FIG4, seeds=TAB2_SEEDS,
 )
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     Bs = [int(b) for b in config["B"]]
@@ -240,11 +198,11 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     d = table["0.6"]
     # Table 2's runs (same specs): its claims count them; these are shown, linked to hbn-tab2
     claims = [linked(c, "hbn-tab2") for c in _drop_claims(ctx, "0.6", "phi = 0.6", d, _flat(runs["0.6"]), Bs, margin=0.0)]
-    rows = [{"B": B, **{k: fmt(d[k][str(B)]) for k in d}} for B in Bs]
-    paper = [{"B": B, **{k: N.TABLE2[(k, 0.6)][j] for k in _THREE}} for j, B in enumerate(N.TABLE2_B)]
+    rows = [{"B": B, **{k: S.fmt(d[k][str(B)]) for k in d}} for B in Bs]
+    paper = [{"B": B, **{k: N.TABLE2[(k, 0.6)][j] for k in S.THREE}} for j, B in enumerate(N.TABLE2_B)]
     return {"rows": rows, "paper": paper, "claims": regime.explained(ctx, config, claims), "deviations": list(config["deviations"]),
             "series": {"B": Bs, "acc": _means(table)["0.6"], "per_seed": d,
-                       "paper": {k: [float(v) for v in N.TABLE2[(k, 0.6)]] for k in _THREE}},
+                       "paper": {k: [float(v) for v in N.TABLE2[(k, 0.6)]] for k in S.THREE}},
             "notes": ["The paper's figure draws Table 2; its printed numbers are shown as the paper's table.",
                       "The runs are hbn-tab2's (phi = 0.6): the claims are counted in hbn-tab2."]}
 
@@ -252,32 +210,23 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 @plotter("hbn-fig4")
 def plot_fig4(result: Result) -> Any:
     s = result.series
-    fig, axes = new_figure(1, 2, width=4.2, height=3.4)
-    lines_against(axes[0], s["B"], s["acc"], rows=ROWS, xlabel="batch size B", log_base=2)
-    axes[0].set_title("ours (quick proxy)" if max(s["B"]) else "")
-    for k, v in s["paper"].items():
-        axes[1].plot(list(N.TABLE2_B), v, marker="o", color=color_for(ROWS[k]), label=k)
-    axes[1].set_xscale("log", base=2)
-    axes[1].set_xticks(list(N.TABLE2_B))
-    axes[1].set_xticklabels([str(B) for B in N.TABLE2_B])
-    axes[1].set_xlabel("batch size B")
-    axes[1].set_title("paper (Table 2, CIFAR-100)")
-    axes[0].set_ylabel("test accuracy (%)")
-    axes[1].legend(fontsize=7)
-    fig.suptitle("HBN Fig. 4: accuracy by batch size, phi = 0.6")
-    return fig
+    paper = {k: dict(zip(N.TABLE2_B, v, strict=True)) for k, v in s["paper"].items()}
+    return line_panels([{"curves": s["acc"], "xlabel": "batch size B", "log_base": 2, "title": "ours (quick proxy)"},
+                        {"curves": paper, "xlabel": "batch size B", "log_base": 2, "title": "paper (Table 2, CIFAR-100)"}],
+                       rows=S.ROWS, ylabel="test accuracy (%)", legend=1,
+                       title="HBN Fig. 4: accuracy by batch size, phi = 0.6")
 
 
 # -- Fig. 1 --------------------------------------------------------------------------------------
 #: Panel (b): the quick profile's own runs (hbn-tab2 moved to Q-GAUSS(10) in issue 36); the paper profile's are Table 2's.
-_FIG1_QUICK = {"base": Q_BASE, "lr": Q_CAT_LR, "hbn": _Q_HBN, "variants": VARIANTS, "variants_at": "smallest",
-               "phis": [0.1, 0.3, 0.6, 1.0], "phi_B": 16, "B": list(N.TABLE2_B), "B_phi": 0.6, "methods": _THREE,
-               "b_counted_in": None, "deviations": [_Q_NOTE, _LR_NOTE, hbn_note("CIFAR-100"), _VARIANTS_NOTE,
-                                                          DECAY_NOTE]}
+_FIG1_QUICK = {"base": S.Q_BASE, "lr": S.Q_CAT_LR, "hbn": _Q_HBN, "variants": S.VARIANTS, "variants_at": "smallest",
+               "phis": [0.1, 0.3, 0.6, 1.0], "phi_B": 16, "B": list(N.TABLE2_B), "B_phi": 0.6, "methods": S.THREE,
+               "b_counted_in": None, "deviations": [_Q_NOTE, _LR_NOTE, S.hbn_note("CIFAR-100"), _VARIANTS_NOTE,
+                                                          S.DECAY_NOTE]}
 _FIG1_PAPER = {**_TAB2_PAPER, "phis": [0.1, 0.3, 0.6, 1.0], "phi_B": 16, "B_phi": 0.6, "b_counted_in": "hbn-tab2",
                "deviations": ["the phi values of panel (a) are not printed: {0.1, 0.3, 0.6, 1.0} (the catalog's)",
-                              "learning rate = the paper's Table 9 choice x B / 4", DECAY_NOTE]}
-_FIG1 = profiles(_FIG1_QUICK, _FIG1_PAPER, smoke={"phis": [0.1, 1.0], "B": [32, 16]})
+                              "learning rate = the paper's Table 9 choice x B / 4", S.DECAY_NOTE]}
+_FIG1 = S.profiles(_FIG1_QUICK, _FIG1_PAPER, smoke={"phis": [0.1, 1.0], "B": [32, 16]})
 
 
 def _err(table: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, list[float]]]:
@@ -291,7 +240,7 @@ def _err(table: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, list[f
              "(b) against the batch size at phi = 0.6; HBN has the lowest error everywhere, BN degrades with strong "
              "heterogeneity and tiny batches."),
     look_for="Error = 100 - accuracy. (a) left: smaller phi = more heterogeneous; (b) right: smaller batches.",
-    kind="training", configs=_FIG1, seeds=SEEDS,
+    kind="training", configs=_FIG1, seeds=S.SEEDS,
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     phis, Bs, pB, bphi = [float(p) for p in config["phis"]], [int(b) for b in config["B"]], int(config["phi_B"]), \
@@ -306,10 +255,10 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     claims: list[Claim] = []
     for panel, err, xs, every in (("a", err_a, [str(p) for p in phis], every_a), ("b", err_b, [str(B) for B in Bs], every_b)):
         for x in xs:
-            best = min(("BN", "GN"), key=lambda k: mean(err[k][x]) if math.isfinite(mean(err[k][x])) else math.inf)
-            c = compare(ctx, f"{panel}-{x}", f"({panel}) {'phi' if panel == 'a' else 'B'} = {x}: HBN error <= min(BN, GN) "
-                        "+ 1 pt", err["HBN"][x], 1.0, baseline=err[best][x], side="below", runs=every,
-                        detail=", ".join(f"{k} {fmt(err[k][x])}" for k in err) + f" (paired with {best}, the lower)")
+            best = S.best_of({k: err[k][x] for k in err}, ["BN", "GN"], lowest=True)
+            c = S.compare(ctx, f"{panel}-{x}", f"({panel}) {'phi' if panel == 'a' else 'B'} = {x}: HBN error <= min(BN, GN) "
+                          "+ 1 pt", err["HBN"][x], 1.0, baseline=err[best][x], side="below", runs=every,
+                          detail=", ".join(f"{k} {S.fmt(err[k][x])}" for k in err) + f" (paired with {best}, the lower)")
             if panel == "b" and owner_b:
                 c = linked(c, owner_b)
             elif panel == "a" and float(x) == bphi and pB in Bs:  # the same runs as (b) at B = phi_B
@@ -321,11 +270,11 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     # the HBN variants at the extreme batch sizes of (b): hbn-tab2's runs (cached), shown beside
     variants, vclaims = _variant_rows(ctx, config, bphi, Bs)
     claims += [linked(c, owner_b) if owner_b else c for c in vclaims]
-    rows = ([{"panel": "(a) phi", "setting": p, **{k: fmt(err_a[k][str(p)]) for k in err_a}} for p in phis]
-            + [{"panel": "(b) B", "setting": B, **{k: fmt(err_b[k][str(B)]) for k in err_b},
-                **{name: fmt([100 - x for x in v[str(B)]]) for name, v in variants.items() if str(B) in v}} for B in Bs])
-    mean_err = {key: {k: {x: mean(v) for x, v in d.items()} for k, d in e.items()} for key, e in (("a", err_a), ("b", err_b))}
-    return {"rows": rows, "paper": [], "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
+    rows = ([{"panel": "(a) phi", "setting": p, **{k: S.fmt(err_a[k][str(p)]) for k in err_a}} for p in phis]
+            + [{"panel": "(b) B", "setting": B, **{k: S.fmt(err_b[k][str(B)]) for k in err_b},
+                **{name: S.fmt([100 - x for x in v[str(B)]]) for name, v in variants.items() if str(B) in v}} for B in Bs])
+    mean_err = {key: {k: {x: S.mean(v) for x, v in d.items()} for k, d in e.items()} for key, e in (("a", err_a), ("b", err_b))}
+    return {"rows": rows, "paper": [], "claims": S.explain(ctx, claims), "deviations": list(config["deviations"]),
             "series": {**mean_err, "per_seed": {"a": err_a, "b": err_b}},
             "notes": ["The figure has no printed numbers beyond Tables 1-2; rows are test error (%), mean ± std over "
                       "seeds.", "Panel (b) is hbn-tab2's phi = 0.6 sweep and (a) at phi = 0.6 is (b) at B = 16: those "
@@ -334,19 +283,7 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-fig1")
 def plot_fig1(result: Result) -> Any:
-    s = result.series
-    fig, axes = new_figure(1, 2, width=4.2, height=3.4)
-    for ax, key, xlabel in zip(axes, ("a", "b"), ("Dirichlet coefficient phi", "batch size B"), strict=True):
-        for k, d in s[key].items():
-            pts = sorted((float(x), y) for x, y in d.items())  # stored results sort keys as text
-            xs = [x for x, _ in pts]
-            ax.plot(xs, [y for _, y in pts], marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
-        ax.set_xscale("log", base=2 if key == "b" else 10)
-        ax.set_xticks(xs)
-        ax.set_xticklabels([f"{x:g}" for x in xs])
-        ax.set_xlabel(xlabel)
-        ax.set_title(f"({key})")
-    axes[0].set_ylabel("test error (%), mean over seeds")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("HBN Fig. 1: error against heterogeneity and batch size (ours)")
-    return fig
+    panels = [{"curves": result.series[key], "xlabel": xlabel, "log_base": base, "title": f"({key})"}
+              for key, xlabel, base in (("a", "Dirichlet coefficient phi", 10), ("b", "batch size B", 2))]
+    return line_panels(panels, rows=S.ROWS, ylabel="test error (%), mean over seeds",
+                       title="HBN Fig. 1: error against heterogeneity and batch size (ours)")

@@ -13,41 +13,23 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 # called as training.train*(...) so that tests can replace them on bnfl.experiments.training
 from bnfl.experiments import training
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import drawn_by, line_panels
 from bnfl.experiments.evidence import fmt, mean_of, paired_at_least, per_seed
 from bnfl.experiments.papers.hbn import numbers as N
-from bnfl.experiments.papers.hbn.setups import (
-    CATALOG_RATE,
-    DECAY_NOTE,
-    P_BASES,
-    Q_BASE,
-    Q_LR3,
-    Q_TINY,
-    Q_TINY_GRID,
-    ROWS,
-    explain,
-    lr_of,
-    near_rates,
-    profiles,
-    selection,
-    spec,
-    variant,
-)
+from bnfl.experiments.papers.hbn import setups as S
 from bnfl.experiments.registry import entry
-from bnfl.plots import color_for, marker_for, new_figure
 
 #: Seeds each rate is scored on (the quick selection protocol of issue 25, :data:`setups.Q_LR3`).
-SELECTION_SEEDS = len(Q_LR3["seeds"])
+SELECTION_SEEDS = len(S.Q_LR3["seeds"])
 #: The quick grids: each table's grid cut, per method, to its 3 rates nearest the catalog's 0.005 (log scale),
 #: as :data:`setups.Q_GRID3`. Table 9's cut is Table 8's (the same 3 rates for every method), so both quick
 #: grid entries score exactly the runs the other quick entries' rates are chosen on.
 QUICK_GRIDS: dict[str, dict[str, list[float]]] = {
-    eid: {k: near_rates(list(v[0]), CATALOG_RATE) for k, v in t.items()} for eid, t in (("hbn-tab8", N.TABLE8),
+    eid: {k: S.near_rates(list(v[0]), S.CATALOG_RATE) for k, v in t.items()} for eid, t in (("hbn-tab8", N.TABLE8),
                                                                                          ("hbn-tab9", N.TABLE9))}
 _PROTOCOL = ("rates chosen on a validation split (20% of the training set held out; the paper chooses on the "
              "test set); the chosen rate is then trained on the whole training set and tested once")
@@ -60,11 +42,11 @@ def _grid_config(quick_base: Mapping[str, Any], quick_grid: Mapping[str, list[fl
     (:data:`~bnfl.experiments.papers.hbn.setups.Q_LR3`, :data:`~bnfl.experiments.papers.hbn.setups.Q_TINY_LR3`).
     Paper: the table's whole grid (the other paper entries use the paper's own rates)."""
     paper_grid = {k: list(v[0]) for k, v in table.items()}
-    return profiles({"lr": selection(quick_base, quick_grid, seeds=SELECTION_SEEDS),
-                     "deviations": [_PROTOCOL, quick_note, f"{SELECTION_SEEDS} seeds per rate (lock-step), mean and per "
-                                    "seed shown; the rate the other entries use is setups.lr_of's choice on these same "
-                                    "runs", DECAY_NOTE]},
-                    {"lr": selection(paper_base, paper_grid), "deviations": [_PROTOCOL, DECAY_NOTE]})
+    return S.profiles({"lr": S.selection(quick_base, quick_grid, seeds=SELECTION_SEEDS),
+                       "deviations": [_PROTOCOL, quick_note, f"{SELECTION_SEEDS} seeds per rate (lock-step), mean and per "
+                                      "seed shown; the rate the other entries use is setups.lr_of's choice on these same "
+                                      "runs", S.DECAY_NOTE]},
+                      {"lr": S.selection(paper_base, paper_grid), "deviations": [_PROTOCOL, S.DECAY_NOTE]})
 
 
 def paper_at(table: Mapping[str, tuple[tuple[float, ...], tuple[str, ...]]], key: str, lr: float) -> str | None:
@@ -87,15 +69,6 @@ def _consistency(eid: str, table: Mapping[str, tuple[tuple[float, ...], tuple[st
     return out
 
 
-def seeded_grid(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, list[dict[str, Any]]]:
-    """The validation runs of method ``key`` over its grid, one per seed of ``ctx.seeds`` (lock-step):
-    ``{lr: [run per seed]}``; the same specs as :func:`~bnfl.experiments.papers.hbn.setups.grid_runs`."""
-    base = lr_cfg["base"]
-    data = {**base["data"], "validation": lr_cfg["validation"]}
-    return {float(lr): training.train_seeds(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
-            for lr in lr_cfg["grid"][key]}
-
-
 def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
                   table: Mapping[str, tuple[tuple[float, ...], tuple[str, ...]]], *,
                   linked_to: str | None = None) -> dict[str, Any]:
@@ -103,10 +76,11 @@ def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
     Table 8's proxy), so this entry's trained claims are linked to it, not counted again."""
     lr_cfg = config["lr"]
     seeds = [int(x) for x in ctx.seeds]
-    rows, series, best, per = [], {}, {}, {}
-    for k in lr_cfg["grid"]:
-        runs = seeded_grid(ctx, lr_cfg, k)
-        chosen = lr_of(ctx, lr_cfg, k, int(lr_cfg["base"]["train"]["batch_size"]))
+    rows, series, best, per, n_val = [], {}, {}, {}, []
+    for k in lr_cfg["grid"]:  # each rate's validation runs, one per seed of ctx.seeds (lock-step)
+        runs = {lr: training.train_seeds(ctx, s) for lr, s in S.grid_specs(lr_cfg, k).items()}
+        n_val += [int(r["n_test"]) for rs in runs.values() for r in rs]
+        chosen = S.lr_of(ctx, lr_cfg, k, int(lr_cfg["base"]["train"]["batch_size"]))
         vals = {lr: per_seed(rs) for lr, rs in runs.items()}
         series[k] = {str(lr): mean_of(v) for lr, v in vals.items()}
         finite = {lr: m for lr, v in vals.items() if math.isfinite(m := mean_of(v))}
@@ -118,18 +92,17 @@ def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
                          "per seed": fmt(vals[lr]), "chosen": "yes" if lr == chosen else "",
                          "best over seeds": "yes" if lr == top else "", "paper test acc (%)": paper_at(table, k, lr)})
     claims = _consistency(eid, table)
-    n_val = min(int(r["n_test"]) for k in lr_cfg["grid"] for rs in seeded_grid(ctx, lr_cfg, k).values() for r in rs)
     leader = max((k for k in best if k != "HBN"), key=lambda k: best[k][1])
     hbn_best = paired_at_least("hbn-best", "HBN's best validation accuracy is within 1 pt of the best normaliser's",
-                               per["HBN"], per[leader], -1.0, seeds=seeds, n_test=n_val,
+                               per["HBN"], per[leader], -1.0, seeds=seeds, n_test=min(n_val),
                                detail=f"HBN {fmt(per['HBN'])} @ {best['HBN'][0]:g} vs {leader} {fmt(per[leader])} @ "
                                       f"{best[leader][0]:g}; " + ", ".join(f"{k} {v:.2f} @ {lr:g}"
                                                                           for k, (lr, v) in best.items()))
     claims.append(linked(hbn_best, linked_to) if linked_to else hbn_best)
-    claims += [info(f"chosen-{k}", f"{k}: chosen lr", lr_of(ctx, lr_cfg, k, int(lr_cfg["base"]["train"]["batch_size"])),
+    claims += [info(f"chosen-{k}", f"{k}: chosen lr", S.lr_of(ctx, lr_cfg, k, int(lr_cfg["base"]["train"]["batch_size"])),
                     detail=f"best {len(seeds)}-seed mean at {lr:g}: {v:.2f}%") for k, (lr, v) in best.items()]
     paper = [{"method": k, **{f"lr {lr:g}": a for lr, a in zip(lrs, accs, strict=True)}} for k, (lrs, accs) in table.items()]
-    return {"rows": rows, "paper": paper, "claims": explain(ctx, claims), "deviations": list(config["deviations"]),
+    return {"rows": rows, "paper": paper, "claims": S.explain(ctx, claims), "deviations": list(config["deviations"]),
             "series": {"validation": series, "paper": {k: {str(lr): (float(a) if a != "N/A" else None)
                                                             for lr, a in zip(*table[k], strict=True)} for k in table}},
             "notes": [f"Validation accuracy of each rate (ours, mean of {len(seeds)} seed(s), per seed beside it) next "
@@ -139,42 +112,14 @@ def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
 
 
 def _plot_grid(result: Result, title: str) -> Any:
-    fig, axes = new_figure(1, 2, width=4.6, height=3.4)
-    for ax, key, ylabel in zip(axes, ("validation", "paper"), ("ours: validation accuracy (%)",
-                                                              "paper: test accuracy (%)"), strict=True):
-        for k, d in result.series[key].items():
-            pts = sorted((float(x), v) for x, v in d.items())  # stored results sort keys as text
-            xs = [x for x, _ in pts]
-            ys = [np.nan if v is None or not math.isfinite(float(v)) else float(v) for _, v in pts]
-            ax.plot(xs, ys, marker=marker_for(ROWS[k]), color=color_for(ROWS[k]), label=k)
-        ax.set_xscale("log")
-        ax.set_xlabel("learning rate")
-        ax.set_ylabel(ylabel)
-    axes[1].legend(fontsize=7)
-    fig.suptitle(title)
-    return fig
+    panels = [{"curves": result.series[key], "xlabel": "learning rate", "log_base": 10, "ticks": False, "title": what}
+              for key, what in (("validation", "ours: validation accuracy"), ("paper", "paper: test accuracy"))]
+    return line_panels(panels, rows=S.ROWS, ylabel="accuracy (%)", title=title, width=4.6, legend=1)
 
 
 _CUT_NOTE = ("each method's grid cut to its 3 rates nearest the catalog's 0.005 (log scale; setups.Q_GRID3), the grid "
              "the other quick entries' rates are chosen from, so this entry re-reads those runs (before issue 25's "
              "cost cut: all 4-6 rates)")
-_TAB8 = _grid_config(Q_BASE, QUICK_GRIDS["hbn-tab8"], P_BASES["CIFAR-10"], N.TABLE8,
-                     "Q-DIG, K = 20 Dirichlet(0.6) clients, 5 per round, Q-SCNN, B = 4, T = 60 (CIFAR-10: K = 100, "
-                     "10 per round, Simple-CNN, T = 500); " + _CUT_NOTE + " (each keeps Table 8's argmax)")
-
-
-_TAB9 = _grid_config(Q_BASE, QUICK_GRIDS["hbn-tab9"], P_BASES["CIFAR-100"], N.TABLE9,
-                     "CIFAR-100 stand-in: Table 9's grid on the same Q-DIG proxy (10 classes; a 100-class digits "
-                     "proxy does not exist); " + _CUT_NOTE + ": Table 9's cut equals Table 8's, so the runs are "
-                     "hbn-tab8's (claims linked there); it misses Table 9's argmax for GN (0.001), FedFN (0.001) and "
-                     "FBN (0.02). Its choices are reported, not used: the quick entries use Table 8's")
-
-
-_TAB10 = _grid_config(Q_TINY, Q_TINY_GRID, P_BASES["Tiny-ImageNet"], N.TABLE10,
-                      "Tiny-ImageNet stand-in: Q-GAUSS(100) (5000 train), K = 50, 10 per round, Q-MLP-BN, B = 16, "
-                      "T = 60; the grid is the three largest rates of Table 10's (at B = 64) scaled to B = 16 (the "
-                      "two smallest win for no method in Table 10; cut for the quick budget); the same runs as "
-                      "hbn-tab1's Tiny stand-in selection (setups.Q_TINY_LR3)")
 
 
 #: One entry per table: (id, title, summary, look_for, configs, the printed table, plot title, the entry
@@ -186,16 +131,29 @@ _GRID_ENTRIES = (
       "Table 1 reports each method at its best rate."),
      ("For each method, accuracy against the learning rate; the chosen rate (best on validation) is the one "
       "every quick HBN entry trains that method with."),
-     _TAB8, N.TABLE8, "HBN Table 8: learning-rate grid (CIFAR-10 setting)", None),
+     _grid_config(S.Q_BASE, QUICK_GRIDS["hbn-tab8"], S.P_BASES["CIFAR-10"], N.TABLE8,
+                  "Q-DIG, K = 20 Dirichlet(0.6) clients, 5 per round, Q-SCNN, B = 4, T = 60 (CIFAR-10: K = 100, "
+                  "10 per round, Simple-CNN, T = 500); " + _CUT_NOTE + " (each keeps Table 8's argmax)"),
+     N.TABLE8, "HBN Table 8: learning-rate grid (CIFAR-10 setting)", None),
     ("hbn-tab9", "Learning-rate grid, CIFAR-100 setting",
      "Table 9: accuracy of each normaliser at every rate of its grid (CIFAR-100, phi = 0.6, B = 4).",
      "As Table 8, for the CIFAR-100 grid (wider for some methods).",
-     _TAB9, N.TABLE9, "HBN Table 9: learning-rate grid (CIFAR-100 setting)", "hbn-tab8"),
+     _grid_config(S.Q_BASE, QUICK_GRIDS["hbn-tab9"], S.P_BASES["CIFAR-100"], N.TABLE9,
+                  "CIFAR-100 stand-in: Table 9's grid on the same Q-DIG proxy (10 classes; a 100-class digits "
+                  "proxy does not exist); " + _CUT_NOTE + ": Table 9's cut equals Table 8's, so the runs are "
+                  "hbn-tab8's (claims linked there); it misses Table 9's argmax for GN (0.001), FedFN (0.001) and "
+                  "FBN (0.02). Its choices are reported, not used: the quick entries use Table 8's"),
+     N.TABLE9, "HBN Table 9: learning-rate grid (CIFAR-100 setting)", "hbn-tab8"),
     ("hbn-tab10", "Learning-rate grid, Tiny-ImageNet setting",
      ("Table 10: accuracy of each normaliser at every rate of the grid (Tiny-ImageNet, phi = 0.1, B = 64, "
       "ResNet-18; the grid is 16x the B = 4 grid, the linear scaling rule)."),
      "As Table 8, for the Tiny-ImageNet setting (its quick stand-in: 100 Gaussian classes).",
-     _TAB10, N.TABLE10, "HBN Table 10: learning-rate grid (Tiny-ImageNet setting)", None),
+     _grid_config(S.Q_TINY, S.Q_TINY_GRID, S.P_BASES["Tiny-ImageNet"], N.TABLE10,
+                  "Tiny-ImageNet stand-in: Q-GAUSS(100) (5000 train), K = 50, 10 per round, Q-MLP-BN, B = 16, "
+                  "T = 60; the grid is the three largest rates of Table 10's (at B = 64) scaled to B = 16 (the "
+                  "two smallest win for no method in Table 10; cut for the quick budget); the same runs as "
+                  "hbn-tab1's Tiny stand-in selection (setups.Q_TINY_LR3)"),
+     N.TABLE10, "HBN Table 10: learning-rate grid (Tiny-ImageNet setting)", None),
 )
 
 
@@ -205,11 +163,8 @@ def _register_grid(eid: str, title: str, summary: str, look_for: str, configs: d
     def compute(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         return _compute_grid(ctx, config, eid, table, linked_to=None if ctx.profile == "paper" else linked_quick)
 
-    def plot(result: Result) -> Any:
-        return _plot_grid(result, plot_title)
-
     entry(eid, title=title, summary=summary, look_for=look_for, kind="training", configs=configs,
-          seeds={"smoke": 1, "quick": 3, "paper": 3}, plot=plot)(compute)
+          seeds={"smoke": 1, "quick": 3, "paper": 3}, plot=drawn_by(_plot_grid, plot_title))(compute)
 
 
 for _row in _GRID_ENTRIES:

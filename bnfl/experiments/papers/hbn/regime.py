@@ -33,12 +33,13 @@ recomputes them with :func:`calibrate`); :data:`CHOSEN` the resulting stand-in p
 Every entry re-measures its precondition in its own result (:func:`precondition_claim`, the
 claim ``bn-damage``: the same cached runs).
 
-**Fair rates** (:func:`fair`, :func:`fair_rate`): every run an entry compares is trained at the
-rate that wins on a validation split (20% of the training set held out) from one grid, the same
-for every method, scored by the mean over the entry's 5 seeds, in the run's own method, options
-and HBN evaluation (HBN with the headline lambda and the recomputed statistics), at the headline
-partition and the grid's batch size; the rate is then scaled linearly to the run's batch size.
-Each method's grid (rates x seeds) trains as one lock-step stack with a per-row learning rate.
+**Fair rates** (:func:`fair`, :func:`~bnfl.experiments.papers.hbn.setups.fair_rate`): every run an
+entry compares is trained at the rate that wins on a validation split (20% of the training set held
+out) from one grid, the same for every method, scored by the mean over the entry's 5 seeds, in the
+run's own method, options and HBN evaluation (HBN with the headline lambda and the recomputed
+statistics), at the headline partition and the grid's batch size; the rate is then scaled linearly
+to the run's batch size. Each method's grid (rates x seeds) trains as one lock-step stack with a
+per-row learning rate.
 
 **Cost** (issue 36, quick profile, one process, ``OMP_NUM_THREADS=1``, user CPU seconds on the
 2-core development machine, run in this order with one shared run cache): hbn-tab2 179 s, hbn-tab4
@@ -58,30 +59,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from bnfl.experiments import training
 from bnfl.experiments.core import Context
 from bnfl.experiments.evidence import finals
 from bnfl.experiments.intervals import estimate
 from bnfl.experiments.papers.hbn import numbers as N
-from bnfl.experiments.papers.hbn.setups import (
-    DECAY_NOTE,
-    ROWS,
-    compare,
-    explain,
-    fair_rate,
-    fair_scores,
-    fmt,
-    scaled_lambda,
-    spec,
-    variant,
-)
-from bnfl.methods import get
+from bnfl.experiments.papers.hbn import setups as S
 
 __all__ = ["CALIBRATION", "CANDIDATES", "CHOSEN", "FAIR_GRID", "PRECONDITIONS", "SEEDS", "Candidate", "base_of",
-           "calibrate", "calibration_note", "fair", "fair_rate", "fair_scores", "hbn_regime_options",
-           "precondition_claim"]
+           "calibrate", "calibration_note", "fair", "hbn_regime_options",
+           "precondition_claim", "preconditions"]
 
 #: Seeds of every headline claim of the four entries (calibration.HEADLINE_SEEDS).
 SEEDS = 5
@@ -160,15 +147,12 @@ CHOSEN: dict[str, str] = _choose(CALIBRATION)
 def base_of(precondition: str, *, phi: float = 0.6) -> dict[str, Any]:
     """The quick run spec base of the stand-in :data:`CHOSEN` for ``precondition`` (FedAvg+BN's
     fields filled in by the entry), at Dirichlet(``phi``) and B = 4 at the untuned rate."""
-    c = _BY_NAME[CHOSEN[precondition]]
+    return _candidate_base(_BY_NAME[CHOSEN[precondition]], phi=phi)
+
+
+def _candidate_base(c: Candidate, *, phi: float = 0.6) -> dict[str, Any]:
     return {"data": dict(c.data), "model": dict(c.model), "rounds": c.rounds,
             "partition": {"kind": "dirichlet", "phi": float(phi), "num_clients": 20},
-            "train": {**_TRAIN, "eval_every": c.rounds}}
-
-
-def _candidate_base(c: Candidate) -> dict[str, Any]:
-    return {"data": dict(c.data), "model": dict(c.model), "rounds": c.rounds,
-            "partition": {"kind": "dirichlet", "phi": 0.6, "num_clients": 20},
             "train": {**_TRAIN, "eval_every": c.rounds}}
 
 
@@ -176,7 +160,7 @@ def hbn_regime_options(setting: str, rounds: int) -> dict[str, Any]:
     """HBN's headline options in the regime: eq. 11's lambda scaled from the paper's T of ``setting``
     to ``rounds`` (:func:`~bnfl.experiments.papers.hbn.setups.scaled_lambda`, 4 decimals) and the
     statistics of the evaluated round's clients at test (Sec. 4.1)."""
-    lam = round(scaled_lambda(N.LAMBDA, int(N.SETTINGS[setting]["T"]), int(rounds)), 4)
+    lam = round(S.scaled_lambda(N.LAMBDA, int(N.SETTINGS[setting]["T"]), int(rounds)), 4)
     return {"lam": lam, "eval_stats": "recompute"}
 
 
@@ -190,7 +174,7 @@ def _setting(base: Mapping[str, Any], phi: float | None, B: int) -> dict[str, An
     else:
         part = {**part, "kind": "dirichlet", "phi": float(phi)}
     s = {k: v for k, v in base.items() if k != "partition"}
-    return spec(s, {"partition": part, "train": {"batch_size": int(B), "lr": lr}})
+    return S.spec(s, {"partition": part, "train": {"batch_size": int(B), "lr": lr}})
 
 
 def damage_values(ctx: Context, base: Mapping[str, Any], precondition: str) -> tuple[list[float], list[float]]:
@@ -198,9 +182,9 @@ def damage_values(ctx: Context, base: Mapping[str, Any], precondition: str) -> t
     ``precondition`` on ``base`` (its data, model, rounds, clients; the untuned rate x B / 4)."""
 
     _, (pc, bc), (pd, bd) = PRECONDITIONS[precondition]
-    b = spec(base, {"train": {"lr": PILOT_RATE * int(base["train"]["batch_size"]) / 4}})
-    clean = finals(training.train_seeds(ctx, spec(_setting(b, pc, bc), variant("BN"))))
-    damaged = finals(training.train_seeds(ctx, spec(_setting(b, pd, bd), variant("BN"))))
+    b = S.spec(base, {"train": {"lr": PILOT_RATE * int(base["train"]["batch_size"]) / 4}})
+    clean = finals(training.train_seeds(ctx, S.spec(_setting(b, pc, bc), S.variant("BN"))))
+    damaged = finals(training.train_seeds(ctx, S.spec(_setting(b, pd, bd), S.variant("BN"))))
     return clean, damaged
 
 
@@ -211,9 +195,15 @@ def precondition_claim(ctx: Context, base: Mapping[str, Any], precondition: str,
 
     what = PRECONDITIONS[precondition][0]
     clean, damaged = damage_values(ctx, base, precondition)
-    return compare(ctx, name, f"precondition: {what}", clean, 0.0, baseline=damaged,
-                   detail=f"BN clean {fmt(clean)} vs damaged {fmt(damaged)} (FedAvg+BN only, untuned 0.005 x B / 4)",
-                   why="" if len(clean) > 1 else "one seed: no interval")
+    return S.compare(ctx, name, f"precondition: {what}", clean, 0.0, baseline=damaged,
+                     detail=f"BN clean {S.fmt(clean)} vs damaged {S.fmt(damaged)} (FedAvg+BN only, untuned 0.005 x B / 4)",
+                     why="" if len(clean) > 1 else "one seed: no interval")
+
+
+def preconditions(ctx: Context, config: Mapping[str, Any], base: Mapping[str, Any]) -> list[Any]:
+    """``[`` :func:`precondition_claim` ``]`` on ``base`` where ``config`` is on a calibrated stand-in (it
+    names a ``precondition``: BN's damage, BN-only runs), else ``[]``."""
+    return [precondition_claim(ctx, base, config["precondition"])] if config.get("precondition") else []
 
 
 def calibrate(ctx: Context) -> list[dict[str, Any]]:
@@ -268,17 +258,6 @@ def fair(*, phi: float, batch: int = 4, grid: Sequence[float] = FAIR_GRID, seeds
             "seeds": list(range(int(seeds))), "validation": float(validation)}
 
 
-def chosen_rates(ctx: Context, lr_cfg: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """``{label: {"lr": chosen rate at the grid's B, "validation": {rate: mean}}}`` for the run specs
-    ``runs`` (label -> a run's spec): what an entry writes into its notes and series."""
-    out = {}
-    for label, s in runs.items():
-        sc = {lr: float(np.mean(v)) for lr, v in fair_scores(ctx, lr_cfg, s).items()}
-        lr = fair_rate(ctx, lr_cfg, spec(s, {"train": {"batch_size": int(lr_cfg["batch"])}}))
-        out[label] = {"lr": lr, "validation": {f"{k:g}": round(v, 2) if math.isfinite(v) else None for k, v in sc.items()}}
-    return out
-
-
 if __name__ == "__main__":  # recompute the calibration table (about 3 min on one core)
     import json
 
@@ -310,25 +289,20 @@ def quick_config(precondition: str, setting: str) -> dict[str, Any]:
                 calibration_note(precondition), FAIR_NOTE,
                 f"HBN: lambda = {hbn['lam']:g} (eq. 11 scaled from the paper's 0.01 at T = {T} to T = {c.rounds}), tested "
                 "with the statistics of the evaluated round's clients (Sec. 4.1, eval_stats='recompute')",
-                f"{SEEDS} seeds in lock-step, claims paired by seed", DECAY_NOTE]}
-
-
-def method_spec(config: Mapping[str, Any], key: str, **options: Any) -> dict[str, Any]:
-    """The run spec of method ``key`` (with ``options``) on ``config["base"]`` as
-    :func:`~bnfl.experiments.papers.hbn.setups.run` builds it (HBN with ``config["hbn"]``)."""
-
-    hbn = config.get("hbn")
-    if hbn and get(ROWS.get(key, key)).id == "hbn":
-        options = {**dict(hbn), **options}
-    return spec(config["base"], variant(key, **options))
+                f"{SEEDS} seeds in lock-step, claims paired by seed", S.DECAY_NOTE]}
 
 
 def rates_note(ctx: Context, config: Mapping[str, Any], specs: Mapping[str, Mapping[str, Any]]) -> tuple[str, dict]:
-    """The note line and series record of the fair rates of ``specs`` (label -> run spec)."""
+    """The note line and series record of the fair rates of ``specs`` (label -> run spec): ``{label: {"lr":
+    chosen rate at the grid's B, "validation": {rate: mean}}}``, what an entry writes into its notes and series."""
     lr_cfg = config["lr"]
     if lr_cfg.get("mode") != "fair":
         return "", {}
-    rates = chosen_rates(ctx, lr_cfg, specs)
+    rates = {}
+    for label, s in specs.items():
+        tuned = S.fair_tuned(ctx, lr_cfg, s)
+        rates[label] = {"lr": tuned.rate, "validation": {f"{k:g}": round(v, 2) if math.isfinite(v) else None
+                                                         for k, v in tuned.scores.items()}}
     text = "; ".join(f"{k} {v['lr']:g} (" + ", ".join(f"{r}: {a}" for r, a in v["validation"].items()) + ")"
                      for k, v in rates.items())
     return (f"Chosen rates at B = {lr_cfg['batch']} (validation accuracy, mean of {len(lr_cfg['seeds'])} seed(s), "
@@ -347,4 +321,4 @@ def explained(ctx: Context, config: Mapping[str, Any], claims: list[Any]) -> lis
     stand-in (one with a ``precondition``): there the why about the old proxy's missing damage does not
     hold; the entry's own ``bn-damage`` claim says whether the damage is there."""
 
-    return list(claims) if config.get("precondition") else explain(ctx, claims)
+    return list(claims) if config.get("precondition") else S.explain(ctx, claims)

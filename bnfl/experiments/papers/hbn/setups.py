@@ -33,23 +33,26 @@ import numpy as np
 from bnfl.experiments import training
 from bnfl.experiments.claims import per_seed_claim
 from bnfl.experiments.core import Context, deep_merge
-from bnfl.experiments.curves import fmt_mean_std, noise
+from bnfl.experiments.curves import fmt_mean_std
 from bnfl.experiments.evidence import finals
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
 from bnfl.experiments.training import final, mean_std
+from bnfl.experiments.tuning import Tuned, tune_rate
 from bnfl.methods import get
 
 __all__ = [
-    "CATALOG_RATE", "LAMBDA_QUICK", "ROWS", "SEEDS", "WHY_QUICK", "explain", "P_BASES", "P_LR", "Q_BASE", "Q_CAT_LR",
-    "Q_LR", "Q_LR3", "Q_TINY", "Q_TINY_LR", "Q_TINY_LR3", "SMOKE", "compare", "dirichlet", "fmt", "mean", "n_test_of", "grid_runs", "grid_scores",
-    "gated", "hbn_note", "hbn_options", "label", "lr_of", "near_rates", "noise_of", "profiles", "reported", "scaled_lambda", "spec", "variant",
+    "CATALOG_RATE", "DECAY_NOTE", "LAMBDA_QUICK", "P_BASES", "P_HBN", "P_LR", "Q_BASE", "Q_CAT_LR", "Q_LR3",
+    "Q_TINY", "Q_TINY_LR3", "ROWS", "SEEDS", "SMOKE", "THREE", "VARIANTS", "WHY_QUICK", "batch", "best_of",
+    "best_rate", "compare", "dirichlet", "explain", "fair_rate", "fair_tuned", "fmt", "gated", "grid_scores",
+    "grid_specs", "hbn_note", "hbn_options", "label", "lr_of", "mean", "method_spec", "n_test_of", "near_rates",
+    "profiles", "reported", "run", "scaled_lambda", "selection", "spec", "variant",
 ]
 
 #: The normalisation rows of Tables 1 and 3 (paper row -> bnfl method id), all with FedAvg.
 ROWS: dict[str, str] = {"BN": "fedavg+bn", "GN": "fedavg+gn", "LN": "fedavg+ln", "FedFN": "fedavg+fedfn",
-                           "FixBN": "fixbn", "FBN": "fbn", "HBN": "hbn"}
+                        "FixBN": "fixbn", "FBN": "fbn", "HBN": "hbn"}
 #: Options the methods take in HBN's experiments (Sec. 4.1: FixBN switches at 50% of the
 #: rounds, HBN's lambda = 0.01; both are bnfl's defaults, written out so the specs say so).
 METHOD_OPTIONS: dict[str, dict[str, Any]] = {
@@ -66,6 +69,12 @@ WHY_QUICK = ("on the quick proxy BN shows little of the damage HBN repairs (8x8 
 SEEDS = seeds(quick=3, paper=3)
 
 DECAY_NOTE = "lr 'decays quadratically with 0.998': implemented as x0.998 per round (an interpretation)"
+#: The three normalisers of Table 2, Table 5 and Figs. 1, 4, 6, 7.
+THREE = ["BN", "GN", "HBN"]
+#: HBN variants reported beside the headline HBN (label -> options over the entry's ``hbn``).
+VARIANTS: dict[str, dict[str, Any]] = {"HBN EMA": {"eval_stats": "global"}, "HBN lambda=0.01": {"lam": 0.01}}
+#: HBN's options at the paper profile: its lambda at its T, tested with the client subset's statistics (Sec. 4.1).
+P_HBN: dict[str, Any] = {"eval_stats": "recompute"}
 
 
 def variant(key: str, **options: Any) -> dict[str, Any]:
@@ -137,8 +146,6 @@ P_BASES: dict[str, dict[str, Any]] = {
     "Tiny-ImageNet": _paper_base("Tiny-ImageNet", "tiny_imagenet", 0.1),
 }
 
-#: The grid each setting's rates are chosen from, per method, at the grid's batch size.
-Q_GRID: dict[str, list[float]] = {k: list(v[0]) for k, v in N.TABLE8.items()}
 #: Tiny stand-in: the three largest rates of Table 10's grid (at B = 64) scaled to B = 16 (the two
 #: smallest are the best rate of no method in Table 10; dropped to fit the quick budget).
 Q_TINY_GRID: dict[str, list[float]] = {k: [lr * 16 / 64 for lr in v[0][:3]] for k, v in N.TABLE10.items()}
@@ -185,28 +192,35 @@ def fixed(rates: Mapping[str, float], at_batch: int) -> dict[str, Any]:
     return {"mode": "fixed", "rates": dict(rates), "batch": int(at_batch)}
 
 
-def grid_runs(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, dict[str, Any]]:
-    """The validation runs of method ``key`` over its grid: ``{lr: run}`` (cached, shared)."""
+def grid_specs(lr_cfg: Mapping[str, Any], key: str) -> dict[float, dict[str, Any]]:
+    """The validation run specs of method ``key`` over its grid: ``{lr: spec}`` on ``lr_cfg``'s base
+    with its validation split held out."""
     base = lr_cfg["base"]
     data = {**base["data"], "validation": lr_cfg["validation"]}
-    return {float(lr): training.train(ctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}))
-            for lr in lr_cfg["grid"][key]}
+    return {float(lr): spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}}) for lr in lr_cfg["grid"][key]}
 
 
 def grid_scores(ctx: Context, lr_cfg: Mapping[str, Any], key: str) -> dict[float, list[float]]:
-    """Validation accuracy (%) of every rate of method ``key``'s grid, one value per seed of the
-    protocol (``lr_cfg["seeds"]``, trained in lock-step), or ``[acc]`` of :func:`grid_runs`' one
-    run when the protocol names no seeds. NaN: a diverged run."""
+    """Validation accuracy (%) of every rate of method ``key``'s grid (:func:`grid_specs`), one value per
+    seed of the protocol (``lr_cfg["seeds"]``, trained in lock-step), or ``[acc]`` of one run at the
+    entry's first seed when the protocol names no seeds. NaN: a diverged run."""
     if "seeds" not in lr_cfg:
-        return {lr: [final(r)] for lr, r in grid_runs(ctx, lr_cfg, key).items()}
-    base = lr_cfg["base"]
-    data = {**base["data"], "validation": lr_cfg["validation"]}
+        return {lr: [final(training.train(ctx, s))] for lr, s in grid_specs(lr_cfg, key).items()}
     sctx = dataclasses.replace(ctx, seeds=[int(s) for s in lr_cfg["seeds"]])
-    out = {}
-    for lr in lr_cfg["grid"][key]:
-        out[float(lr)] = finals(training.train_seeds(sctx, spec(base, variant(key), {"data": data, "train": {"lr": float(lr)}})))
+    out = {lr: finals(training.train_seeds(sctx, s)) for lr, s in grid_specs(lr_cfg, key).items()}
     ctx.runs_used.update(sctx.runs_used)
     return out
+
+
+def best_rate(scores: Mapping[float, Sequence[float]], error: str) -> float:
+    """The rate of ``scores`` (``{rate: per-seed validation accuracies}``) with the best mean (ties: the
+    larger rate; a rate that diverged on any seed never wins); ``RuntimeError(error)`` when every
+    rate diverged."""
+    means = {lr: float(np.mean(v)) for lr, v in scores.items()}
+    finite = {lr: m for lr, m in means.items() if math.isfinite(m)}
+    if not finite:
+        raise RuntimeError(f"{error}: {sorted(means)}")
+    return max(finite, key=lambda lr: (finite[lr], lr))
 
 
 def lr_of(ctx: Context, lr_cfg: Mapping[str, Any], key: str, batch_size: int) -> float:
@@ -216,66 +230,47 @@ def lr_of(ctx: Context, lr_cfg: Mapping[str, Any], key: str, batch_size: int) ->
     batch size (one rate per method at every B)."""
     if lr_cfg["mode"] == "fixed":
         return float(lr_cfg["rates"][key]) * batch_size / int(lr_cfg["batch"])
-    scores = {lr: float(np.mean(v)) for lr, v in grid_scores(ctx, lr_cfg, key).items()}
-    finite = {lr: s for lr, s in scores.items() if math.isfinite(s)}
-    if not finite:
-        raise RuntimeError(f"every learning rate of {key}'s grid diverged: {sorted(scores)}")
-    best = max(finite, key=lambda lr: (finite[lr], lr))
+    best = best_rate(grid_scores(ctx, lr_cfg, key), f"every learning rate of {key}'s grid diverged")
     return best * batch_size / int(lr_cfg["base"]["train"]["batch_size"])
 
 
-def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: str, *parts: Mapping[str, Any],
-        seeds: bool = False, lr_key: str | None = None, hbn: Mapping[str, Any] | None = None, **options: Any) -> Any:
-    """Train method ``key`` (with method ``options``) on ``base`` merged with ``parts``, at the
-    learning rate that protocol ``lr_cfg`` gives method ``lr_key`` (default ``key``: a variant
-    of HBN uses HBN's rate); a list over ``ctx.seeds`` (lock-step) when ``seeds``. ``hbn``: options
-    applied only when ``key`` is HBN (an entry's :func:`hbn_options`), under ``options``. A protocol of
-    mode ``"fair"`` (issue 36) tunes the run on its own spec instead (:func:`fair_rate`; ``lr_key`` is
-    not used)."""
+def method_spec(config: Mapping[str, Any], key: str, **options: Any) -> dict[str, Any]:
+    """The run spec of method ``key`` (with method ``options``) on ``config["base"]``; HBN also with
+    ``config["hbn"]`` (an entry's :func:`hbn_options`), under ``options``."""
+    hbn = config.get("hbn")
     if hbn and get(ROWS.get(key, key)).id == "hbn":
         options = {**dict(hbn), **options}
-    s = spec(base, variant(key, **options), *parts)
+    return spec(config["base"], variant(key, **options))
+
+
+def run(ctx: Context, lr_cfg: Mapping[str, Any], base: Mapping[str, Any], key: str, *parts: Mapping[str, Any],
+        lr_key: str | None = None, hbn: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
+    """Train method ``key`` (:func:`method_spec`) on ``base`` merged with ``parts`` over ``ctx.seeds``
+    (lock-step), at the learning rate that protocol ``lr_cfg`` gives method ``lr_key`` (default ``key``:
+    a variant of HBN uses HBN's rate). A protocol of mode ``"fair"`` (issue 36) tunes the run on its
+    own spec instead (:func:`fair_rate`; ``lr_key`` is not used)."""
+    s = spec(method_spec({"base": base, "hbn": hbn}, key, **options), *parts)
     if lr_cfg["mode"] == "fair":  # issue 36: each run tuned on its own spec (papers/hbn/regime.py)
-        return run_at(ctx, spec(s, {"train": {"lr": fair_rate(ctx, lr_cfg, s)}}), seeds=seeds)
+        return training.train_seeds(ctx, spec(s, {"train": {"lr": fair_rate(ctx, lr_cfg, s)}}))
     s = spec(s, {"train": {"lr": lr_of(ctx, lr_cfg, lr_key or key, int(s["train"]["batch_size"]))}})
-    return training.train_seeds(ctx, s) if seeds else training.train(ctx, s)
+    return training.train_seeds(ctx, s)
 
 
-def run_at(ctx: Context, s: Mapping[str, Any], *, seeds: bool = False) -> Any:
-    """Train the run spec ``s`` as it is (a list over ``ctx.seeds``, lock-step, when ``seeds``)."""
-    return training.train_seeds(ctx, s) if seeds else training.train(ctx, s)
-
-
-def _grid_spec(lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> dict[str, Any]:
-    data = {**run_spec["data"], "validation": float(lr_cfg["validation"])}
-    return spec(run_spec, dirichlet(float(lr_cfg["phi"])), {"data": data, "train": {"batch_size": int(lr_cfg["batch"])}})
-
-
-def fair_scores(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> dict[float, list[float]]:
-    """Validation accuracy (%) per seed of every rate of the fair grid, for the method, options and
-    HBN evaluation of ``run_spec``. The rates x seeds train as one lock-step stack (a per-row
+def fair_tuned(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> Tuned:
+    """The fair grid's choice for ``run_spec``'s method, options and HBN evaluation
+    (:func:`bnfl.experiments.tuning.tune_rate`: the grid rate with the best mean validation accuracy over
+    the protocol's seeds; ties: the larger; a rate that diverged on any seed never wins), tuned at the
+    protocol's partition and batch size. The rates x seeds train as one lock-step stack (a per-row
     learning rate; each row equals its own lock-step run) and are cached like every run."""
-    sctx = dataclasses.replace(ctx, seeds=[int(s) for s in lr_cfg["seeds"]], runs_used={})
-    runs = training.train_grid(sctx, _grid_spec(lr_cfg, run_spec), lr_cfg["grid"])
-    ctx.runs_used.update(sctx.runs_used)
-    return {float(lr): finals(rs) for lr, rs in runs.items()}
+    held = spec(run_spec, dirichlet(float(lr_cfg["phi"])), {"train": {"batch_size": int(lr_cfg["batch"])}})
+    return tune_rate(ctx, held, lr_cfg["grid"], seeds=lr_cfg["seeds"], validation=float(lr_cfg["validation"]))
 
 
 def fair_rate(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> float:
-    """The rate ``run_spec`` trains at: the grid rate with the best mean validation accuracy
-    (:func:`fair_scores`; ties: the larger; a rate that diverged on any seed never wins), scaled
-    linearly from the grid's batch size to the run's."""
-    scores = {lr: float(np.mean(v)) for lr, v in fair_scores(ctx, lr_cfg, run_spec).items()}
-    finite = {lr: s for lr, s in scores.items() if math.isfinite(s)}
-    if not finite:
-        raise RuntimeError(f"every rate of the fair grid diverged for {run_spec.get('method')}: {sorted(scores)}")
-    best = max(finite, key=lambda lr: (finite[lr], lr))
-    return best * int(run_spec["train"]["batch_size"]) / int(lr_cfg["batch"])
+    """The rate ``run_spec`` trains at: :func:`fair_tuned`'s, scaled linearly from the grid's batch size
+    to the run's."""
+    return fair_tuned(ctx, lr_cfg, run_spec).rate * int(run_spec["train"]["batch_size"]) / int(lr_cfg["batch"])
 
-
-
-Q_LR = selection(Q_BASE, Q_GRID)
-Q_TINY_LR = selection(Q_TINY, Q_TINY_GRID)
 
 # -- issue 25: the catalog's rates, seeded selection, the scaled lambda, the Sec. 4.1 evaluation ---
 #: The catalog's quick rate (hbn-fig1: "lr = 0.005 * B / 4 with momentum 0.9"), the same for every
@@ -292,7 +287,7 @@ def near_rates(grid: Sequence[float], centre: float, n: int = 3) -> list[float]:
 
 #: Table 8's grid cut, per method, to its 3 rates nearest the catalog's 0.005 (log scale): each
 #: keeps the paper's Table 8 argmax; chosen on the mean validation accuracy of 3 seeds.
-Q_GRID3: dict[str, list[float]] = {k: near_rates(v, CATALOG_RATE) for k, v in Q_GRID.items()}
+Q_GRID3: dict[str, list[float]] = {k: near_rates(v[0], CATALOG_RATE) for k, v in N.TABLE8.items()}
 Q_LR3 = selection(Q_BASE, Q_GRID3, seeds=3)
 Q_TINY_LR3 = selection(Q_TINY, Q_TINY_GRID, seeds=3)
 
@@ -384,6 +379,13 @@ def compare(ctx: Context, name: str, statement: str, values: Sequence[float], th
                           n_test=n_test_of(runs), side=side, detail=detail, why=why)
 
 
+def best_of(table: Mapping[str, Sequence[float]], keys: Sequence[str] | None = None, *, lowest: bool = False) -> str:
+    """The key of ``table`` (among ``keys``, default all) whose per-seed values have the highest mean
+    (``lowest``: the lowest); a diverged one (NaN mean) never wins; the first key when all diverged."""
+    sign = -1.0 if lowest else 1.0
+    return max(keys or list(table), key=lambda k: sign * mean(table[k]) if math.isfinite(mean(table[k])) else -math.inf)
+
+
 def fmt(values: Sequence[float]) -> str:
     """``"97.50 ± 0.21"`` over seeds (sample std), ``"97.50 (1 seed)"``, or ``"diverged"``."""
     return fmt_mean_std(*mean_std(list(values)))
@@ -392,12 +394,6 @@ def fmt(values: Sequence[float]) -> str:
 def mean(values: Sequence[float]) -> float:
     """Mean over seeds (NaN if any seed diverged)."""
     return mean_std(list(values))[0]
-
-
-def noise_of(*runs: Mapping[str, Any]) -> tuple[float, str]:
-    """The noise floor of comparing single-seed ``runs``: one test sample, in points
-    (:func:`bnfl.experiments.curves.noise`, each run a setting of one seed)."""
-    return noise(*[[r] for r in runs])
 
 
 def explain(ctx: Context, claims: list[Any]) -> list[Any]:

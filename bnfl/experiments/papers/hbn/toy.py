@@ -12,6 +12,7 @@ from bnfl import models
 from bnfl.data import describe, partition
 from bnfl.experiments.claims import at_least, at_most, info, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import table_figure
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
 from bnfl.experiments.training import load_data
@@ -186,15 +187,7 @@ def compute_tab7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("hbn-tab7")
 def plot_tab7(result: Result) -> Any:
-    rows = result.rows
-    fig, ax = new_figure(1, 1, width=9.0, height=0.35 * len(rows) + 1.0)
-    ax.axis("off")
-    table = ax.table(cellText=[[r["block"], r["paper (as printed)"], r["bnfl (built model)"]] for r in rows],
-                     colLabels=["block", "paper (as printed)", "bnfl (built model)"], loc="center", cellLoc="left",
-                     colWidths=[0.1, 0.42, 0.48])
-    table.auto_set_font_size(False)
-    table.set_fontsize(7)
     c = result.series["counts"]
-    ax.set_title(f"HBN Table 7, Simple-CNN: {c['params_n10']:,} parameters (10 classes), "
-                 f"{c['params_n100']:,} (100 classes)")
-    return fig
+    return table_figure(result.rows, ["block", "paper (as printed)", "bnfl (built model)"], width=9.0, row_height=0.35,
+                        col_widths=[0.1, 0.42, 0.48], title=f"HBN Table 7, Simple-CNN: {c['params_n10']:,} parameters "
+                                                            f"(10 classes), {c['params_n100']:,} (100 classes)")
