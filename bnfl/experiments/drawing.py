@@ -20,8 +20,8 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
-__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "iid_noniid_plot",
-           "lines_against", "ours_beside_paper"]
+__all__ = ["accuracy_lines", "bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot",
+           "iid_noniid_plot", "lines_against", "ours_beside_paper"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -55,6 +55,50 @@ def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: 
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.suptitle(title)
+    return fig
+
+
+def accuracy_lines(result: Result, x: str, lines: Mapping[str, str], *, xlabel: str, title: str,
+                   levels: Mapping[str, str] | None = None, log_base: int | None = None,
+                   ylim: tuple[float, float] | None = None) -> Any:
+    """One panel of final test accuracy per method against a setting swept by an entry (a batch size, a
+    number of classes per client), with a tick at every setting.
+
+    Parameters
+    ----------
+    result : Result
+        Its ``series[x]`` holds the settings, ``series[method]`` one accuracy per setting and, where
+        present, ``series[f"{method}_std"]`` the seed std per setting (an error bar; ``None`` or NaN, one
+        seed, draws none).
+    x : str
+        The series key of the settings.
+    lines : mapping
+        Method id -> legend label, in drawing order; the line takes the method's colour.
+    xlabel, title : str
+    levels : mapping, optional
+        Method id -> series key of one accuracy drawn as a dashed level across the panel (a reference
+        run that has no setting, such as centralized training on the pooled data).
+    log_base : int, optional
+        A log scale of this base on the x axis.
+    ylim : (float, float), optional
+    """
+    s = result.series
+    fig, ax = new_figure(width=5.0, height=3.4)
+    for key, series_key in (levels or {}).items():
+        ax.axhline(s[series_key], color=color_for(key), ls="--", label=method_label(key))
+    for key, label in lines.items():
+        std = s.get(f"{key}_std")
+        err = None if std is None else [0.0 if v is None or not math.isfinite(v) else v for v in std]
+        ax.errorbar(s[x], s[key], yerr=err, marker="o", color=color_for(key), label=label, capsize=2)
+    if log_base is not None:
+        ax.set_xscale("log", base=log_base)
+    ax.set_xticks(s[x], [f"{v:g}" for v in s[x]])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("test accuracy (%)")
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{title} ({result.profile} profile)")
     return fig
 
 

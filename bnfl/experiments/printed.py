@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["decimals", "matches_printed", "parse_mean_std", "percent"]
+__all__ = ["decimals", "matches_printed", "parse_mean_std", "percent", "printed_table"]
 
 
 def percent(text: str) -> float:
@@ -34,3 +34,31 @@ def matches_printed(value: float, printed: str) -> bool:
     """Does ``value`` round to the printed number (at the printed precision)?"""
     dp = decimals(printed)
     return abs(round(value, dp) - percent(printed)) < 0.5 * 10**-dp + 1e-12
+
+
+def printed_table(text: str, *, sep: str = "|") -> tuple[tuple[str, ...], ...]:
+    """A table typed as the paper prints it, one row a line and cells split at ``sep``, as rows of
+    verbatim cell strings (blank lines skipped, white space around a cell dropped, inside kept).
+
+    Parameters
+    ----------
+    text : str
+        ``"FedTAN | 91.26 ± 0.21 | 87.66 ± 0.43"``, one such line per row.
+    sep : str, default ``"|"``
+        The cell separator.
+
+    Returns
+    -------
+    tuple of tuple of str
+        ``(("FedTAN", "91.26 ± 0.21", "87.66 ± 0.43"), ...)``.
+
+    Raises
+    ------
+    ValueError
+        The rows do not all have the same number of cells (a separator missing or one too many).
+    """
+    rows = tuple(tuple(cell.strip() for cell in line.split(sep)) for line in text.splitlines() if line.strip())
+    widths = sorted({len(r) for r in rows})
+    if len(widths) > 1:
+        raise ValueError(f"printed table rows have {widths} cells; give every row the same number of '{sep}'")
+    return rows

@@ -10,43 +10,21 @@ from typing import Any
 
 import numpy as np
 
+from bnfl import models
+from bnfl.experiments import calibration
 from bnfl.experiments._claim import no_interval
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.curves import (
-    curve,
-    final_stats,
-    fmt_mean_std,
-    merge_specs,
-    train_runs,
-)
+from bnfl.experiments.curves import curve, final_stats, fmt_mean_std, merge_specs, train_runs
 from bnfl.experiments.drawing import bars_vs_paper, curve_panels
 from bnfl.experiments.evidence import Seeds, finals, rounds_to_each
 from bnfl.experiments.intervals import estimate
-from bnfl.experiments.papers.fedtan.communication import build_model
-from bnfl.experiments.papers.fedtan.numbers import (
-    NUM_CLIENTS,
-    TABLE2,
-)
-from bnfl.experiments.papers.fedtan.setups import (
-    IID,
-    NONIID,
-    P_C10,
-    P_MOM,
-    Q_BASE,
-    Q_MOM,
-    Q_RES,
-    REFERENCE_MOMENTUM_NOTE,
-    SEEDS,
-    config_deviations,
-    method_label,
-    method_row,
-    profiles,
-    spec,
-    variant_spec,
-)
+from bnfl.experiments.papers.fedtan import setups
+from bnfl.experiments.papers.fedtan.numbers import NUM_CLIENTS, TABLE2
+from bnfl.experiments.papers.fedtan.setups import IID, NONIID, REFERENCE_MOMENTUM_NOTE, variant_spec
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import method_row, spec
 from bnfl.experiments.tuning import tuned_runs
 from bnfl.fl.accounting import comm_volume
 from bnfl.nn import bn_modules
@@ -57,10 +35,10 @@ _GN_SETTINGS = (("w/o mom.", "iid"), ("w/o mom.", "non-iid"), ("with mom.", "iid
 
 
 #: Fig. 9, Table 2 and Fig. 10 share one set of runs: the same configuration for all three.
-_GN_CONFIGS = profiles(
-    quick={"base": spec(Q_BASE, Q_RES), "momentum": dict(Q_MOM),
+_GN_CONFIGS = setups.profiles(
+    quick={"base": spec(setups.Q_BASE, setups.Q_RES), "momentum": dict(setups.Q_MOM),
            "deviations": ["Q-RES for R = 100 iterations instead of 300"]},
-    paper={"base": dict(P_C10), "momentum": dict(P_MOM)},
+    paper={"base": dict(setups.P_C10), "momentum": dict(setups.P_MOM)},
 )
 
 
@@ -131,16 +109,12 @@ def _first_hits(ev: Seeds, tan_runs: list, gn_runs: list) -> tuple[list[float], 
 @entry(
     "fedtan-fig9",
     title="FedTAN (BN) vs FedAvg+GN: accuracy curves",
-    summary=("Fig. 9: FedTAN with ResNet-20 BN vs FedAvg+GN with ResNet-20 GN, iid and non-iid, "
-             "with and without momentum. FedTAN converges faster and higher in all four settings; "
-             "momentum helps both."),
-    look_for=("FedTAN keeps BN and repairs it; FedAvg+GN replaces BN by Group Normalization, which "
-              "has no batch statistics to mismatch. The paper finds FedTAN converges faster and to "
-              "a higher accuracy in all four settings (iid/non-iid, with/without momentum), and "
-              "that momentum helps both."),
-    kind="training",
-    seeds=SEEDS,
-    configs=_GN_CONFIGS,
+    summary=("Fig. 9: FedTAN with ResNet-20 BN vs FedAvg+GN with ResNet-20 GN, iid and non-iid, with and without "
+             "momentum. FedTAN converges faster and higher in all four settings; momentum helps both."),
+    look_for=("FedTAN keeps BN and repairs it; FedAvg+GN replaces BN by Group Normalization, which has no batch "
+              "statistics to mismatch. The paper finds FedTAN converges faster and to a higher accuracy in all four "
+              "settings (iid/non-iid, with/without momentum), and that momentum helps both."),
+    kind="training", seeds=setups.SEEDS, configs=_GN_CONFIGS,
 )
 def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
@@ -166,7 +140,7 @@ def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             claims.append(ev.at_least(f"momentum-{k}-{d}", f"{d}: momentum >= no momentum for {method_label(k)}", a,
                                       0.0, baseline=b, detail=f"with {np.mean(a):.2f} vs without {np.mean(b):.2f}"))
     series = {f"{m}, {d}/{k}": c for (m, d, k), c in curves.items()}
-    return {"rows": rows, "paper": [], "claims": claims, "series": series, "deviations": config_deviations(config),
+    return {"rows": rows, "paper": [], "claims": claims, "series": series, "deviations": setups.config_deviations(config),
             "notes": ["GN group count is unspecified in the paper; bnfl uses 2 groups (as FixBN/HBN).",
                       REFERENCE_MOMENTUM_NOTE]}
 
@@ -180,13 +154,11 @@ def plot_fig9(result: Result) -> Any:
 @entry(
     "fedtan-tab2",
     title="FedTAN vs FedAvg+GN: final accuracy",
-    summary=("Table 2: final accuracy of FedTAN and FedAvg+GN on CIFAR-10, with and without "
-             "momentum (the runs of Fig. 9)."),
-    look_for=("The final accuracies of the Fig. 9 runs (the same runs, computed once and shared "
-              "through the run cache)."),
-    kind="training",
-    seeds=HEADLINE_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
+    summary=("Table 2: final accuracy of FedTAN and FedAvg+GN on CIFAR-10, with and without momentum (the runs of "
+             "Fig. 9)."),
+    look_for=("The final accuracies of the Fig. 9 runs (the same runs, computed once and shared through the run "
+              "cache)."),
+    kind="training", seeds=calibration.HEADLINE_SEED_COUNTS, seed_groups=calibration.HEADLINE_SEED_GROUPS,
     configs=_TAB2_CONFIGS,
 )
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
@@ -226,7 +198,7 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     notes = ["The 'with momentum' FedTAN values equal Table 1.",
              "FixBN Table 4 quotes FedAvg+GN iid as 91.26, FedTAN's own iid value; Table 2 says 88.41 (CATALOG §5.5).",
              REFERENCE_MOMENTUM_NOTE]
-    return {"rows": rows, "paper": paper, "claims": claims, "notes": notes, "deviations": config_deviations(config),
+    return {"rows": rows, "paper": paper, "claims": claims, "notes": notes, "deviations": setups.config_deviations(config),
             "series": {"cols": cols, "bars": bars}}
 
 
@@ -241,16 +213,14 @@ def plot_tab2(result: Result) -> Any:
 @entry(
     "fedtan-fig10",
     title="Accuracy vs exchanged bits: FedTAN, FedAvg+GN",
-    summary=("Fig. 10: test accuracy against cumulative exchanged data (the runs of Fig. 9). For a "
-             "given accuracy FedTAN needs far fewer bits than FedAvg+GN; FedAvg+GN is preferable "
-             "only when rounds are the bottleneck."),
-    look_for=("The Fig. 9 runs re-plotted against the cumulative exchanged data, as counted by the "
-              "engine's communication channel. The paper: for a given accuracy FedTAN needs far "
-              "fewer bits than FedAvg+GN; FedAvg+GN is preferable only when the number of rounds "
-              "(not bits) is the bottleneck, because FedTAN needs $3L+1$ rounds per iteration."),
-    kind="training",
-    seeds=SEEDS,
-    configs=_GN_CONFIGS,
+    summary=("Fig. 10: test accuracy against cumulative exchanged data (the runs of Fig. 9). For a given accuracy "
+             "FedTAN needs far fewer bits than FedAvg+GN; FedAvg+GN is preferable only when rounds are the "
+             "bottleneck."),
+    look_for=("The Fig. 9 runs re-plotted against the cumulative exchanged data, as counted by the engine's "
+              "communication channel. The paper: for a given accuracy FedTAN needs far fewer bits than FedAvg+GN; "
+              "FedAvg+GN is preferable only when the number of rounds (not bits) is the bottleneck, because FedTAN "
+              "needs $3L+1$ rounds per iteration."),
+    kind="training", seeds=setups.SEEDS, configs=_GN_CONFIGS,
 )
 def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
@@ -288,7 +258,7 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     c = curves[("w/o mom.", "non-iid", "fedtan")]
     per_iter = c["comm_rounds"][-1] / c["x"][-1]
     model_name = config["base"]["model"]["name"]
-    model = build_model(model_name)
+    model = models.build(model_name)
     L, expected = len(bn_modules(model)), comm_volume(model, NUM_CLIENTS, "fedtan").rounds
     claims.append(within("rounds-per-iteration", f"FedTAN communication rounds per iteration = 3L+1 = {expected} "
                          f"for {model_name} (L={L}), from the engine's channel", per_iter, expected, 0.0,
@@ -302,7 +272,7 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "seeds (column 'hit tolerance'). A seed whose FedTAN curve never comes that close fails the claim.",
              "Per-iteration volumes at paper scale: fedtan-tab3.", REFERENCE_MOMENTUM_NOTE]
     return {"rows": rows, "paper": [], "claims": claims, "series": series, "notes": notes,
-            "deviations": config_deviations(config)}
+            "deviations": setups.config_deviations(config)}
 
 
 @plotter("fedtan-fig10")

@@ -1,0 +1,51 @@
+"""Toolkit helpers written for the FedTAN entries and open to every paper: printed tables typed as text
+(bnfl.experiments.printed.printed_table) and accuracy lines over a swept setting
+(bnfl.experiments.drawing.accuracy_lines)."""
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from bnfl.experiments.core import Result  # noqa: E402
+from bnfl.experiments.drawing import accuracy_lines  # noqa: E402
+from bnfl.experiments.printed import parse_mean_std, printed_table  # noqa: E402
+
+
+def test_printed_table_keeps_cells_verbatim_and_skips_blank_lines():
+    rows = printed_table("""
+        FedTAN    | 89.32 ±0.28 | 1.02%
+        FedAvg+GN | 85.99±0.71  | -0.51%
+
+    """)
+    assert rows == (("FedTAN", "89.32 ±0.28", "1.02%"), ("FedAvg+GN", "85.99±0.71", "-0.51%"))
+    assert parse_mean_std(rows[1][1]) == (85.99, 0.71)
+    assert printed_table("a ; b", sep=";") == (("a", "b"),)
+
+
+def test_printed_table_refuses_ragged_rows():
+    with pytest.raises(ValueError, match=r"\[2, 3\] cells"):
+        printed_table("a | b\nc | d | e")
+
+
+def _result(series):
+    return Result(id="x-fig1", title="t", profile="smoke", seeds=[0], rows=[], paper=[], claims=[], series=series)
+
+
+def test_accuracy_lines_draws_one_line_per_method_a_level_and_error_bars_where_known():
+    series = {"k": [2, 4, 10], "central": 97.0, "fedtan": [95.0, 96.0, 96.5], "fedbn": [30.0, 60.0, 90.0],
+              "fedtan_std": [1.0, None, float("nan")]}
+    fig = accuracy_lines(_result(series), "k", {"fedtan": "FedTAN", "fedbn": "FedBN"}, xlabel="k", title="Fig. 5",
+                         levels={"centralized": "central"}, log_base=2, ylim=(0, 100))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[1:] == ["FedTAN", "FedBN"] and "Central" in labels[0]
+    lines = {c.get_label(): c for c in ax.containers}
+    assert list(lines["FedTAN"].lines[0].get_ydata()) == [95.0, 96.0, 96.5]
+    assert lines["FedTAN"].has_yerr and not lines["FedBN"].has_yerr  # no std stored: no bars
+    seg = lines["FedTAN"].lines[2][0].get_segments()
+    assert [s[1][1] - s[0][1] for s in seg] == [2.0, 0.0, 0.0]  # None and NaN (one seed) draw no spread
+    assert ax.get_xscale() == "log" and [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "10"]
+    assert ax.get_ylim() == (0.0, 100.0) and ax.get_title() == "Fig. 5 (smoke profile)"
+    assert list(ax.lines[0].get_ydata()) == [97.0, 97.0] and ax.lines[0].get_linestyle() == "--"  # the level
+    matplotlib.pyplot.close(fig)
