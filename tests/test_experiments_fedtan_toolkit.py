@@ -49,3 +49,43 @@ def test_accuracy_lines_draws_one_line_per_method_a_level_and_error_bars_where_k
     assert ax.get_ylim() == (0.0, 100.0) and ax.get_title() == "Fig. 5 (smoke profile)"
     assert list(ax.lines[0].get_ydata()) == [97.0, 97.0] and ax.lines[0].get_linestyle() == "--"  # the level
     matplotlib.pyplot.close(fig)
+
+
+def test_printed_claim_rounds_to_the_printed_decimals():
+    from bnfl.experiments.printed import printed_claim
+
+    ok = printed_claim("mib", "reproduces 6.2679", 6.26794, "6.2679")
+    assert ok.verdict == "pass" and ok.measured == 0.0 and ok.threshold == 0.5e-4
+    assert printed_claim("pct", "reproduces 85.07%", 85.0749, "85.07%", kind="consistency").verdict == "pass"
+    off = printed_claim("pct", "reproduces 75%", 74.4, "75%")  # rounds to 74: one printed unit off
+    assert off.verdict == "fail" and off.measured == 1.0
+
+
+def test_with_data_replaces_and_with_init_writes_equal_runs_as_equal_specs():
+    from bnfl.experiments.setups import with_data, with_init
+
+    base = {"data": {"name": "digits", "form": "flat"}, "model": {"name": "q_mlp_bn", "init": "x"}, "rounds": 3}
+    assert with_data(base, {"name": "mnist"})["data"] == {"name": "mnist"}  # replaced, not merged
+    assert with_init(base, "he_normal")["model"] == {"name": "q_mlp_bn", "init": "he_normal"}
+    assert with_init(base, "pytorch")["model"] == {"name": "q_mlp_bn"}  # the default: no key
+    # ResNet-20's own init is its authors': "authors" is the spec without the option (one cache entry)
+    assert with_init({"model": {"name": "resnet20"}}, "authors")["model"] == {"name": "resnet20"}
+    assert base["model"]["init"] == "x"  # the input is not mutated
+
+
+def test_schematic_box_arrow_and_bars_with_printed_ticks():
+    from bnfl.experiments.drawing import arrow, bars_with_printed, box
+    from bnfl.plots import new_figure
+
+    fig, ax = new_figure(1, 1, width=4.0, height=3.0)
+    box(ax, (5, 5), "server", "#DDDDDD", w=2.0, h=1.0)
+    arrow(ax, (5, 1), (5, 4.5), text="SGD")
+    (patch,) = ax.patches
+    assert (patch.get_x(), patch.get_y(), patch.get_width(), patch.get_height()) == (4.0, 4.5, 2.0, 1.0)
+    assert {t.get_text() for t in ax.texts} == {"server", "SGD", ""}  # the arrow is an empty annotation
+    fig2, ax2 = new_figure(1, 1, width=4.0, height=3.0)
+    x = bars_with_printed(ax2, [1.0, 2.0], [1.5, 2.0], ["red", "blue"], ours_label="ours", paper_label="paper")
+    assert list(x) == [0, 1] and [p.get_height() for p in ax2.containers[0].patches] == [1.0, 2.0]
+    assert ax2.collections[0].get_offsets().tolist() == [[0.0, 1.5], [1.0, 2.0]]
+    matplotlib.pyplot.close(fig)
+    matplotlib.pyplot.close(fig2)

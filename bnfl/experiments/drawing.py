@@ -13,15 +13,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.patches import Patch
+from matplotlib.patches import FancyBboxPatch, Patch
 
 from bnfl.experiments.core import Result
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
-__all__ = ["accuracy_lines", "bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot",
-           "iid_noniid_plot", "lines_against", "ours_beside_paper"]
+__all__ = ["accuracy_lines", "arrow", "bars_vs_paper", "bars_with_printed", "box", "curve_panels", "domains_plot",
+           "drawn_by", "fedtan_ii_plot", "iid_noniid_plot", "lines_against", "ours_beside_paper"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -56,6 +56,47 @@ def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: 
     axes.flat[0].legend(fontsize=7)
     fig.suptitle(title)
     return fig
+
+
+def box(ax: Any, xy: tuple[float, float], text: str, color: str, *, w: float = 1.6, h: float = 0.7) -> None:
+    """A schematic's box: rounded, ``w`` x ``h`` data units, centred at ``xy``, filled with ``color``,
+    ``text`` inside."""
+    x, y = xy
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.05",
+                                fc=color, ec="#333333", lw=1.0))
+    ax.text(x, y, text, ha="center", va="center", fontsize=8)
+
+
+def arrow(ax: Any, start: tuple[float, float], end: tuple[float, float], color: str = "#333333",
+          text: str = "") -> None:
+    """A schematic's arrow from ``start`` to ``end``; ``text``, if given, on a white patch at its middle."""
+    ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2})
+    if text:
+        ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2, text, fontsize=7, color=color, ha="center",
+                va="center", bbox={"fc": "white", "ec": "none", "pad": 0.5})
+
+
+def bars_with_printed(ax: Any, ours: Sequence[float], printed: Sequence[float], colors: Sequence[str], *,
+                      tick: float = 700, ours_label: str = "ours", paper_label: str = "paper") -> np.ndarray:
+    """Our numbers as bars in ``colors`` and the paper's printed ones as black ticks across them (a
+    table of quantities that are not accuracies: volumes, counts). Returns the bars' x positions.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    ours, printed : sequence of float
+        One number per bar.
+    colors : sequence of str
+        One colour per bar.
+    tick : float, default 700
+        The tick's marker size (points squared): about the bar's width on the figure.
+    ours_label, paper_label : str
+        Their legend entries.
+    """
+    x = np.arange(len(ours))
+    ax.bar(x, ours, color=list(colors), width=0.6, label=ours_label)
+    ax.scatter(x, printed, marker="_", s=tick, color="k", zorder=3, label=paper_label)
+    return x
 
 
 def accuracy_lines(result: Result, x: str, lines: Mapping[str, str], *, xlabel: str, title: str,

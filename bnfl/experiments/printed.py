@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["decimals", "matches_printed", "parse_mean_std", "percent", "printed_table"]
+from bnfl.experiments.claims import Claim, within
+
+__all__ = ["decimals", "matches_printed", "parse_mean_std", "percent", "printed_claim", "printed_table"]
 
 
 def percent(text: str) -> float:
@@ -34,6 +36,26 @@ def matches_printed(value: float, printed: str) -> bool:
     """Does ``value`` round to the printed number (at the printed precision)?"""
     dp = decimals(printed)
     return abs(round(value, dp) - percent(printed)) < 0.5 * 10**-dp + 1e-12
+
+
+def printed_claim(name: str, statement: str, value: float, printed: str, *, detail: str = "",
+                  kind: str = "reproduction") -> Claim:
+    """Claim that ``value`` reproduces the number the paper printed: ``value`` rounded to the printed
+    decimals is within half a unit of the last printed digit of ``printed`` (``"6.2679"``, ``"85.07%"``).
+
+    Parameters
+    ----------
+    name, statement : str
+        As :func:`bnfl.experiments.claims.within`.
+    value : float
+        Our number, unrounded.
+    printed : str
+        The paper's number as printed (a trailing ``%`` is allowed).
+    detail, kind : str
+        As :func:`bnfl.experiments.claims.within`.
+    """
+    dp = decimals(printed)
+    return within(name, statement, round(value, dp), percent(printed), 0.5 * 10**-dp, detail=detail, kind=kind)
 
 
 def printed_table(text: str, *, sep: str = "|") -> tuple[tuple[str, ...], ...]:

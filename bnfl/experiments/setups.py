@@ -20,13 +20,50 @@ from bnfl.experiments.augmentation import declare
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.curves import accuracy_row, merge_specs, noise
 from bnfl.methods import METHODS as ALL_METHODS
+from bnfl.models.inits import AUTHORS_INIT
 
-__all__ = ["acc_noise", "label", "method_row", "profile_set", "seeds", "smoke_on_bases", "spec"]
+__all__ = ["acc_noise", "label", "method_row", "profile_set", "seeds", "smoke_on_bases", "spec", "with_data",
+           "with_init"]
 
 
 def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
     """A run spec from ``parts`` deep-merged in order (:func:`bnfl.experiments.curves.merge_specs`)."""
     return merge_specs({}, *parts)
+
+
+def with_data(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with its ``data`` table replaced, not merged (another data set takes other options).
+
+    Parameters
+    ----------
+    base : mapping
+        A run spec.
+    data : mapping
+        The new ``data`` table.
+    """
+    return {**{k: v for k, v in base.items() if k != "data"}, "data": dict(data)}
+
+
+def with_init(base: Mapping[str, Any], init: str) -> dict[str, Any]:
+    """``base`` with ``model.init`` set to ``init``, written so that equal runs get equal specs (hence
+    share a cache entry): ``"pytorch"`` removes the key (the models' default), and so does
+    ``"authors"`` where the model's own initialisation already is its authors' (ResNet-20,
+    :data:`bnfl.models.inits.AUTHORS_INIT`).
+
+    Parameters
+    ----------
+    base : mapping
+        A run spec with a ``model`` table.
+    init : str
+        ``"pytorch"``, ``"authors"`` or a scheme :mod:`bnfl.models.inits` knows (``"he_normal"``).
+    """
+    out = dict(base)
+    model = {k: v for k, v in dict(base.get("model", {})).items() if k != "init"}
+    same = init == "authors" and AUTHORS_INIT.get(str(model.get("name")), ("", "", ""))[2] == "pytorch"
+    if init != "pytorch" and not same:
+        model["init"] = init
+    out["model"] = model
+    return out
 
 
 def seeds(*, quick: int, paper: int, smoke: int = 1) -> dict[str, int]:

@@ -18,11 +18,11 @@ from bnfl import models
 from bnfl.experiments.claims import Claim, info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import curve, final_stats, merge_specs, train_runs
-from bnfl.experiments.drawing import drawn_by, fedtan_ii_plot
+from bnfl.experiments.drawing import bars_with_printed, drawn_by, fedtan_ii_plot
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import numbers, setups
 from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERATIONS, NUM_CLIENTS
-from bnfl.experiments.printed import decimals, matches_printed, percent
+from bnfl.experiments.printed import matches_printed, percent, printed_claim
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
 from bnfl.experiments.setups import method_row, spec
 from bnfl.fl.accounting import CommVolume, comm_volume
@@ -72,25 +72,17 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     for (label, mb, pct_bn, pct_gn), key in zip(numbers.TABLE3, volumes, strict=True):
         ours_bn = 100 * (vol[key] / vol["fedavg+bn"] - 1)
         ours_gn = 100 * (vol[key] / vol["fedavg+gn"] - 1)
-        rows.append({
-            "scheme": label, "elements/transfer": elements[key], "MiB (exact)": vol[key],
-            "MiB ours": round(vol[key], 4), "MiB paper": mb,
-            "% vs BN ours": round(ours_bn, 2), "% vs BN paper": pct_bn,
-            "% vs GN ours": round(ours_gn, 2), "% vs GN paper": pct_gn,
-            "matches": all(matches_printed(v, p) for v, p in ((vol[key], mb), (ours_bn, pct_bn), (ours_gn, pct_gn))),
-        })
-        claims.append(within(
-            f"mib-{key}", f"{label}: per-iteration volume reproduces {mb} MB to 4 decimals",
-            round(vol[key], 4), float(mb), 0.5e-4,
-            detail=f"{bn['trainable'] if key != 'fedavg+gn' else gn['trainable']} trainable + stats -> {vol[key]:.6f} MiB",
-        ))
+        rows.append({"scheme": label, "elements/transfer": elements[key], "MiB (exact)": vol[key],
+                     "MiB ours": round(vol[key], 4), "MiB paper": mb, "% vs BN ours": round(ours_bn, 2),
+                     "% vs BN paper": pct_bn, "% vs GN ours": round(ours_gn, 2), "% vs GN paper": pct_gn,
+                     "matches": all(matches_printed(v, p) for v, p in ((vol[key], mb), (ours_bn, pct_bn),
+                                                                        (ours_gn, pct_gn)))})
+        trainable = (gn if key == "fedavg+gn" else bn)["trainable"]
+        claims.append(printed_claim(f"mib-{key}", f"{label}: per-iteration volume reproduces {mb} MB to 4 decimals",
+                                    vol[key], mb, detail=f"{trainable} trainable + stats -> {vol[key]:.6f} MiB"))
     # The catalog's recomputed percentages (§5.1): 1.02 / 1.53 / 0.51 / -0.51.
-    for name, num, den, expected in (
-        ("fedtan-vs-bn", "fedtan", "fedavg+bn", 1.02),
-        ("fedtan-vs-gn", "fedtan", "fedavg+gn", 1.53),
-        ("bn-vs-gn", "fedavg+bn", "fedavg+gn", 0.51),
-        ("gn-vs-bn", "fedavg+gn", "fedavg+bn", -0.51),
-    ):
+    for name, num, den, expected in (("fedtan-vs-bn", "fedtan", "fedavg+bn", 1.02), ("fedtan-vs-gn", "fedtan", "fedavg+gn", 1.53),
+                                     ("bn-vs-gn", "fedavg+bn", "fedavg+gn", 0.51), ("gn-vs-bn", "fedavg+gn", "fedavg+bn", -0.51)):
         ours = round(100 * (vol[num] / vol[den] - 1), 2)
         claims.append(within(name, f"percentage {name} recomputes to {expected}% (CATALOG §5.1)", ours, expected, 0.005))
     printed_tan_gn = numbers.TABLE3[0][3]
@@ -139,30 +131,19 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             "series": {"volumes": vol, "elements": elements, "counts_bn": bn, "counts_gn": gn}}
 
 
-def _bars_and_printed(ax: Any, ours: Sequence[float], paper: Sequence[float], colors: Sequence[str], *, tick: int,
-                      ours_label: str = "ours", paper_label: str = "paper") -> np.ndarray:
-    """Our values as bars in ``colors``, the paper's printed ones as black ticks of size ``tick`` on them."""
-    x = np.arange(len(ours))
-    ax.bar(x, ours, color=list(colors), width=0.6, label=ours_label)
-    ax.scatter(x, paper, marker="_", s=tick, color="k", zorder=3, label=paper_label)
-    return x
-
-
 @plotter("fedtan-tab3")
 def plot_tab3(result: Result) -> Any:
     fig, ax = new_figure(width=5.2, height=3.2)
     rows = [r for r in result.rows if "scheme" in r]
     names = [r["scheme"] for r in rows]
-    x = _bars_and_printed(ax, [r["MiB (exact)"] for r in rows], [float(r["MiB paper"]) for r in rows],
+    x = bars_with_printed(ax, [r["MiB (exact)"] for r in rows], [float(r["MiB paper"]) for r in rows],
                           [color_for(n) for n in names], tick=900, ours_label="ours (from bnfl.models)",
                           paper_label="paper (Table 3)")
     for xi, r in zip(x, rows, strict=True):
         ax.annotate(f"{r['MiB ours']:.4f}\n+{r['% vs GN ours']:.2f}% vs GN (paper {r['% vs GN paper']})",
                     (xi, r["MiB (exact)"]), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
     ax.set_xticks(x, names)
-    ax.set_ylim(6.0, 6.4)
-    ax.set_ylabel("MiB per iteration (N=5)")
-    ax.set_title("FedTAN Table 3: ResNet-20 communication per iteration")
+    ax.set(ylim=(6.0, 6.4), ylabel="MiB per iteration (N=5)", title="FedTAN Table 3: ResNet-20 communication per iteration")
     ax.legend(loc="lower right")
     return fig
 
@@ -208,19 +189,13 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         gib_r, bits_r = volume_r / 1024, 100 * (r_tan - r_avg) * m / volume_r
         exact_gib.append(run.gib)
         exact_bits.append(bits_x)
-        rows.append({
-            "scheme": label, "M": m,
-            "GiB ours (rounded MiB)": round(gib_r, 4), "GiB ours (exact)": round(run.gib, 4), "GiB paper": gb,
-            "extra rounds ours": f"{extra_rounds:.2f}%", "extra rounds paper": rounds_pct,
-            "extra bits ours (rounded MiB)": f"{bits_r:.4f}%",
-            "extra bits ours (exact)": f"{bits_x:.4f}%", "extra bits paper": bits_pct,
-            "total rounds": run.rounds,
-        })
-        for col, val, printed in (("GiB", gib_r, gb), ("rounds", extra_rounds, rounds_pct),
-                                  ("bits", bits_r, bits_pct)):
-            dp = decimals(printed)
-            claims.append(within(f"m{m}-{col}", f"{label}: {col} reproduces {printed}", round(val, dp),
-                                 percent(printed), 0.5 * 10**-dp))
+        rows.append({"scheme": label, "M": m, "GiB ours (rounded MiB)": round(gib_r, 4),
+                     "GiB ours (exact)": round(run.gib, 4), "GiB paper": gb, "extra rounds ours": f"{extra_rounds:.2f}%",
+                     "extra rounds paper": rounds_pct, "extra bits ours (rounded MiB)": f"{bits_r:.4f}%",
+                     "extra bits ours (exact)": f"{bits_x:.4f}%", "extra bits paper": bits_pct, "total rounds": run.rounds})
+        claims += [printed_claim(f"m{m}-{col}", f"{label}: {col} reproduces {printed}", val, printed)
+                   for col, val, printed in (("GiB", gib_r, gb), ("rounds", extra_rounds, rounds_pct),
+                                             ("bits", bits_r, bits_pct))]
     n_pass = sum(c.verdict == "pass" for c in claims)
     notes = [
         f"R = {R:,} iterations [inferred], L = {tan1.bn_layers} BN layers (counted in bnfl.models' ResNet-20), "
@@ -261,21 +236,18 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         run, extra_rounds, extra_bits = _fedtan_ii_volume(model, m, R, count_bn_stats=False)
         if m < R:
             bytes_gib.append(run.gib)
-        rows.append({
-            "scheme": label, "M": m, "Gibit ours": round(run.gibit, 4), "GB paper": gb,
-            "difference": round(percent(gb) - run.gibit, 4), "GiB (bytes) ours": round(run.gib, 4),
-            "extra rounds ours": f"{extra_rounds:.2f}%", "extra rounds paper": rounds_pct,
-            "extra bits ours": f"{extra_bits:.4f}%", "extra bits paper": bits_pct,
-            "matches": matches_printed(run.gibit, gb),
-        })
-        dp_r, dp_b = decimals(rounds_pct), decimals(bits_pct)
-        claims.append(within(f"m{m}-rounds", f"{label}: extra rounds reproduce {rounds_pct}",
-                             round(extra_rounds, dp_r), percent(rounds_pct), 0.5 * 10**-dp_r, kind="consistency"))
-        claims.append(within(f"m{m}-bits", f"{label}: extra bits reproduce {bits_pct}",
-                             round(extra_bits, dp_b), percent(bits_pct), 0.5 * 10**-dp_b, kind="consistency"))
+        rows.append({"scheme": label, "M": m, "Gibit ours": round(run.gibit, 4), "GB paper": gb,
+                     "difference": round(percent(gb) - run.gibit, 4), "GiB (bytes) ours": round(run.gib, 4),
+                     "extra rounds ours": f"{extra_rounds:.2f}%", "extra rounds paper": rounds_pct,
+                     "extra bits ours": f"{extra_bits:.4f}%", "extra bits paper": bits_pct,
+                     "matches": matches_printed(run.gibit, gb)})
+        claims.append(printed_claim(f"m{m}-rounds", f"{label}: extra rounds reproduce {rounds_pct}", extra_rounds,
+                                    rounds_pct, kind="consistency"))
+        claims.append(printed_claim(f"m{m}-bits", f"{label}: extra bits reproduce {bits_pct}", extra_bits, bits_pct,
+                                    kind="consistency"))
         if m < R:
-            claims.append(within(f"m{m}-gibit", f"{label}: total reproduces {gb} (in gibibits)",
-                                 round(run.gibit, 4), percent(gb), 0.5e-4, kind="consistency"))
+            claims.append(printed_claim(f"m{m}-gibit", f"{label}: total reproduces {gb} (in gibibits)", run.gibit, gb,
+                                        kind="consistency"))
     tan_total = comm_volume(model, NUM_CLIENTS, "fedtan", iterations=R, count_bn_stats=False).gibit
     avg_total = comm_volume(model, NUM_CLIENTS, "fedavg+bn", iterations=R, count_bn_stats=False).gibit
     _, printed_tan, printed_rounds, printed_bits = numbers.TABLE5[-1]
@@ -286,8 +258,8 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         detail=f"FedTAN {R} x {tan1.bytes // 4:,} x 32 / 2^30 = {tan_total:.4f} Gibit; printed {printed_tan} = the "
                f"FedAvg+BN-only volume {avg_total:.5f}",
     ))
-    claims.append(within("fedtan-row-equals-fedavg", "the printed FedTAN total equals the FedAvg+BN-only volume",
-                         round(avg_total, 4), percent(printed_tan), 0.5e-4, kind="consistency"))
+    claims.append(printed_claim("fedtan-row-equals-fedavg", "the printed FedTAN total equals the FedAvg+BN-only "
+                                "volume", avg_total, printed_tan, kind="consistency"))
     # The same FedTAN row with the BN running statistics counted, as Tables 3/4 do.
     tan_s, avg_s = comm_volume(model, NUM_CLIENTS, "fedtan"), comm_volume(model, NUM_CLIENTS, "fedavg+bn")
     bits_with_stats = 100 * (tan_s.bytes - avg_s.bytes) / tan_s.bytes
@@ -315,28 +287,22 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def _plot_fedtan_ii_table(result: Result, unit: str, key_ours: str, key_paper: str, title: str) -> Any:
     fig, (a1, a2) = new_figure(1, 2, width=4.0, height=3.1)
     rows = result.rows
-    labels = [r["scheme"].replace("FedTAN-II ", "") for r in rows]
     ours, paper = [r[key_ours] for r in rows], [float(r[key_paper]) for r in rows]
-    x = _bars_and_printed(a1, ours, paper, [color_for("fedtan" if r["scheme"] == "FedTAN" else "fedtan-ii") for r in rows],
-                          tick=700)
+    x = bars_with_printed(a1, ours, paper, [color_for("fedtan" if r["scheme"] == "FedTAN" else "fedtan-ii") for r in rows])
     for xi, o, p in zip(x, ours, paper, strict=True):
         if abs(o - p) >= 0.5e-4:
             a1.annotate(f"paper {p:.4f}\nours {o:.4f}", (xi, max(o, p)), textcoords="offset points",
                         xytext=(0, 4), ha="center", fontsize=7, color="#B00020")
     lo, hi = min(ours + paper), max(ours + paper)
-    a1.set_ylim(lo - 0.6 * (hi - lo), hi + 0.8 * (hi - lo))
-    a1.set_ylabel(unit)
-    a1.set_title("total exchanged")
+    a1.set(ylim=(lo - 0.6 * (hi - lo), hi + 0.8 * (hi - lo)), ylabel=unit, title="total exchanged")
     a1.legend(loc="upper left")
     a2.plot(x, [float(r["extra rounds ours"].rstrip("%")) for r in rows], "o-", color=color_for("fedtan2"),
             label="extra rounds, ours")
     a2.plot(x, [percent(r["extra rounds paper"]) for r in rows], "k+", ms=10, label="extra rounds, paper")
-    a2.set_ylabel("% of all rounds")
-    a2.set_ylim(0, 105)
-    a2.set_title("extra rounds from Algs. 2-3")
+    a2.set(ylabel="% of all rounds", ylim=(0, 105), title="extra rounds from Algs. 2-3")
     a2.legend(loc="lower right")
     for ax in (a1, a2):
-        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_xticks(x, [r["scheme"].replace("FedTAN-II ", "") for r in rows], fontsize=8)
     fig.suptitle(title)
     return fig
 

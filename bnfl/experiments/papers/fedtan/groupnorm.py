@@ -17,8 +17,7 @@ from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import curve, final_stats, fmt_mean_std, merge_specs, train_runs
 from bnfl.experiments.drawing import bars_vs_paper, curve_panels
-from bnfl.experiments.evidence import Seeds, finals, rounds_to_each
-from bnfl.experiments.intervals import estimate
+from bnfl.experiments.evidence import Seeds, finals, first_hits, rounds_to_each
 from bnfl.experiments.papers.fedtan import setups
 from bnfl.experiments.papers.fedtan.numbers import NUM_CLIENTS, TABLE2
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, REFERENCE_MOMENTUM_NOTE, variant_spec
@@ -91,19 +90,6 @@ def _final_claim(ev: Seeds, name: str, statement: str, tan: list[float], gn: lis
     """FedTAN >= FedAvg+GN in final accuracy, paired by seed (Table 2's numbers; Fig. 9 links to it)."""
     return ev.at_least(name, statement, tan, 0.0, baseline=gn,
                        detail=f"FedTAN {np.mean(tan):.2f} vs FedAvg+GN {np.mean(gn):.2f}")
-
-
-def _first_hits(ev: Seeds, tan_runs: list, gn_runs: list) -> tuple[list[float], list[float], list[float], float]:
-    """Per seed: MiB when FedTAN and FedAvg+GN first come within ``tol`` of that seed's FedAvg+GN final
-    accuracy, the targets, and ``tol``: the larger of one test sample and the half width of the 95%
-    interval of FedAvg+GN's final accuracy over the seeds (a curve 0.18 pts under the target at the
-    end has reached it, up to this noise; with one seed, one test sample)."""
-    targets = finals(gn_runs)
-    tol = ev.one_sample or 0.0
-    if len(targets) >= 2 and all(math.isfinite(v) for v in targets):
-        tol = max(tol, estimate(targets).half_width)
-    level = [t - tol for t in targets]
-    return (rounds_to_each(tan_runs, level, x="mib"), rounds_to_each(gn_runs, level, x="mib"), targets, tol)
 
 
 @entry(
@@ -231,7 +217,7 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         tan, gn = curves[(m, d, "fedtan")], curves[(m, d, "fedavg+gn")]
         # Like with like: the data each method had exchanged when it FIRST came within the noise of
         # FedAvg+GN's final accuracy (FedAvg+GN may reach it long before its last round), per seed.
-        hit, gn_hit, targets, tol = _first_hits(ev, runs[(m, d, "fedtan")], runs[(m, d, "fedavg+gn")])
+        hit, gn_hit, targets, tol = first_hits(ev, runs[(m, d, "fedtan")], runs[(m, d, "fedavg+gn")], x="mib")
         never = [s for s, v in zip(ev.seeds, hit, strict=True) if math.isinf(v)]
         rows.append({"setting": f"{m}, {d}", "FedAvg+GN final acc": round(float(np.mean(targets)), 2),
                      "hit tolerance (pts)": round(tol, 2), "FedAvg+GN MiB (total)": gn["mib"][-1],

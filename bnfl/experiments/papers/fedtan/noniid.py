@@ -28,7 +28,7 @@ from bnfl.experiments.papers.fedtan.setups import IID, NONIID, variant_spec
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.setups import method_row, spec
+from bnfl.experiments.setups import method_row, spec, with_init
 from bnfl.plots import color_for, new_figure
 
 #: Why FedBN may stay above FedAvg+BN on the digits proxy (the paper: 19.46% vs 45.90% on CIFAR-10).
@@ -65,8 +65,8 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     cells = [("iid", "fedavg+bn", IID), ("non-iid", "fedavg+bn", NONIID), ("non-iid", "fedprox", NONIID),
              ("non-iid", "scaffold", NONIID), ("pooled", "centralized", IID)]
     b = {(s, k): train_runs(ctx, merge_specs(config["base_b"], {"partition": p}, variant_spec(k))) for s, k, p in cells}
-    rows = [method_row("(a) iid, deep plain MLP", k, r) for k, r in a.items()]
-    rows += [method_row(f"(b) {s}", k, r) for (s, k), r in b.items()]
+    rows = [method_row("(a) iid, deep plain MLP", k, r) for k, r in a.items()] + [
+        method_row(f"(b) {s}", k, r) for (s, k), r in b.items()]
     ev = Seeds(ctx.seeds, a["fedavg+bn"])
     bn, nobn = finals(a["fedavg+bn"]), finals(a["fedavg+none"])
     statement = "(a) the no-BN run ends >= 20 pts below the BN run, or diverges"
@@ -124,8 +124,7 @@ def plot_fig3(result: Result) -> Any:
                     label=f"{method_label(key)} {setting}")
     a2.set_title("(b) Q-MLP-BN, E=1")
     for ax in (a1, a2):
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("test accuracy (%)")
+        ax.set(xlabel="iteration", ylabel="test accuracy (%)")
         ax.legend(fontsize=7)
     fig.suptitle("FedTAN Fig. 3: FL with BN at E=1")
     return fig
@@ -154,11 +153,11 @@ _INIT_LABEL = {"he_normal": "He-normal (the authors')", "pytorch": "PyTorch defa
 def _fig4_runs(ctx: Context, base: Mapping[str, Any], inits: Sequence[str]) -> dict[tuple[str, str], list]:
     """Runs per (setting, method) of the six schemes: iid and non-iid at the headline init ``inits[0]``; with a
     second init, the non-iid cells of :data:`_BESIDE` again under setting :data:`_PT`."""
-    head = setups.with_init(base, inits[0])
+    head = with_init(base, inits[0])
     out = {(s, k): train_runs(ctx, merge_specs(head, {"partition": p}, variant_spec(k)))
            for s, p in (("iid", IID), ("non-iid", NONIID)) for k in setups.ALL6}
     for init in inits[1:]:
-        beside = setups.with_init(base, init)
+        beside = with_init(base, init)
         out.update({(_PT, k): train_runs(ctx, merge_specs(beside, {"partition": NONIID}, variant_spec(k)))
                     for k in _BESIDE})
     return out

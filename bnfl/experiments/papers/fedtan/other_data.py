@@ -18,7 +18,7 @@ from bnfl.experiments.papers.fedtan import setups
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, variant_spec
 from bnfl.experiments.registry import entry
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.setups import method_row, spec
+from bnfl.experiments.setups import method_row, spec, with_data
 
 # -- fig6 / fig7 -------------------------------------------------------------------------------
 
@@ -83,7 +83,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               "quick proxy is a 100-class Gaussian mixture (Q-GAUSS(100))."),
     kind="training", seeds=setups.SEEDS,
     configs=setups.profiles(
-        quick={"base": setups.with_data(spec(setups.Q_BASE, {"train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.05,
+        quick={"base": with_data(spec(setups.Q_BASE, {"train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.05,
                                                          "fractions": [0.4, 0.6, 0.8], "gamma": 0.2}}),
                                  {"name": "gaussian_mixture", "num_classes": 100, "n_train": 10000, "n_test": 1000}),
            "methods": ["centralized", "fedtan", "fedavg+bn"],

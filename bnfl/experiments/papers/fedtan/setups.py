@@ -17,12 +17,11 @@ from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERA
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import method_row, profile_set, seeds, smoke_on_bases, spec
 from bnfl.methods import get
-from bnfl.models.inits import AUTHORS_INIT
 
 __all__ = [
     "ALL6", "DOMAINNET", "HEADLINE_INIT", "IID", "INIT_NOTE", "METHOD_OPTIONS", "NONIID", "OFFICE", "P_C10", "P_MNIST",
     "P_MOM", "Q_BASE", "Q_DOM", "Q_MLP1", "Q_MOM", "Q_RES", "REFERENCE_MOMENTUM_NOTE", "SEEDS", "SMOKE", "UNSTATED_R",
-    "config_deviations", "method_label", "method_row", "profiles", "spec", "variant_spec", "with_data", "with_init",
+    "config_deviations", "method_label", "method_row", "profiles", "spec", "variant_spec",
 ]
 
 #: Options a method takes in FedTAN's experiments beyond its entry in :data:`bnfl.methods.METHODS`
@@ -106,24 +105,6 @@ INIT_NOTE = ("Initialisation: the FedTAN authors' ResNet-20 draws every conv and
              "This entry's headline numbers use the authors' He-normal init (model init='he_normal'); the "
              "non-iid cells are also run with PyTorch's default init and reported beside them (claims "
              "ending in '-pytorch-init'), since FedBN, SiloBN and FedAvg+BN move with it.")
-
-
-def with_init(base: Mapping[str, Any], init: str) -> dict[str, Any]:
-    """``base`` with ``model.init`` set to ``init``; ``"pytorch"`` removes the key (the default), and so
-    does ``"authors"`` where the model's own init is the authors' (ResNet-20), so the run spec, hence
-    its cache entry, is the one other entries train without the option."""
-    out = dict(base)
-    model = {k: v for k, v in dict(base.get("model", {})).items() if k != "init"}
-    same = init == "authors" and AUTHORS_INIT.get(str(model.get("name")), ("", "", ""))[2] == "pytorch"
-    if init != "pytorch" and not same:
-        model["init"] = init
-    out["model"] = model
-    return out
-
-
-def with_data(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with its ``data`` table replaced (not merged: another data set takes other options)."""
-    return {**{k: v for k, v in base.items() if k != "data"}, "data": dict(data)}
 
 
 #: Repeats at quick: the catalog's 3 (the paper averages 5 runs). The batched engine trains an
