@@ -89,3 +89,35 @@ def test_schematic_box_arrow_and_bars_with_printed_ticks():
     assert ax2.collections[0].get_offsets().tolist() == [[0.0, 1.5], [1.0, 2.0]]
     matplotlib.pyplot.close(fig)
     matplotlib.pyplot.close(fig2)
+
+
+def test_config_deviations_and_panels_plot():
+    from bnfl.experiments.drawing import panels_plot
+    from bnfl.experiments.setups import config_deviations
+
+    config = {"deviations": ["R = 100"]}
+    out = config_deviations(config)
+    assert out == ["R = 100"] and out is not config["deviations"] and config_deviations({}) == []
+    series = {"iid/fedtan": {"x": [1, 2], "y": [50.0, 60.0], "std": [1.0, 1.0]},
+              "non-iid/fedtan": {"x": [1, 2], "y": [40.0, 45.0], "std": [0.0, 0.0]}}
+    fig = panels_plot([("iid", "acc", "iid"), ("non-iid", "acc", "non-iid")], "Fig. 6")(_result(series))
+    assert fig._suptitle.get_text() == "Fig. 6 (smoke profile)"
+    assert [list(ax.lines[0].get_ydata()) for ax in fig.axes] == [[50.0, 60.0], [40.0, 45.0]]
+    matplotlib.pyplot.close(fig)
+
+
+def test_fedtan_ii_table_plot_draws_ours_beside_the_printed_totals():
+    from bnfl.experiments.drawing import fedtan_ii_table_plot
+
+    rows = [{"scheme": "FedTAN-II (M=10)", "ours": 2.1388, "paper": "2.1388", "extra rounds ours": "5.66%",
+             "extra rounds paper": "5.66%"},
+            {"scheme": "FedTAN", "ours": 2.1493, "paper": "2.1386", "extra rounds ours": "75.00%",
+             "extra rounds paper": "75%"}]
+    result = Result(id="x-tab5", title="t", profile="quick", seeds=[0], rows=rows, paper=[], claims=[])
+    fig = fedtan_ii_table_plot("Gibit", "ours", "paper", "Table 5")(result)
+    a1, a2 = fig.axes
+    assert [p.get_height() for p in a1.containers[0].patches] == [2.1388, 2.1493]
+    assert [t.get_text() for t in a1.get_xticklabels()] == ["(M=10)", "FedTAN"]
+    assert [t.get_text() for t in a1.texts] == ["paper 2.1386\nours 2.1493"]  # only the miss is annotated
+    assert list(a2.lines[0].get_ydata()) == [5.66, 75.0] and a1.get_ylabel() == "Gibit"
+    matplotlib.pyplot.close(fig)

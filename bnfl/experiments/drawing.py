@@ -16,12 +16,13 @@ import numpy as np
 from matplotlib.patches import FancyBboxPatch, Patch
 
 from bnfl.experiments.core import Result
-from bnfl.experiments.printed import parse_mean_std
+from bnfl.experiments.printed import parse_mean_std, percent
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
 __all__ = ["accuracy_lines", "arrow", "bars_vs_paper", "bars_with_printed", "box", "curve_panels", "domains_plot",
-           "drawn_by", "fedtan_ii_plot", "iid_noniid_plot", "lines_against", "ours_beside_paper"]
+           "drawn_by", "fedtan_ii_plot", "fedtan_ii_table_plot", "iid_noniid_plot", "lines_against", "ours_beside_paper",
+           "panels_plot"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -208,6 +209,11 @@ def _mean_of(text: Any) -> float:
         return float("nan")
 
 
+def panels_plot(panels: Sequence[tuple[str, str, str]], title: str) -> Callable[[Result], Any]:
+    """An entry's plot: :func:`curve_panels` of ``panels``, titled ``"<title> (<profile> profile)"``."""
+    return lambda result: curve_panels(result, panels, f"{title} ({result.profile} profile)")
+
+
 def iid_noniid_plot(title: str) -> Any:
     def plot(result: Result) -> Any:
         return curve_panels(result, [("iid", "acc", "iid"), ("non-iid", "acc", "non-iid")],
@@ -264,5 +270,34 @@ def fedtan_ii_plot(title: str) -> Any:
                 ax.set_ylabel("test accuracy (%)")
             a1.legend(fontsize=7)
         fig.suptitle(f"{title} ({result.profile} profile)")
+        return fig
+    return plot
+
+
+def fedtan_ii_table_plot(unit: str, key_ours: str, key_paper: str, title: str) -> Callable[[Result], Any]:
+    """The plot of a FedTAN-II communication table (FedTAN Tables 4, 5): the whole run's volume per scheme,
+    ours (column ``key_ours`` of each row, in ``unit``) as bars with the paper's (``key_paper``) as ticks
+    and the misses annotated, beside the share of extra communication rounds, ours and the paper's."""
+    def plot(result: Result) -> Any:
+        fig, (a1, a2) = new_figure(1, 2, width=4.0, height=3.1)
+        rows = result.rows
+        ours, paper = [r[key_ours] for r in rows], [float(r[key_paper]) for r in rows]
+        x = bars_with_printed(a1, ours, paper, [color_for("fedtan" if r["scheme"] == "FedTAN" else "fedtan-ii")
+                                                for r in rows])
+        for xi, o, p in zip(x, ours, paper, strict=True):
+            if abs(o - p) >= 0.5e-4:
+                a1.annotate(f"paper {p:.4f}\nours {o:.4f}", (xi, max(o, p)), textcoords="offset points",
+                            xytext=(0, 4), ha="center", fontsize=7, color="#B00020")
+        lo, hi = min(ours + paper), max(ours + paper)
+        a1.set(ylim=(lo - 0.6 * (hi - lo), hi + 0.8 * (hi - lo)), ylabel=unit, title="total exchanged")
+        a1.legend(loc="upper left")
+        a2.plot(x, [float(r["extra rounds ours"].rstrip("%")) for r in rows], "o-", color=color_for("fedtan2"),
+                label="extra rounds, ours")
+        a2.plot(x, [percent(r["extra rounds paper"]) for r in rows], "k+", ms=10, label="extra rounds, paper")
+        a2.set(ylabel="% of all rounds", ylim=(0, 105), title="extra rounds from Algs. 2-3")
+        a2.legend(loc="lower right")
+        for ax in (a1, a2):
+            ax.set_xticks(x, [r["scheme"].replace("FedTAN-II ", "") for r in rows], fontsize=8)
+        fig.suptitle(title)
         return fig
     return plot

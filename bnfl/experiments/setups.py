@@ -22,13 +22,19 @@ from bnfl.experiments.curves import accuracy_row, merge_specs, noise
 from bnfl.methods import METHODS as ALL_METHODS
 from bnfl.models.inits import AUTHORS_INIT
 
-__all__ = ["acc_noise", "label", "method_row", "profile_set", "seeds", "smoke_on_bases", "spec", "with_data",
-           "with_init"]
+__all__ = ["acc_noise", "config_deviations", "label", "method_row", "profile_set", "seeds", "smoke_on_bases", "spec",
+           "with_data", "with_init"]
 
 
 def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
     """A run spec from ``parts`` deep-merged in order (:func:`bnfl.experiments.curves.merge_specs`)."""
     return merge_specs({}, *parts)
+
+
+def config_deviations(config: Mapping[str, Any]) -> list[str]:
+    """The ``"deviations"`` of an entry's ``config`` (where its profile departs from the paper), as the
+    result's list; ``[]`` when it names none."""
+    return list(config.get("deviations", []))
 
 
 def with_data(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,13 +18,13 @@ from bnfl import models
 from bnfl.experiments.claims import Claim, info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import curve, final_stats, merge_specs, train_runs
-from bnfl.experiments.drawing import bars_with_printed, drawn_by, fedtan_ii_plot
+from bnfl.experiments.drawing import bars_with_printed, fedtan_ii_plot, fedtan_ii_table_plot
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import numbers, setups
 from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERATIONS, NUM_CLIENTS
 from bnfl.experiments.printed import matches_printed, percent, printed_claim
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
-from bnfl.experiments.setups import method_row, spec
+from bnfl.experiments.setups import config_deviations, method_row, spec
 from bnfl.fl.accounting import CommVolume, comm_volume
 from bnfl.nn import bn_modules
 from bnfl.plots import color_for, new_figure
@@ -42,9 +42,6 @@ def model_counts(model: nn.Module) -> dict[str, int]:
 def _elements(volume: CommVolume) -> int:
     """Elements each client sends in one iteration: bytes / ((N uploads + 1 broadcast) x 4 bytes)."""
     return volume.bytes // ((NUM_CLIENTS + 1) * 4)
-
-
-# -- Table 3 ---------------------------------------------------------------------------------------------------------
 
 
 @entry(
@@ -148,9 +145,6 @@ def plot_tab3(result: Result) -> Any:
     return fig
 
 
-# -- Tables 4 and 5 (FedTAN-II over the whole run) ---------------------------------------------------------------------
-
-
 def _fedtan_ii_volume(model: nn.Module, m: int, rounds_total: int, **kwargs: Any) -> tuple[CommVolume, float, float]:
     """FedTAN-II(M) over R iterations (Sec. 5.4) from :func:`bnfl.fl.comm_volume`: ``M`` FedTAN
     iterations then ``R - M`` FedAvg ones.
@@ -175,6 +169,8 @@ def _fedtan_ii_volume(model: nn.Module, m: int, rounds_total: int, **kwargs: Any
               "Table 3 (rounded to 4 decimals, as the paper evidently did); we show the exact values beside them."),
     kind="exact",
     configs=same_for_all_profiles({"iterations": CIFAR_ITERATIONS, "M": [1000, 2000, 4000, CIFAR_ITERATIONS]}),
+    plot=fedtan_ii_table_plot("GiB (whole run)", "GiB ours (rounded MiB)", "GiB paper",
+                              "FedTAN Table 4: FedTAN-II on CIFAR-10 (ResNet-20, R=10,000)"),
 )
 def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     model = models.build("resnet20", norm="bn", num_classes=10)
@@ -221,6 +217,8 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               "counted (Table 3 counts them). Its FedTAN row (only in one version of the paper) contradicts its own "
               "formula: it equals the FedAvg+BN-only volume."),
     kind="exact", configs=same_for_all_profiles({"iterations": MNIST_ITERATIONS, "M": [10, 50, 100, MNIST_ITERATIONS]}),
+    plot=fedtan_ii_table_plot("Gibit (whole run)", "Gibit ours", "GB paper",
+                              "FedTAN Table 5: FedTAN-II on MNIST (784x30x10, R=500)"),
 )
 def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     model = models.build("fedtan_mlp", num_classes=10)
@@ -282,38 +280,6 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     paper = [{"FL scheme": s, "Exchanged bits (GB)": g, "extra Rounds": a, "extra Bits": b} for s, g, a, b in numbers.TABLE5]
     return {"rows": rows, "paper": paper, "claims": claims, "notes": notes,
             "series": {"fedtan_total": tan_total, "fedavg_total": avg_total}}
-
-
-def _plot_fedtan_ii_table(result: Result, unit: str, key_ours: str, key_paper: str, title: str) -> Any:
-    fig, (a1, a2) = new_figure(1, 2, width=4.0, height=3.1)
-    rows = result.rows
-    ours, paper = [r[key_ours] for r in rows], [float(r[key_paper]) for r in rows]
-    x = bars_with_printed(a1, ours, paper, [color_for("fedtan" if r["scheme"] == "FedTAN" else "fedtan-ii") for r in rows])
-    for xi, o, p in zip(x, ours, paper, strict=True):
-        if abs(o - p) >= 0.5e-4:
-            a1.annotate(f"paper {p:.4f}\nours {o:.4f}", (xi, max(o, p)), textcoords="offset points",
-                        xytext=(0, 4), ha="center", fontsize=7, color="#B00020")
-    lo, hi = min(ours + paper), max(ours + paper)
-    a1.set(ylim=(lo - 0.6 * (hi - lo), hi + 0.8 * (hi - lo)), ylabel=unit, title="total exchanged")
-    a1.legend(loc="upper left")
-    a2.plot(x, [float(r["extra rounds ours"].rstrip("%")) for r in rows], "o-", color=color_for("fedtan2"),
-            label="extra rounds, ours")
-    a2.plot(x, [percent(r["extra rounds paper"]) for r in rows], "k+", ms=10, label="extra rounds, paper")
-    a2.set(ylabel="% of all rounds", ylim=(0, 105), title="extra rounds from Algs. 2-3")
-    a2.legend(loc="lower right")
-    for ax in (a1, a2):
-        ax.set_xticks(x, [r["scheme"].replace("FedTAN-II ", "") for r in rows], fontsize=8)
-    fig.suptitle(title)
-    return fig
-
-
-plotter("fedtan-tab4")(drawn_by(_plot_fedtan_ii_table, "GiB (whole run)", "GiB ours (rounded MiB)", "GiB paper",
-                               "FedTAN Table 4: FedTAN-II on CIFAR-10 (ResNet-20, R=10,000)"))
-plotter("fedtan-tab5")(drawn_by(_plot_fedtan_ii_table, "Gibit (whole run)", "Gibit ours", "GB paper",
-                               "FedTAN Table 5: FedTAN-II on MNIST (784x30x10, R=500)"))
-
-
-# -- Figs. 11 and 14 (FedTAN-II trained) -------------------------------------------------------------------------------
 
 
 def _sweep(ctx: Context, config: Mapping[str, Any], setting: str, tag: str = "", extra: Mapping[str, Any] | None = None,
@@ -415,7 +381,7 @@ def compute_fig11(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "iterations and vs communication rounds.",
              f"M values {config['M']} are the paper's 10/20/40% of R (M in {{1000, 2000, 4000}} inferred from Table 4)."]
     return {"rows": rows, "paper": [], "claims": claims, "series": series, "notes": notes,
-            "deviations": setups.config_deviations(config)}
+            "deviations": config_deviations(config)}
 
 
 @entry(
@@ -453,5 +419,5 @@ def compute_fig14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows.append(method_row("non-iid", same_name, same, M=R, **{"comm rounds": same[0]["comm_rounds"][-1]}))
     series = {f"non-iid/{n}": curve(r) for n, r in runs.items()}
     series[f"non-iid/{same_name}"] = curve(same)
-    return {"rows": rows, "paper": [], "claims": claims, "series": series, "deviations": setups.config_deviations(config),
+    return {"rows": rows, "paper": [], "claims": claims, "series": series, "deviations": config_deviations(config),
             "notes": ["M in {10, 50, 100} is inferred from Table 5 (CATALOG §5.3)."]}

@@ -16,21 +16,21 @@ from bnfl.experiments._claim import no_interval
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import curve, final_stats, fmt_mean_std, merge_specs, train_runs
-from bnfl.experiments.drawing import bars_vs_paper, curve_panels
+from bnfl.experiments.drawing import bars_vs_paper, curve_panels, panels_plot
 from bnfl.experiments.evidence import Seeds, finals, first_hits, rounds_to_each
 from bnfl.experiments.papers.fedtan import setups
 from bnfl.experiments.papers.fedtan.numbers import NUM_CLIENTS, TABLE2
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, REFERENCE_MOMENTUM_NOTE, variant_spec
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.setups import config_deviations, method_row, spec
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.setups import method_row, spec
 from bnfl.experiments.tuning import tuned_runs
 from bnfl.fl.accounting import comm_volume
 from bnfl.nn import bn_modules
 
-# -- fig9 / tab2 / fig10 (FedTAN vs FedAvg+GN) ---------------------------------------------------
-
 _GN_SETTINGS = (("w/o mom.", "iid"), ("w/o mom.", "non-iid"), ("with mom.", "iid"), ("with mom.", "non-iid"))
+#: Fig. 9's and Fig. 10's panels: accuracy in each setting.
+_GN_PANELS = [(f"{m}, {d}", "acc", f"{d}, {m}") for m, d in _GN_SETTINGS]
 
 
 #: Fig. 9, Table 2 and Fig. 10 share one set of runs: the same configuration for all three.
@@ -101,6 +101,7 @@ def _final_claim(ev: Seeds, name: str, statement: str, tan: list[float], gn: lis
               "statistics to mismatch. The paper finds FedTAN converges faster and to a higher accuracy in all four "
               "settings (iid/non-iid, with/without momentum), and that momentum helps both."),
     kind="training", seeds=setups.SEEDS, configs=_GN_CONFIGS,
+    plot=panels_plot(_GN_PANELS, "FedTAN Fig. 9: FedTAN (BN) vs FedAvg+GN"),
 )
 def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
@@ -126,15 +127,9 @@ def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             claims.append(ev.at_least(f"momentum-{k}-{d}", f"{d}: momentum >= no momentum for {method_label(k)}", a,
                                       0.0, baseline=b, detail=f"with {np.mean(a):.2f} vs without {np.mean(b):.2f}"))
     series = {f"{m}, {d}/{k}": c for (m, d, k), c in curves.items()}
-    return {"rows": rows, "paper": [], "claims": claims, "series": series, "deviations": setups.config_deviations(config),
+    return {"rows": rows, "paper": [], "claims": claims, "series": series, "deviations": config_deviations(config),
             "notes": ["GN group count is unspecified in the paper; bnfl uses 2 groups (as FixBN/HBN).",
                       REFERENCE_MOMENTUM_NOTE]}
-
-
-@plotter("fedtan-fig9")
-def plot_fig9(result: Result) -> Any:
-    return curve_panels(result, [(f"{m}, {d}", "acc", f"{d}, {m}") for m, d in _GN_SETTINGS],
-                         f"FedTAN Fig. 9: FedTAN (BN) vs FedAvg+GN ({result.profile} profile)")
 
 
 @entry(
@@ -184,7 +179,7 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     notes = ["The 'with momentum' FedTAN values equal Table 1.",
              "FixBN Table 4 quotes FedAvg+GN iid as 91.26, FedTAN's own iid value; Table 2 says 88.41 (CATALOG §5.5).",
              REFERENCE_MOMENTUM_NOTE]
-    return {"rows": rows, "paper": paper, "claims": claims, "notes": notes, "deviations": setups.config_deviations(config),
+    return {"rows": rows, "paper": paper, "claims": claims, "notes": notes, "deviations": config_deviations(config),
             "series": {"cols": cols, "bars": bars}}
 
 
@@ -258,13 +253,12 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "seeds (column 'hit tolerance'). A seed whose FedTAN curve never comes that close fails the claim.",
              "Per-iteration volumes at paper scale: fedtan-tab3.", REFERENCE_MOMENTUM_NOTE]
     return {"rows": rows, "paper": [], "claims": claims, "series": series, "notes": notes,
-            "deviations": setups.config_deviations(config)}
+            "deviations": config_deviations(config)}
 
 
 @plotter("fedtan-fig10")
 def plot_fig10(result: Result) -> Any:
-    fig = curve_panels(result, [(f"{m}, {d}", "acc", f"{d}, {m}") for m, d in _GN_SETTINGS],
-                        f"FedTAN Fig. 10: accuracy vs exchanged data ({result.profile} profile)")
+    fig = curve_panels(result, _GN_PANELS, f"FedTAN Fig. 10: accuracy vs exchanged data ({result.profile} profile)")
     for ax in fig.axes:
         if ax.get_xlabel() == "iteration":
             ax.set_xlabel("cumulative exchanged MiB")

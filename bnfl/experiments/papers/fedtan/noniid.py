@@ -27,16 +27,14 @@ from bnfl.experiments.papers.fedtan.numbers import TABLE1
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, variant_spec
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.setups import config_deviations, method_row, spec, with_init
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.setups import method_row, spec, with_init
 from bnfl.plots import color_for, new_figure
 
 #: Why FedBN may stay above FedAvg+BN on the digits proxy (the paper: 19.46% vs 45.90% on CIFAR-10).
 FEDBN_WHY = ("FedBN averages every weight but BN's, so each client model still knows all 10 classes and "
              "only normalises them with its own 2-class statistics; on the small digits MLP that costs less "
              "than on CIFAR-10's ResNet-20")
-
-# -- Fig. 3 ----------------------------------------------------------------------------------------------------------
 
 
 @entry(
@@ -105,7 +103,7 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "global model): the paper's 'FedProx is also poor' adds no evidence beyond FedAvg+BN, so it is "
              "checked as a consistency check, not as a second reproduction."]
     return {"rows": rows, "paper": [], "claims": claims, "series": series, "notes": notes,
-            "deviations": setups.config_deviations(config)}
+            "deviations": config_deviations(config)}
 
 
 @plotter("fedtan-fig3")
@@ -128,8 +126,6 @@ def plot_fig3(result: Result) -> Any:
         ax.legend(fontsize=7)
     fig.suptitle("FedTAN Fig. 3: FL with BN at E=1")
     return fig
-
-# -- Fig. 4 and Table 1 ------------------------------------------------------------------------------------------------
 
 #: How the FedBN claim was placed on Q-DIG (issue 25): from the BN-only damage, before FedBN ran.
 FEDBN_CALIBRATION = (
@@ -247,7 +243,7 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "their training loss is the clients' local loss.", setups.INIT_NOTE,
              FEDBN_CALIBRATION.format(he=FEDBN_CAL_HE)]
     return {"rows": rows, "paper": paper, "claims": claims, "series": series, "notes": notes,
-            "deviations": setups.config_deviations(config)}
+            "deviations": config_deviations(config)}
 
 
 @plotter("fedtan-fig4")
@@ -273,6 +269,9 @@ def plot_fig4(result: Result) -> Any:
         quick={"base": spec(setups.Q_BASE, setups.Q_MOM), "inits": [setups.HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": spec(setups.P_C10, setups.P_MOM), "inits": ["authors"]},
     ),
+    plot=lambda result: bars_vs_paper(result, ["i.i.d.", "non-i.i.d."],
+                                      f"FedTAN Table 1: with momentum (ours: {result.profile} profile)",
+                                      ["i.i.d. paper", "non-i.i.d. paper"], ["i.i.d. ours", "non-i.i.d. ours"]),
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _fig4_runs(ctx, config["base"], config.get("inits", ["pytorch"]))
@@ -306,16 +305,8 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "FedBN's claim is placed relative to FedAvg+BN as in fedtan-fig4 (same proxy, calibrated there "
              "on the BN-only damage; see its notes)."]
     return {"rows": rows, "paper": paper, "claims": claims, "series": series, "notes": notes,
-            "deviations": setups.config_deviations(config)}
+            "deviations": config_deviations(config)}
 
-
-@plotter("fedtan-tab1")
-def plot_tab1(result: Result) -> Any:
-    return bars_vs_paper(result, ["i.i.d.", "non-i.i.d."],
-                          f"FedTAN Table 1: with momentum (ours: {result.profile} profile)",
-                          ["i.i.d. paper", "non-i.i.d. paper"], ["i.i.d. ours", "non-i.i.d. ours"])
-
-# -- Fig. 5 and Fig. 12 (sensitivity to the class skew and to the batch size) ------------------------------------------
 
 #: The schemes swept over k (Fig. 5) and over the batch size (Fig. 12, beside centralized training).
 _SWEPT = ("fedtan", "fedavg+bn", "fedbn")
@@ -367,7 +358,7 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               **{f"{m}_std": [final_stats(runs[(k, m)])[1] for k in ks] for m in methods}}
     return {"rows": rows, "paper": [], "claims": claims, "series": series,
             "notes": ["Class tables: FedTAN Supplement D (fedtan-tabD); k=10 gives every client all labels at 1/10."],
-            "deviations": setups.config_deviations(config)}
+            "deviations": config_deviations(config)}
 
 
 @entry(
@@ -415,5 +406,5 @@ def compute_fig12(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         claims += [gap, fedbn]
     series = {"B": bs, **{k: [final_stats(runs[(b, k)])[0] for b in bs] for k in methods}}
     return {"rows": rows, "paper": [], "claims": claims, "series": series,
-            "deviations": setups.config_deviations(config),
+            "deviations": config_deviations(config),
             "notes": ["The paper does not state the batch sizes of Fig. 12; the paper profile uses {32, 64, 128, 256}."]}

@@ -17,10 +17,8 @@ from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import setups
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, variant_spec
 from bnfl.experiments.registry import entry
+from bnfl.experiments.setups import config_deviations, method_row, spec, with_data
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.setups import method_row, spec, with_data
-
-# -- fig6 / fig7 -------------------------------------------------------------------------------
 
 
 def _iid_noniid_entry(ctx: Context, config: dict[str, Any], methods: Sequence[str], noniid: Mapping[str, Any],
@@ -48,7 +46,7 @@ def _iid_noniid_entry(ctx: Context, config: dict[str, Any], methods: Sequence[st
         gap_claim,
     ]
     series = {f"{s}/{k}": curve(r) for (s, k), r in runs.items() if not (k == "centralized" and s == "non-iid")}
-    return {"rows": rows, "paper": [], "claims": claims, "series": series, "deviations": setups.config_deviations(config)}
+    return {"rows": rows, "paper": [], "claims": claims, "series": series, "deviations": config_deviations(config)}
 
 
 @entry(
@@ -100,9 +98,6 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     out = _iid_noniid_entry(ctx, config, config["methods"], {"kind": "classes_per_client", "k": 20}, 5.0, False)
     out["notes"] = ["Non-iid: 20 disjoint classes per client (5 x 20 = 100) [inferred].", setups.REFERENCE_MOMENTUM_NOTE]
     return out
-
-
-# -- fig8 / fig13 (feature shift) ----------------------------------------------------------------
 
 
 @entry(
@@ -187,6 +182,6 @@ def compute_domains(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "is tested on every domain's test set and on their union.",
              "The 9-of-12 rule for 4 domains is scaled to ceil(0.75 x pairs) for other domain counts."]
     return {"rows": rows, "paper": [], "claims": claims, "series": series, "notes": notes,
-            "deviations": setups.config_deviations(config)}
+            "deviations": config_deviations(config)}
 
 

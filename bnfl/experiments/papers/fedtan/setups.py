@@ -21,7 +21,7 @@ from bnfl.methods import get
 __all__ = [
     "ALL6", "DOMAINNET", "HEADLINE_INIT", "IID", "INIT_NOTE", "METHOD_OPTIONS", "NONIID", "OFFICE", "P_C10", "P_MNIST",
     "P_MOM", "Q_BASE", "Q_DOM", "Q_MLP1", "Q_MOM", "Q_RES", "REFERENCE_MOMENTUM_NOTE", "SEEDS", "SMOKE", "UNSTATED_R",
-    "config_deviations", "method_label", "method_row", "profiles", "spec", "variant_spec",
+    "method_label", "method_row", "profiles", "spec", "variant_spec",
 ]
 
 #: Options a method takes in FedTAN's experiments beyond its entry in :data:`bnfl.methods.METHODS`
@@ -41,12 +41,6 @@ def variant_spec(key: str) -> dict[str, Any]:
     """The run-spec fields that make method ``key`` (its id and FedTAN's options for it)."""
     return {"method": get(key).id, **METHOD_OPTIONS.get(key, {})}
 
-
-def config_deviations(config: Mapping[str, Any]) -> list[str]:
-    return list(config.get("deviations", []))
-
-
-# -- profiles -------------------------------------------------------------------------------
 
 #: Quick profile: Q-DIG (flat) + Q-MLP-BN, N=5, B=32, E=5, lr 0.1 (CATALOG fig4 quick recipe).
 Q_BASE: dict[str, Any] = {
