@@ -12,14 +12,7 @@ import numpy as np
 from bnfl.experiments import calibration, curves
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.curves import (
-    curve,
-    final_stats,
-    late_loss,
-    merge_specs,
-    roughness,
-    train_runs,
-)
+from bnfl.experiments.curves import curve, final_stats, late_loss, merge_specs, train_runs
 from bnfl.experiments.drawing import accuracy_lines, bars_vs_paper, curve_panels
 from bnfl.experiments.evidence import Seeds, finals, per_seed
 from bnfl.experiments.papers.fedtan import setups
@@ -127,6 +120,7 @@ def plot_fig3(result: Result) -> Any:
     fig.suptitle("FedTAN Fig. 3: FL with BN at E=1")
     return fig
 
+
 #: How the FedBN claim was placed on Q-DIG (issue 25): from the BN-only damage, before FedBN ran.
 FEDBN_CALIBRATION = (
     "FedBN's claim is stated relative to FedAvg+BN (FedBN <= FedAvg+BN, paired by seed), not as the "
@@ -230,7 +224,7 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         claims += _ordering_claims(ev, runs, _PT, "-pytorch-init")
         claims.append(ev.at_most("silobn-pytorch-init", "non-iid SiloBN <= FedTAN - 15 pts (PyTorch init)",
                                  finals(runs[(_PT, "silobn")]), -15.0, baseline=finals(runs[(_PT, "fedtan")])))
-    r_alg2, r_tan = roughness(runs[("non-iid", "fedavg+alg2")]), roughness(runs[("non-iid", "fedtan")])
+    r_alg2, r_tan = curves.roughness(runs[("non-iid", "fedavg+alg2")]), curves.roughness(runs[("non-iid", "fedtan")])
     claims.append(info("roughness", "curve roughness (mean |delta acc| between evaluations), FedAvg+Alg2 vs "
                        "FedTAN (reported, not asserted)", r_alg2 - r_tan,
                        detail=f"Alg2 {r_alg2:.2f} pts vs FedTAN {r_tan:.2f} pts"))
