@@ -336,8 +336,7 @@ def _fedtan_ii_claims(runs: Mapping[str, list], R: int, model: nn.Module, tag: s
     look_for=("FedTAN-II(M) runs FedTAN for the first $M$ iterations and then plain FedAvg with the BN statistics "
               "frozen at iteration $M$ (training and test). Small $M$ should cost a little accuracy but cut the "
               "communication rounds sharply; momentum and weight decay should help at every $M$."),
-    kind="training", seeds=setups.SEEDS,
-    configs=setups.profiles(
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
         quick={"base": spec(setups.Q_BASE, setups.Q_RES), "M": [10, 20, 40, 100], "lr_after": 0.01,
                "deviations": ["Q-RES for R = 100 iterations instead of 300 (M = 10/20/40 keep the 10/20/40% "
                               "fractions); only the without-momentum panels"]},
@@ -391,8 +390,7 @@ def compute_fig11(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "for M <= 10, with far fewer rounds."),
     look_for=("FedTAN-II on the MNIST network (Supplement H): with $L=1$ a FedTAN iteration costs 4 rounds instead "
               "of 1, and switching to FedAvg after a few iterations should cost almost no accuracy."),
-    kind="training", seeds=setups.SEEDS,
-    configs=setups.profiles(
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
         quick={"base": spec(setups.Q_BASE, setups.Q_MLP1), "M": [10, 50, 100, 500], "M_compare": 100, "lr_after": 0.05,
                "deviations": []},
         paper={"base": dict(setups.P_MNIST), "M": [10, 50, 100, MNIST_ITERATIONS], "M_compare": 100, "lr_after": 0.05},

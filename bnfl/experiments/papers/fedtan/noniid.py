@@ -363,8 +363,7 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     look_for=("Batch-size sensitivity (Supplement E, without momentum). The paper does not print the batch sizes. "
               "FedTAN should stay close to centralized training at every batch size, while FedAvg+BN and FedBN stay "
               "poor on non-iid data at every batch size."),
-    kind="training", seeds=setups.SEEDS,
-    configs=setups.profiles(
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
         quick={"base": dict(setups.Q_BASE), "batch_sizes": [8, 16, 32, 64],
                "deviations": ["non-iid only (the check is on k=2)"]},
         paper={"base": dict(setups.P_C10), "batch_sizes": [32, 64, 128, 256],

@@ -58,8 +58,7 @@ def _iid_noniid_entry(ctx: Context, config: dict[str, Any], methods: Sequence[st
               "iteration). FedTAN should track centralized training even more closely; the other schemes drop on "
               "non-iid data. With one BN layer the FedAvg+BN gap may be small, so the catalog asks to report it "
               "rather than assert it."),
-    kind="training", seeds=setups.SEEDS,
-    configs=setups.profiles(
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
         quick={"base": spec(setups.Q_BASE, setups.Q_MLP1), "methods": ["centralized", "fedtan", "fedavg+bn", "fedavg+alg2"],
            "deviations": ["4 of the 6 methods (FedBN and SiloBN left out)"]},
         paper={"base": dict(setups.P_MNIST), "methods": list(setups.ALL6)},
@@ -79,8 +78,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     summary="Fig. 7: CIFAR-100 with ResNet-20; the same picture as Fig. 6. No numbers.",
     look_for=("CIFAR-100 with 20 disjoint classes per client: the same picture as Fig. 6 on a harder task. Our "
               "quick proxy is a 100-class Gaussian mixture (Q-GAUSS(100))."),
-    kind="training", seeds=setups.SEEDS,
-    configs=setups.profiles(
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
         quick={"base": with_data(spec(setups.Q_BASE, {"train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.05,
                                                          "fractions": [0.4, 0.6, 0.8], "gamma": 0.2}}),
                                  {"name": "gaussian_mixture", "num_classes": 100, "n_train": 10000, "n_test": 1000}),
@@ -111,8 +109,7 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               "every domain. FedBN-X (client X's personalised model) should beat SingleNet-X off its own domain, "
               "but some FedBN-X models are poor on other domains; FedTAN (one global model) should be good "
               "everywhere and at least as good as FedAvg+BN on the union."),
-    kind="training", seeds=setups.SEEDS,
-    configs=setups.profiles(
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
         quick={"base": spec(setups.Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "thick"]}, "partition": {"num_clients": 4}}),
            "deviations": []},
         paper={"base": dict(setups.OFFICE), "deviations": [setups.UNSTATED_R]},
@@ -128,8 +125,7 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "No numbers."),
     look_for=("DomainNet (Supplement F): six clients, one domain each. As Fig. 8 with six domains: personalised "
               "FedBN models are poor off their own domain, FedTAN's single global model is good on all of them."),
-    kind="training", seeds=setups.SEEDS,
-    configs=setups.profiles(
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
         quick={"base": spec(setups.Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "noise", "thick", "gain"]},
                               "partition": {"num_clients": 6}}),
            "deviations": []},

@@ -33,7 +33,8 @@ _FIG2_MODELS = [("q_mlp_bn", {}, 2), ("q_res", {}, 7), ("resnet20", {"norm": "bn
               "local SGD steps from the broadcast model, upload their models, and the server averages them with "
               "$p_i = |D_i|/|D|$ (eq. 4). BN breaks the equivalence between the two because every client normalises "
               "with its own batch statistics."),
-    kind="schematic", configs=same_for_all_profiles({"clients": NUM_CLIENTS}),
+    kind="schematic",
+    configs=same_for_all_profiles({"clients": NUM_CLIENTS}),
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     n = config["clients"]
