@@ -121,3 +121,30 @@ def test_fedtan_ii_table_plot_draws_ours_beside_the_printed_totals():
     assert [t.get_text() for t in a1.texts] == ["paper 2.1386\nours 2.1493"]  # only the miss is annotated
     assert list(a2.lines[0].get_ydata()) == [5.66, 75.0] and a1.get_ylabel() == "Gibit"
     matplotlib.pyplot.close(fig)
+
+
+def test_beside_printed_puts_ours_next_to_each_printed_cell():
+    from bnfl.experiments.setups import beside_printed
+
+    runs = {("a", 0): [{"test_acc": [50.0, 60.0]}, {"test_acc": [50.0, 62.0]}], ("a", 1): [{"test_acc": [40.0]}] * 2,
+            ("b", 0): [{"test_acc": [70.0]}] * 2, ("b", 1): [{"test_acc": [30.0]}, {"test_acc": [34.0]}]}
+    table = (("Method A", "61.0 ± 1.0", "41 ± 0"), ("Method B", "70.5±0.1", "33.3 ± 2.0"))
+    rows, bars = beside_printed(table, ["a", "b"], ["iid", "non-iid"], lambda k, j: runs[(k, j)])
+    assert rows[0] == {"FL scheme": "Method A", "iid ours": "61.00 ± 1.41", "iid paper": "61.0 ± 1.0",
+                       "non-iid ours": "40.00 ± 0.00", "non-iid paper": "41 ± 0"}
+    assert list(rows[1]) == ["FL scheme", "iid ours", "iid paper", "non-iid ours", "non-iid paper"]
+    assert bars == {"iid ours": [61.0, 70.0], "non-iid ours": [40.0, 32.0]}
+
+
+def test_panels_plot_relabels_x_and_draws_optional_panels_only_when_run():
+    from bnfl.experiments.drawing import panels_plot
+
+    series = {"iid/fedtan": {"x": [1, 2], "y": [50.0, 60.0], "std": [0.0, 0.0]}}
+    plot = panels_plot([("iid", "acc", "iid")], "Fig. 10", xlabel="MiB", optional=[("extra", "acc", "extra")])
+    fig = plot(_result(series))
+    drawn = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in drawn] == ["iid"] and drawn[0].get_xlabel() == "MiB"
+    matplotlib.pyplot.close(fig)
+    fig = plot(_result({**series, "extra/fedtan": series["iid/fedtan"]}))
+    assert [ax.get_title() for ax in fig.axes if ax.axison] == ["iid", "extra"]
+    matplotlib.pyplot.close(fig)

@@ -209,9 +209,29 @@ def _mean_of(text: Any) -> float:
         return float("nan")
 
 
-def panels_plot(panels: Sequence[tuple[str, str, str]], title: str) -> Callable[[Result], Any]:
-    """An entry's plot: :func:`curve_panels` of ``panels``, titled ``"<title> (<profile> profile)"``."""
-    return lambda result: curve_panels(result, panels, f"{title} ({result.profile} profile)")
+def panels_plot(panels: Sequence[tuple[str, str, str]], title: str, *, xlabel: str | None = None,
+                optional: Sequence[tuple[str, str, str]] = ()) -> Callable[[Result], Any]:
+    """An entry's plot: :func:`curve_panels` of ``panels``, titled ``"<title> (<profile> profile)"``.
+
+    Parameters
+    ----------
+    panels : sequence of (series prefix, "acc" | "loss", panel title)
+        As :func:`curve_panels`.
+    title : str
+    xlabel : str, optional
+        The x axis of every panel when the series' ``x`` is not the iteration (e.g. the MiB sent).
+    optional : sequence of panels
+        Panels drawn after ``panels`` only where the result has a series under their prefix (a
+        setting that only some profiles run).
+    """
+    def plot(result: Result) -> Any:
+        present = [p for p in optional if any(name.startswith(p[0] + "/") for name in result.series)]
+        fig = curve_panels(result, [*panels, *present], f"{title} ({result.profile} profile)")
+        for ax in fig.axes:
+            if xlabel is not None and ax.get_xlabel() == "iteration":
+                ax.set_xlabel(xlabel)
+        return fig
+    return plot
 
 
 def iid_noniid_plot(title: str) -> Any:

@@ -18,12 +18,12 @@ from typing import Any
 
 from bnfl.experiments.augmentation import declare
 from bnfl.experiments.core import deep_merge
-from bnfl.experiments.curves import accuracy_row, merge_specs, noise
+from bnfl.experiments.curves import accuracy_row, final_stats, fmt_mean_std, merge_specs, noise
 from bnfl.methods import METHODS as ALL_METHODS
 from bnfl.models.inits import AUTHORS_INIT
 
-__all__ = ["acc_noise", "config_deviations", "label", "method_row", "profile_set", "seeds", "smoke_on_bases", "spec",
-           "with_data", "with_init"]
+__all__ = ["acc_noise", "beside_printed", "config_deviations", "label", "method_row", "profile_set", "seeds",
+           "smoke_on_bases", "spec", "with_data", "with_init"]
 
 
 def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,6 +92,39 @@ def method_row(setting: str, key: str, runs: Sequence[Mapping[str, Any]], *,
     """A result row of method ``key`` in ``setting`` (:func:`bnfl.experiments.curves.accuracy_row`
     under :func:`label`)."""
     return accuracy_row(setting, label(key, rows), runs, **extra)
+
+
+def beside_printed(table: Sequence[Sequence[str]], keys: Sequence[str], columns: Sequence[str],
+                   runs: Any) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """A paper's accuracy table with ours beside each printed cell, and our means per column.
+
+    Parameters
+    ----------
+    table : sequence of rows
+        The paper's rows as printed: the scheme's name, then one printed cell per column.
+    keys : sequence of str
+        The bnfl method id of each row.
+    columns : sequence of str
+        The name of each printed column.
+    runs : callable
+        ``runs(key, j)``: the runs (one per seed) of method ``key`` in column ``j``.
+
+    Returns
+    -------
+    rows : list of dict
+        ``{"FL scheme": name, "<column> ours": "mean ± std", "<column> paper": printed, ...}`` per row.
+    bars : dict
+        ``{"<column> ours": [our mean per row]}``: the numbers a bar chart of the table draws.
+    """
+    rows, bars = [], {f"{col} ours": [] for col in columns}
+    for (name, *printed), key in zip(table, keys, strict=True):
+        row: dict[str, Any] = {"FL scheme": name}
+        for j, (col, cell) in enumerate(zip(columns, printed, strict=True)):
+            mean, std = final_stats(runs(key, j))
+            row[f"{col} ours"], row[f"{col} paper"] = fmt_mean_std(mean, std), cell
+            bars[f"{col} ours"].append(mean)
+        rows.append(row)
+    return rows, bars
 
 
 def acc_noise(*settings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

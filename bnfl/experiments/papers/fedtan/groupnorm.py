@@ -16,13 +16,13 @@ from bnfl.experiments._claim import no_interval
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import curve, final_stats, fmt_mean_std, merge_specs, train_runs
-from bnfl.experiments.drawing import bars_vs_paper, curve_panels, panels_plot
+from bnfl.experiments.drawing import bars_vs_paper, panels_plot
 from bnfl.experiments.evidence import Seeds, finals, first_hits, rounds_to_each
 from bnfl.experiments.papers.fedtan import setups
 from bnfl.experiments.papers.fedtan.numbers import NUM_CLIENTS, TABLE2
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, REFERENCE_MOMENTUM_NOTE, variant_spec
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.setups import config_deviations, method_row, spec
+from bnfl.experiments.setups import beside_printed, config_deviations, method_row, spec
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.tuning import tuned_runs
 from bnfl.fl.accounting import comm_volume
@@ -145,15 +145,7 @@ def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
     cols = [f"{m} {'i.i.d.' if d == 'iid' else 'Non-i.i.d.'}" for m, d in _GN_SETTINGS]
-    rows = []
-    bars: dict[str, list[float]] = {f"{col} ours": [] for col in cols}
-    for (name, *paper_vals), k in zip(TABLE2, ("fedtan", "fedavg+gn"), strict=True):
-        row: dict[str, Any] = {"FL scheme": name}
-        for (m, d), col, pv in zip(_GN_SETTINGS, cols, paper_vals, strict=True):
-            row[f"{col} ours"] = fmt_mean_std(*final_stats(runs[(m, d, k)]))
-            row[f"{col} paper"] = pv
-            bars[f"{col} ours"].append(final_stats(runs[(m, d, k)])[0])
-        rows.append(row)
+    rows, bars = beside_printed(TABLE2, ("fedtan", "fedavg+gn"), cols, lambda k, j: runs[(*_GN_SETTINGS[j], k)])
     ev = Seeds(ctx.seeds, runs[_GN_SETTINGS[0] + ("fedtan",)])
     tuned, rates = _tuned_runs(ctx, config) if config.get("tune") else ({}, {})
     claims = []
@@ -202,6 +194,7 @@ def plot_tab2(result: Result) -> Any:
               "FedAvg+GN is preferable only when the number of rounds (not bits) is the bottleneck, because FedTAN "
               "needs $3L+1$ rounds per iteration."),
     kind="training", seeds=setups.SEEDS, configs=_GN_CONFIGS,
+    plot=panels_plot(_GN_PANELS, "FedTAN Fig. 10: accuracy vs exchanged data", xlabel="cumulative exchanged MiB"),
 )
 def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
@@ -254,12 +247,3 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "Per-iteration volumes at paper scale: fedtan-tab3.", REFERENCE_MOMENTUM_NOTE]
     return {"rows": rows, "paper": [], "claims": claims, "series": series, "notes": notes,
             "deviations": config_deviations(config)}
-
-
-@plotter("fedtan-fig10")
-def plot_fig10(result: Result) -> Any:
-    fig = curve_panels(result, _GN_PANELS, f"FedTAN Fig. 10: accuracy vs exchanged data ({result.profile} profile)")
-    for ax in fig.axes:
-        if ax.get_xlabel() == "iteration":
-            ax.set_xlabel("cumulative exchanged MiB")
-    return fig

@@ -13,14 +13,14 @@ from bnfl.experiments import calibration, curves
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import curve, final_stats, late_loss, merge_specs, train_runs
-from bnfl.experiments.drawing import accuracy_lines, bars_vs_paper, curve_panels
+from bnfl.experiments.drawing import accuracy_lines, bars_vs_paper, panels_plot
 from bnfl.experiments.evidence import Seeds, finals, per_seed
 from bnfl.experiments.papers.fedtan import setups
 from bnfl.experiments.papers.fedtan.numbers import TABLE1
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, variant_spec
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.setups import config_deviations, method_row, spec, with_init
+from bnfl.experiments.setups import beside_printed, config_deviations, method_row, spec, with_init
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, new_figure
 
@@ -191,6 +191,10 @@ def _ordering_claims(ev: Seeds, runs: Mapping[tuple[str, str], list], setting: s
         quick={"base": dict(setups.Q_BASE), "inits": [setups.HEADLINE_INIT, "pytorch"], "deviations": []},
         paper={"base": dict(setups.P_C10), "inits": ["authors"]},
     ),
+    plot=panels_plot([("iid", "loss", "(a) training loss, iid"), ("iid", "acc", "(b) test accuracy, iid"),
+                      ("non-iid", "loss", "(c) training loss, non-iid"), ("non-iid", "acc", "(d) test accuracy, non-iid")],
+                     "FedTAN Fig. 4: SGD without momentum",
+                     optional=[(_PT, "acc", "(e) test accuracy, non-iid, PyTorch default init")]),
 )
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _fig4_runs(ctx, config["base"], config.get("inits", ["pytorch"]))
@@ -240,16 +244,6 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             "deviations": config_deviations(config)}
 
 
-@plotter("fedtan-fig4")
-def plot_fig4(result: Result) -> Any:
-    return curve_panels(result, [("iid", "loss", "(a) training loss, iid"), ("iid", "acc", "(b) test accuracy, iid"),
-                                  ("non-iid", "loss", "(c) training loss, non-iid"),
-                                  ("non-iid", "acc", "(d) test accuracy, non-iid")]
-                         + ([(_PT, "acc", "(e) test accuracy, non-iid, PyTorch default init")]
-                            if any(k.startswith(_PT + "/") for k in result.series) else []),
-                         f"FedTAN Fig. 4: SGD without momentum ({result.profile} profile)")
-
-
 @entry(
     "fedtan-tab1",
     title="Test accuracy with momentum (CIFAR-10)",
@@ -270,16 +264,12 @@ def plot_fig4(result: Result) -> Any:
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _fig4_runs(ctx, config["base"], config.get("inits", ["pytorch"]))
     ev = Seeds(ctx.seeds, runs[("iid", "centralized")])
-    rows = []
-    bars: dict[str, list[float]] = {"i.i.d. ours": [], "non-i.i.d. ours": []}
-    for (name, p_iid, p_non), k in zip(TABLE1, setups.ALL6, strict=True):  # Table 1's rows are the six schemes
-        row = {"FL scheme": name, "i.i.d. ours": curves.fmt_mean_std(*final_stats(runs[("iid", k)])), "i.i.d. paper": p_iid,
-               "non-i.i.d. ours": curves.fmt_mean_std(*final_stats(runs[("non-iid", k)])), "non-i.i.d. paper": p_non}
+    # Table 1's rows are the six schemes; its columns the iid and non-iid settings
+    rows, bars = beside_printed(TABLE1, setups.ALL6, ["i.i.d.", "non-i.i.d."],
+                                lambda k, j: runs[(("iid", "non-iid")[j], k)])
+    for row, k in zip(rows, setups.ALL6, strict=True):
         if (_PT, k) in runs:
             row["non-i.i.d. ours, PyTorch init"] = curves.fmt_mean_std(*final_stats(runs[(_PT, k)]))
-        rows.append(row)
-        bars["i.i.d. ours"].append(final_stats(runs[("iid", k)])[0])
-        bars["non-i.i.d. ours"].append(final_stats(runs[("non-iid", k)])[0])
     claims = _ordering_claims(ev, runs, "non-iid", "")
     iid = [finals(runs[("iid", k)]) for k in setups.ALL6]
     spread = [max(col) - min(col) for col in zip(*iid, strict=True)]
