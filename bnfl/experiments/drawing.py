@@ -21,8 +21,8 @@ from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
 __all__ = ["accuracy_lines", "arrow", "bars_vs_paper", "bars_with_printed", "box", "curve_panels", "domains_plot",
-           "drawn_by", "fedtan_ii_plot", "fedtan_ii_table_plot", "iid_noniid_plot", "lines_against", "ours_beside_paper",
-           "panels_plot"]
+           "drawn_by", "fedtan_ii_plot", "fedtan_ii_table_plot", "iid_noniid_plot", "lines_against",
+           "ours_beside_paper", "panels_plot"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:

@@ -78,8 +78,10 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         claims.append(printed_claim(f"mib-{key}", f"{label}: per-iteration volume reproduces {mb} MB to 4 decimals",
                                     vol[key], mb, detail=f"{trainable} trainable + stats -> {vol[key]:.6f} MiB"))
     # The catalog's recomputed percentages (§5.1): 1.02 / 1.53 / 0.51 / -0.51.
-    for name, num, den, expected in (("fedtan-vs-bn", "fedtan", "fedavg+bn", 1.02), ("fedtan-vs-gn", "fedtan", "fedavg+gn", 1.53),
-                                     ("bn-vs-gn", "fedavg+bn", "fedavg+gn", 0.51), ("gn-vs-bn", "fedavg+gn", "fedavg+bn", -0.51)):
+    for name, num, den, expected in (("fedtan-vs-bn", "fedtan", "fedavg+bn", 1.02),
+                                     ("fedtan-vs-gn", "fedtan", "fedavg+gn", 1.53),
+                                     ("bn-vs-gn", "fedavg+bn", "fedavg+gn", 0.51),
+                                     ("gn-vs-bn", "fedavg+gn", "fedavg+bn", -0.51)):
         ours = round(100 * (vol[num] / vol[den] - 1), 2)
         claims.append(within(name, f"percentage {name} recomputes to {expected}% (CATALOG §5.1)", ours, expected, 0.005))
     printed_tan_gn = numbers.TABLE3[0][3]
@@ -117,8 +119,7 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         f"Inconsistency (CATALOG §5.1): 'FedTAN vs FedAvg+GN' = {extra_vs_gn:,}/{elements['fedavg+gn']:,} = "
         f"{ours_tan_gn:.4f}% should print {ours_tan_gn:.2f}%; the paper prints {printed_tan_gn} (the rounded MB "
         f"values give {rounded_tan_gn:.4f}%, still {rounded_tan_gn:.2f}).",
-        "Unit: the column says 'Exchanged bits (MB)' but the quantity is mebibytes (4 bytes per "
-        "parameter, / 1024^2).",
+        "Unit: the column says 'Exchanged bits (MB)' but the quantity is mebibytes (4 bytes per parameter, / 1024^2).",
         f"Rounds: 3L+1 = {3 * bn['bn_layers'] + 1} per FedTAN iteration; x {CIFAR_ITERATIONS:,} "
         f"iterations = {run_rounds:,} (FixBN Table 4: '#R 580K').",
     ]
@@ -140,7 +141,8 @@ def plot_tab3(result: Result) -> Any:
         ax.annotate(f"{r['MiB ours']:.4f}\n+{r['% vs GN ours']:.2f}% vs GN (paper {r['% vs GN paper']})",
                     (xi, r["MiB (exact)"]), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
     ax.set_xticks(x, names)
-    ax.set(ylim=(6.0, 6.4), ylabel="MiB per iteration (N=5)", title="FedTAN Table 3: ResNet-20 communication per iteration")
+    ax.set(ylim=(6.0, 6.4), ylabel="MiB per iteration (N=5)",
+           title="FedTAN Table 3: ResNet-20 communication per iteration")
     ax.legend(loc="lower right")
     return fig
 
@@ -341,7 +343,8 @@ def _fedtan_ii_claims(runs: Mapping[str, list], R: int, model: nn.Module, tag: s
                "deviations": ["Q-RES for R = 100 iterations instead of 300 (M = 10/20/40 keep the 10/20/40% "
                               "fractions); only the without-momentum panels"]},
         paper={"base": dict(setups.P_C10), "M": [1000, 2000, 4000, CIFAR_ITERATIONS], "lr_after": 0.01,
-               "lr_later": [[6000, 0.001]], "momentum": dict(setups.P_MOM), "lr_later_momentum": [[6000, 0.001], [8000, 0.0001]]},
+               "lr_later": [[6000, 0.001]], "momentum": dict(setups.P_MOM),
+               "lr_later_momentum": [[6000, 0.001], [8000, 0.0001]]},
         smoke={"M": [1, 2]},
     ),
     plot=fedtan_ii_plot("FedTAN Fig. 11: FedTAN-II"),
@@ -366,7 +369,8 @@ def compute_fig11(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             same_name, same = _fedtan_same_schedule(ctx, config, m40, extra, later)
             claims.append(ev.within(f"{tag}m40", f"{tag}: FedTAN-II(M=0.4R) within 2 pts of FedTAN with the same "
                                     "learning-rate drop at M", finals(runs[f"M={m40}"]), finals(same), 2.0))
-            rows.append(method_row(f"non-iid, {tag}", same_name, same, M=R, **{"comm rounds": same[0]["comm_rounds"][-1]}))
+            rows.append(method_row(f"non-iid, {tag}", same_name, same, M=R,
+                                   **{"comm rounds": same[0]["comm_rounds"][-1]}))
             series[f"{tag}/{same_name}"] = curve(same)
         series.update({f"{tag}/{n}": curve(r) for n, r in runs.items()})
     if len(by_tag) == 2:

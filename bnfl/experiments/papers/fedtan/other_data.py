@@ -120,9 +120,8 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 @entry(
     "fedtan-fig13",
     title="DomainNet feature shift (Supp. F): every model on every domain",
-    summary=("Fig. 13 (N=6: clipart, infograph, painting, quickdraw, real, sketch; top-10 classes; AlexNet): "
-             "FedBN-Q and FedBN-S are poor off their own domain, FedTAN is good on all, FedAvg+BN is less robust. "
-             "No numbers."),
+    summary=("Fig. 13 (N=6: clipart, infograph, painting, quickdraw, real, sketch; top-10 classes; AlexNet): FedBN-Q "
+             "and FedBN-S are poor off their own domain, FedTAN is good on all, FedAvg+BN is less robust. No numbers."),
     look_for=("DomainNet (Supplement F): six clients, one domain each. As Fig. 8 with six domains: personalised "
               "FedBN models are poor off their own domain, FedTAN's single global model is good on all of them."),
     kind="training", seeds=setups.SEEDS, configs=setups.profiles(

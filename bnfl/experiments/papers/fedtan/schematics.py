@@ -93,8 +93,7 @@ def layer_graph(model: nn.Module) -> list[dict[str, Any]]:
               "$X^\\ell$ (eq. 1). FedTAN aggregates the statistics of every BN layer, layer by layer, at the first "
               "local step: two all-reduces per layer forward (means, then variances around the global mean; eqs. "
               "39-40) and one backward (stat-gradients; eq. 41), so an iteration costs $3L+1$ communication rounds. "
-              "The number of BN layers $L$ therefore matters: we read it off the real models instead of typing it "
-              "in."),
+              "The number of BN layers $L$ therefore matters: we read it off the real models instead of typing it in."),
     kind="schematic", configs=same_for_all_profiles({"models": _FIG2_MODELS}),
 )
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
