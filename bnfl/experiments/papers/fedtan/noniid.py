@@ -56,8 +56,8 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     cells = [("iid", "fedavg+bn", IID), ("non-iid", "fedavg+bn", NONIID), ("non-iid", "fedprox", NONIID),
              ("non-iid", "scaffold", NONIID), ("pooled", "centralized", IID)]
     b = {(s, k): train_runs(ctx, merge_specs(config["base_b"], {"partition": p}, variant_spec(k))) for s, k, p in cells}
-    rows = [method_row("(a) iid, deep plain MLP", k, r) for k, r in a.items()] + [
-        method_row(f"(b) {s}", k, r) for (s, k), r in b.items()]
+    rows = [method_row("(a) iid, deep plain MLP", k, r) for k, r in a.items()]
+    rows += [method_row(f"(b) {s}", k, r) for (s, k), r in b.items()]
     ev = Seeds(ctx.seeds, a["fedavg+bn"])
     bn, nobn = finals(a["fedavg+bn"]), finals(a["fedavg+none"])
     statement = "(a) the no-BN run ends >= 20 pts below the BN run, or diverges"
@@ -72,7 +72,7 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     paper_top = parse_mean_std(TABLE1[0][2])[0]
     paper_damage = paper_top - parse_mean_std(TABLE1[2][2])[0]
     drop = round(calibration.headroom_share(paper_damage, paper_top, float(np.mean(central)),
-                                chance=calibration.chance(ctx, config["base_b"])), 1)
+                                            chance=calibration.chance(ctx, config["base_b"])), 1)
     for k in ("fedavg+bn", "scaffold"):
         v = finals(b[("non-iid", k)])
         claims.append(ev.at_most(f"b-{k}", f"(b) {method_label(k)} non-iid <= Central - {drop:.1f} pts (half the "
