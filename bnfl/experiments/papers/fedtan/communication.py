@@ -394,7 +394,8 @@ def compute_fig11(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "for M <= 10, with far fewer rounds."),
     look_for=("FedTAN-II on the MNIST network (Supplement H): with $L=1$ a FedTAN iteration costs 4 rounds instead "
               "of 1, and switching to FedAvg after a few iterations should cost almost no accuracy."),
-    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
+    kind="training", seeds=setups.SEEDS,
+    configs=setups.profiles(
         quick={"base": spec(setups.Q_BASE, setups.Q_MLP1), "M": [10, 50, 100, 500], "M_compare": 100, "lr_after": 0.05,
                "deviations": []},
         paper={"base": dict(setups.P_MNIST), "M": [10, 50, 100, MNIST_ITERATIONS], "M_compare": 100, "lr_after": 0.05},
