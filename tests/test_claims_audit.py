@@ -113,11 +113,11 @@ def test_bench_bn_fixes_says_why_fixbn_diverged():
 
 
 def test_fedtan_ii_round_counts_are_structural():
-    from bnfl.experiments.papers.fedtan.communication import build_model
-    from bnfl.experiments.papers.fedtan.fedtan_ii import _fedtan_ii_claims
+    from bnfl import models
+    from bnfl.experiments.papers.fedtan.communication import _fedtan_ii_claims
 
     runs = {"M=2": [{"comm_rounds": [2 * 4 + 8]}], "FedTAN": [{"comm_rounds": [10 * 4]}]}
-    claims = _fedtan_ii_claims(runs, 10, build_model("q_mlp1"))
+    claims = _fedtan_ii_claims(runs, 10, models.build("q_mlp1"))
     assert [c.kind for c in claims] == ["structural", "structural"]
     assert all(c.verdict == "pass" for c in claims)
 

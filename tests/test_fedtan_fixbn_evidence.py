@@ -59,14 +59,14 @@ def test_one_seed_falls_back_to_one_test_sample():
 
 
 def test_first_hit_tolerance_fedtan_fig10():
-    from bnfl.experiments.papers.fedtan.groupnorm import _first_hits
+    from bnfl.experiments.evidence import first_hits
 
     ev = Seeds(SEEDS, [_run([1.0], n_test=360)])
     gn = [_run([60.0, 80.0, 90.0], mib=[1, 2, 3]), _run([60.0, 81.0, 90.3], mib=[1, 2, 3]),
           _run([60.0, 79.0, 89.7], mib=[1, 2, 3])]
     # FedTAN ends 0.18 pts under seed 0's target: within one test sample (0.28 pts) it has reached it.
     tan = [_run([85.0, 89.82], mib=[0.5, 1.0]), _run([90.3, 90.3], mib=[0.5, 1.0]), _run([80.0, 89.7], mib=[0.5, 1.0])]
-    hit, gn_hit, targets, tol = _first_hits(ev, tan, gn)
+    hit, gn_hit, targets, tol = first_hits(ev, tan, gn, x="mib")
     assert targets == [90.0, 90.3, 89.7]
     assert tol >= 100 / 360
     assert all(math.isfinite(v) for v in hit)
@@ -79,7 +79,7 @@ def test_fig4_init_cells_and_links(monkeypatch):
     """fedtan-fig4 runs the headline He-normal cells and the PyTorch-init non-iid cells; FedBN's claim
     is relative to FedAvg+BN; fedtan-fig5's k=2 FedBN claim links to fig4."""
     from bnfl.experiments.core import Context
-    from bnfl.experiments.papers.fedtan import noniid, sensitivity
+    from bnfl.experiments.papers.fedtan import noniid
 
     seen = []
 
@@ -110,8 +110,7 @@ def test_fig4_init_cells_and_links(monkeypatch):
     assert all(c.interval is not None for c in out["claims"] if c.verdict != "info")
     assert any("PyTorch" in str(r.get("init", "")) for r in out["rows"])
 
-    monkeypatch.setattr(sensitivity, "train_runs", fake_train_runs)
-    f5 = sensitivity.compute_fig5(ctx, get("fedtan-fig5").config("quick"))
+    f5 = noniid.compute_fig5(ctx, get("fedtan-fig5").config("quick"))
     k2 = next(c for c in f5["claims"] if c.name == "fedbn-k2")
     assert k2.counted_in == "fedtan-fig4"
 

@@ -13,15 +13,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.patches import Patch
+from matplotlib.patches import FancyBboxPatch, Patch
 
 from bnfl.experiments.core import Result
-from bnfl.experiments.printed import parse_mean_std
+from bnfl.experiments.printed import parse_mean_std, percent
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
-__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "grouped_bars",
-           "iid_noniid_plot", "line_panels", "lines_against", "ours_beside_paper", "table_figure"]
+__all__ = ["accuracy_lines", "arrow", "bars_vs_paper", "bars_with_printed", "box", "curve_panels", "domains_plot",
+           "drawn_by", "fedtan_ii_plot", "fedtan_ii_table_plot", "grouped_bars", "iid_noniid_plot", "line_panels",
+           "lines_against", "ours_beside_paper", "panels_plot", "table_figure"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -55,6 +56,91 @@ def curve_panels(result: Result, panels: Sequence[tuple[str, str, str]], title: 
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.suptitle(title)
+    return fig
+
+
+def box(ax: Any, xy: tuple[float, float], text: str, color: str, *, w: float = 1.6, h: float = 0.7) -> None:
+    """A schematic's box: rounded, ``w`` x ``h`` data units, centred at ``xy``, filled with ``color``,
+    ``text`` inside."""
+    x, y = xy
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.05",
+                                fc=color, ec="#333333", lw=1.0))
+    ax.text(x, y, text, ha="center", va="center", fontsize=8)
+
+
+def arrow(ax: Any, start: tuple[float, float], end: tuple[float, float], color: str = "#333333",
+          text: str = "") -> None:
+    """A schematic's arrow from ``start`` to ``end``; ``text``, if given, on a white patch at its middle."""
+    ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2})
+    if text:
+        ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2, text, fontsize=7, color=color, ha="center",
+                va="center", bbox={"fc": "white", "ec": "none", "pad": 0.5})
+
+
+def bars_with_printed(ax: Any, ours: Sequence[float], printed: Sequence[float], colors: Sequence[str], *,
+                      tick: float = 700, ours_label: str = "ours", paper_label: str = "paper") -> np.ndarray:
+    """Our numbers as bars in ``colors`` and the paper's printed ones as black ticks across them (a
+    table of quantities that are not accuracies: volumes, counts). Returns the bars' x positions.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    ours, printed : sequence of float
+        One number per bar.
+    colors : sequence of str
+        One colour per bar.
+    tick : float, default 700
+        The tick's marker size (points squared): about the bar's width on the figure.
+    ours_label, paper_label : str
+        Their legend entries.
+    """
+    x = np.arange(len(ours))
+    ax.bar(x, ours, color=list(colors), width=0.6, label=ours_label)
+    ax.scatter(x, printed, marker="_", s=tick, color="k", zorder=3, label=paper_label)
+    return x
+
+
+def accuracy_lines(result: Result, x: str, lines: Mapping[str, str], *, xlabel: str, title: str,
+                   levels: Mapping[str, str] | None = None, log_base: int | None = None,
+                   ylim: tuple[float, float] | None = None) -> Any:
+    """One panel of final test accuracy per method against a setting swept by an entry (a batch size, a
+    number of classes per client), with a tick at every setting.
+
+    Parameters
+    ----------
+    result : Result
+        Its ``series[x]`` holds the settings, ``series[method]`` one accuracy per setting and, where
+        present, ``series[f"{method}_std"]`` the seed std per setting (an error bar; ``None`` or NaN, one
+        seed, draws none).
+    x : str
+        The series key of the settings.
+    lines : mapping
+        Method id -> legend label, in drawing order; the line takes the method's colour.
+    xlabel, title : str
+    levels : mapping, optional
+        Method id -> series key of one accuracy drawn as a dashed level across the panel (a reference
+        run that has no setting, such as centralized training on the pooled data).
+    log_base : int, optional
+        A log scale of this base on the x axis.
+    ylim : (float, float), optional
+    """
+    s = result.series
+    fig, ax = new_figure(width=5.0, height=3.4)
+    for key, series_key in (levels or {}).items():
+        ax.axhline(s[series_key], color=color_for(key), ls="--", label=method_label(key))
+    for key, label in lines.items():
+        std = s.get(f"{key}_std")
+        err = None if std is None else [0.0 if v is None or not math.isfinite(v) else v for v in std]
+        ax.errorbar(s[x], s[key], yerr=err, marker="o", color=color_for(key), label=label, capsize=2)
+    if log_base is not None:
+        ax.set_xscale("log", base=log_base)
+    ax.set_xticks(s[x], [f"{v:g}" for v in s[x]])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("test accuracy (%)")
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{title} ({result.profile} profile)")
     return fig
 
 
@@ -237,6 +323,31 @@ def _mean_of(text: Any) -> float:
         return float("nan")
 
 
+def panels_plot(panels: Sequence[tuple[str, str, str]], title: str, *, xlabel: str | None = None,
+                optional: Sequence[tuple[str, str, str]] = ()) -> Callable[[Result], Any]:
+    """An entry's plot: :func:`curve_panels` of ``panels``, titled ``"<title> (<profile> profile)"``.
+
+    Parameters
+    ----------
+    panels : sequence of (series prefix, "acc" | "loss", panel title)
+        As :func:`curve_panels`.
+    title : str
+    xlabel : str, optional
+        The x axis of every panel when the series' ``x`` is not the iteration (e.g. the MiB sent).
+    optional : sequence of panels
+        Panels drawn after ``panels`` only where the result has a series under their prefix (a
+        setting that only some profiles run).
+    """
+    def plot(result: Result) -> Any:
+        present = [p for p in optional if any(name.startswith(p[0] + "/") for name in result.series)]
+        fig = curve_panels(result, [*panels, *present], f"{title} ({result.profile} profile)")
+        for ax in fig.axes:
+            if xlabel is not None and ax.get_xlabel() == "iteration":
+                ax.set_xlabel(xlabel)
+        return fig
+    return plot
+
+
 def iid_noniid_plot(title: str) -> Any:
     def plot(result: Result) -> Any:
         return curve_panels(result, [("iid", "acc", "iid"), ("non-iid", "acc", "non-iid")],
@@ -293,5 +404,34 @@ def fedtan_ii_plot(title: str) -> Any:
                 ax.set_ylabel("test accuracy (%)")
             a1.legend(fontsize=7)
         fig.suptitle(f"{title} ({result.profile} profile)")
+        return fig
+    return plot
+
+
+def fedtan_ii_table_plot(unit: str, key_ours: str, key_paper: str, title: str) -> Callable[[Result], Any]:
+    """The plot of a FedTAN-II communication table (FedTAN Tables 4, 5): the whole run's volume per scheme,
+    ours (column ``key_ours`` of each row, in ``unit``) as bars with the paper's (``key_paper``) as ticks
+    and the misses annotated, beside the share of extra communication rounds, ours and the paper's."""
+    def plot(result: Result) -> Any:
+        fig, (a1, a2) = new_figure(1, 2, width=4.0, height=3.1)
+        rows = result.rows
+        ours, paper = [r[key_ours] for r in rows], [float(r[key_paper]) for r in rows]
+        x = bars_with_printed(a1, ours, paper, [color_for("fedtan" if r["scheme"] == "FedTAN" else "fedtan-ii")
+                                                for r in rows])
+        for xi, o, p in zip(x, ours, paper, strict=True):
+            if abs(o - p) >= 0.5e-4:
+                a1.annotate(f"paper {p:.4f}\nours {o:.4f}", (xi, max(o, p)), textcoords="offset points",
+                            xytext=(0, 4), ha="center", fontsize=7, color="#B00020")
+        lo, hi = min(ours + paper), max(ours + paper)
+        a1.set(ylim=(lo - 0.6 * (hi - lo), hi + 0.8 * (hi - lo)), ylabel=unit, title="total exchanged")
+        a1.legend(loc="upper left")
+        a2.plot(x, [float(r["extra rounds ours"].rstrip("%")) for r in rows], "o-", color=color_for("fedtan2"),
+                label="extra rounds, ours")
+        a2.plot(x, [percent(r["extra rounds paper"]) for r in rows], "k+", ms=10, label="extra rounds, paper")
+        a2.set(ylabel="% of all rounds", ylim=(0, 105), title="extra rounds from Algs. 2-3")
+        a2.legend(loc="lower right")
+        for ax in (a1, a2):
+            ax.set_xticks(x, [r["scheme"].replace("FedTAN-II ", "") for r in rows], fontsize=8)
+        fig.suptitle(title)
         return fig
     return plot

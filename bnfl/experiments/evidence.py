@@ -29,10 +29,11 @@ import numpy as np
 from bnfl.experiments.claims import Claim, at_least, info, monotone, per_seed_claim, within
 from bnfl.experiments.curves import fmt_mean_std, rounds_to
 from bnfl.experiments.interval_claims import interval_monotone, interval_within
+from bnfl.experiments.intervals import estimate
 from bnfl.experiments.training import final
 
-__all__ = ["Seeds", "count_of", "finals", "finite_or", "fmt", "mean_of", "paired_at_least", "per_seed",
-           "rounded", "rounds_to_each"]
+__all__ = ["Seeds", "count_of", "finals", "finite_or", "first_hits", "fmt", "mean_of", "paired_at_least",
+           "per_seed", "rounded", "rounds_to_each"]
 
 
 def finals(runs: Sequence[Mapping[str, Any]], key: str = "test_acc") -> list[float]:
@@ -125,6 +126,38 @@ class Seeds:
         one = self.one_sample or 0.0
         return monotone(name, statement, [float(np.mean(c)) for c in columns], increasing=increasing,
                         tolerance=max(tolerance, one), allowed_violations=allowed_violations, labels=labels, why=why)
+
+
+def first_hits(ev: Seeds, runs: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]], *,
+               x: str = "round") -> tuple[list[float], list[float], list[float], float]:
+    """When ``runs`` and ``baseline`` first reach the baseline's final accuracy, up to its noise, per seed.
+
+    The target of a seed is the final accuracy of its ``baseline`` run; a curve has reached it once it
+    comes within ``tol`` of it, ``tol`` the larger of one test sample and the half width of the 95%
+    interval of the baseline's final accuracy over the seeds (a curve 0.18 pts under the target at its
+    end has reached it, up to this noise; with one seed, one test sample).
+
+    Parameters
+    ----------
+    ev : Seeds
+        The entry's seeds and test size.
+    runs, baseline : sequence of run summaries
+        One run per seed each, in the order of ``ev.seeds``.
+    x : str, default ``"round"``
+        What the first hit is counted in (``"mib"``: the MiB sent so far), as :func:`rounds_to_each`.
+
+    Returns
+    -------
+    hits, baseline_hits, targets : list of float
+        Per seed (``inf`` where a curve never comes that close).
+    tol : float
+    """
+    targets = finals(baseline)
+    tol = ev.one_sample or 0.0
+    if len(targets) >= 2 and all(math.isfinite(v) for v in targets):
+        tol = max(tol, estimate(targets).half_width)
+    level = [t - tol for t in targets]
+    return rounds_to_each(runs, level, x=x), rounds_to_each(baseline, level, x=x), targets, tol
 
 
 def rounded(value: float) -> float | None:

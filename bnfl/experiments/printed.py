@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["decimals", "matches_printed", "parse_mean_std", "percent"]
+from bnfl.experiments.claims import Claim, within
+
+__all__ = ["decimals", "matches_printed", "parse_mean_std", "percent", "printed_claim", "printed_table"]
 
 
 def percent(text: str) -> float:
@@ -34,3 +36,51 @@ def matches_printed(value: float, printed: str) -> bool:
     """Does ``value`` round to the printed number (at the printed precision)?"""
     dp = decimals(printed)
     return abs(round(value, dp) - percent(printed)) < 0.5 * 10**-dp + 1e-12
+
+
+def printed_claim(name: str, statement: str, value: float, printed: str, *, detail: str = "",
+                  kind: str = "reproduction") -> Claim:
+    """Claim that ``value`` reproduces the number the paper printed: ``value`` rounded to the printed
+    decimals is within half a unit of the last printed digit of ``printed`` (``"6.2679"``, ``"85.07%"``).
+
+    Parameters
+    ----------
+    name, statement : str
+        As :func:`bnfl.experiments.claims.within`.
+    value : float
+        Our number, unrounded.
+    printed : str
+        The paper's number as printed (a trailing ``%`` is allowed).
+    detail, kind : str
+        As :func:`bnfl.experiments.claims.within`.
+    """
+    dp = decimals(printed)
+    return within(name, statement, round(value, dp), percent(printed), 0.5 * 10**-dp, detail=detail, kind=kind)
+
+
+def printed_table(text: str, *, sep: str = "|") -> tuple[tuple[str, ...], ...]:
+    """A table typed as the paper prints it, one row a line and cells split at ``sep``, as rows of
+    verbatim cell strings (blank lines skipped, white space around a cell dropped, inside kept).
+
+    Parameters
+    ----------
+    text : str
+        ``"FedTAN | 91.26 ± 0.21 | 87.66 ± 0.43"``, one such line per row.
+    sep : str, default ``"|"``
+        The cell separator.
+
+    Returns
+    -------
+    tuple of tuple of str
+        ``(("FedTAN", "91.26 ± 0.21", "87.66 ± 0.43"), ...)``.
+
+    Raises
+    ------
+    ValueError
+        The rows do not all have the same number of cells (a separator missing or one too many).
+    """
+    rows = tuple(tuple(cell.strip() for cell in line.split(sep)) for line in text.splitlines() if line.strip())
+    widths = sorted({len(r) for r in rows})
+    if len(widths) > 1:
+        raise ValueError(f"printed table rows have {widths} cells; give every row the same number of '{sep}'")
+    return rows

@@ -18,15 +18,58 @@ from typing import Any
 
 from bnfl.experiments.augmentation import declare
 from bnfl.experiments.core import deep_merge
-from bnfl.experiments.curves import accuracy_row, merge_specs, noise
+from bnfl.experiments.curves import accuracy_row, final_stats, fmt_mean_std, merge_specs, noise
 from bnfl.methods import METHODS as ALL_METHODS
+from bnfl.models.inits import AUTHORS_INIT
 
-__all__ = ["acc_noise", "label", "method_row", "profile_set", "seeds", "smoke_on_bases", "spec"]
+__all__ = ["acc_noise", "beside_printed", "config_deviations", "label", "method_row", "profile_set", "seeds",
+           "smoke_on_bases", "spec", "with_data", "with_init"]
 
 
 def spec(*parts: Mapping[str, Any]) -> dict[str, Any]:
     """A run spec from ``parts`` deep-merged in order (:func:`bnfl.experiments.curves.merge_specs`)."""
     return merge_specs({}, *parts)
+
+
+def config_deviations(config: Mapping[str, Any]) -> list[str]:
+    """The ``"deviations"`` of an entry's ``config`` (where its profile departs from the paper), as the
+    result's list; ``[]`` when it names none."""
+    return list(config.get("deviations", []))
+
+
+def with_data(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with its ``data`` table replaced, not merged (another data set takes other options).
+
+    Parameters
+    ----------
+    base : mapping
+        A run spec.
+    data : mapping
+        The new ``data`` table.
+    """
+    return {**{k: v for k, v in base.items() if k != "data"}, "data": dict(data)}
+
+
+def with_init(base: Mapping[str, Any], init: str) -> dict[str, Any]:
+    """``base`` with ``model.init`` set to ``init``, written so that equal runs get equal specs (hence
+    share a cache entry): ``"pytorch"`` removes the key (the models' default), and so does
+    ``"authors"`` where the model's own initialisation already is its authors' (ResNet-20,
+    :data:`bnfl.models.inits.AUTHORS_INIT`).
+
+    Parameters
+    ----------
+    base : mapping
+        A run spec with a ``model`` table.
+    init : str
+        ``"pytorch"``, ``"authors"`` or a scheme :mod:`bnfl.models.inits` knows (``"he_normal"``).
+    """
+    out = dict(base)
+    model = {k: v for k, v in dict(base.get("model", {})).items() if k != "init"}
+    same = init == "authors" and AUTHORS_INIT.get(str(model.get("name")), ("", "", ""))[2] == "pytorch"
+    if init != "pytorch" and not same:
+        model["init"] = init
+    out["model"] = model
+    return out
 
 
 def seeds(*, quick: int, paper: int, smoke: int = 1) -> dict[str, int]:
@@ -49,6 +92,39 @@ def method_row(setting: str, key: str, runs: Sequence[Mapping[str, Any]], *,
     """A result row of method ``key`` in ``setting`` (:func:`bnfl.experiments.curves.accuracy_row`
     under :func:`label`)."""
     return accuracy_row(setting, label(key, rows), runs, **extra)
+
+
+def beside_printed(table: Sequence[Sequence[str]], keys: Sequence[str], columns: Sequence[str],
+                   runs: Any) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """A paper's accuracy table with ours beside each printed cell, and our means per column.
+
+    Parameters
+    ----------
+    table : sequence of rows
+        The paper's rows as printed: the scheme's name, then one printed cell per column.
+    keys : sequence of str
+        The bnfl method id of each row.
+    columns : sequence of str
+        The name of each printed column.
+    runs : callable
+        ``runs(key, j)``: the runs (one per seed) of method ``key`` in column ``j``.
+
+    Returns
+    -------
+    rows : list of dict
+        ``{"FL scheme": name, "<column> ours": "mean ± std", "<column> paper": printed, ...}`` per row.
+    bars : dict
+        ``{"<column> ours": [our mean per row]}``: the numbers a bar chart of the table draws.
+    """
+    rows, bars = [], {f"{col} ours": [] for col in columns}
+    for (name, *printed), key in zip(table, keys, strict=True):
+        row: dict[str, Any] = {"FL scheme": name}
+        for j, (col, cell) in enumerate(zip(columns, printed, strict=True)):
+            mean, std = final_stats(runs(key, j))
+            row[f"{col} ours"], row[f"{col} paper"] = fmt_mean_std(mean, std), cell
+            bars[f"{col} ours"].append(mean)
+        rows.append(row)
+    return rows, bars
 
 
 def acc_noise(*settings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

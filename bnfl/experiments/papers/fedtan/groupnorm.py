@@ -10,57 +10,34 @@ from typing import Any
 
 import numpy as np
 
+from bnfl import models
+from bnfl.experiments import calibration
 from bnfl.experiments._claim import no_interval
-from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.curves import (
-    curve,
-    final_stats,
-    fmt_mean_std,
-    merge_specs,
-    train_runs,
-)
-from bnfl.experiments.drawing import bars_vs_paper, curve_panels
-from bnfl.experiments.evidence import Seeds, finals, rounds_to_each
-from bnfl.experiments.intervals import estimate
-from bnfl.experiments.papers.fedtan.communication import build_model
-from bnfl.experiments.papers.fedtan.numbers import (
-    NUM_CLIENTS,
-    TABLE2,
-)
-from bnfl.experiments.papers.fedtan.setups import (
-    IID,
-    NONIID,
-    P_C10,
-    P_MOM,
-    Q_BASE,
-    Q_MOM,
-    Q_RES,
-    REFERENCE_MOMENTUM_NOTE,
-    SEEDS,
-    config_deviations,
-    method_label,
-    method_row,
-    profiles,
-    spec,
-    variant_spec,
-)
+from bnfl.experiments.curves import curve, final_stats, fmt_mean_std, merge_specs, train_runs
+from bnfl.experiments.drawing import bars_vs_paper, panels_plot
+from bnfl.experiments.evidence import Seeds, finals, first_hits, rounds_to_each
+from bnfl.experiments.papers.fedtan import setups
+from bnfl.experiments.papers.fedtan.numbers import NUM_CLIENTS, TABLE2
+from bnfl.experiments.papers.fedtan.setups import IID, NONIID, REFERENCE_MOMENTUM_NOTE, variant_spec
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.setups import beside_printed, config_deviations, method_row, spec
+from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.tuning import tuned_runs
 from bnfl.fl.accounting import comm_volume
 from bnfl.nn import bn_modules
 
-# -- fig9 / tab2 / fig10 (FedTAN vs FedAvg+GN) ---------------------------------------------------
-
 _GN_SETTINGS = (("w/o mom.", "iid"), ("w/o mom.", "non-iid"), ("with mom.", "iid"), ("with mom.", "non-iid"))
+#: Fig. 9's and Fig. 10's panels: accuracy in each setting.
+_GN_PANELS = [(f"{m}, {d}", "acc", f"{d}, {m}") for m, d in _GN_SETTINGS]
 
 
 #: Fig. 9, Table 2 and Fig. 10 share one set of runs: the same configuration for all three.
-_GN_CONFIGS = profiles(
-    quick={"base": spec(Q_BASE, Q_RES), "momentum": dict(Q_MOM),
+_GN_CONFIGS = setups.profiles(
+    quick={"base": spec(setups.Q_BASE, setups.Q_RES), "momentum": dict(setups.Q_MOM),
            "deviations": ["Q-RES for R = 100 iterations instead of 300"]},
-    paper={"base": dict(P_C10), "momentum": dict(P_MOM)},
+    paper={"base": dict(setups.P_C10), "momentum": dict(setups.P_MOM)},
 )
 
 
@@ -115,32 +92,16 @@ def _final_claim(ev: Seeds, name: str, statement: str, tan: list[float], gn: lis
                        detail=f"FedTAN {np.mean(tan):.2f} vs FedAvg+GN {np.mean(gn):.2f}")
 
 
-def _first_hits(ev: Seeds, tan_runs: list, gn_runs: list) -> tuple[list[float], list[float], list[float], float]:
-    """Per seed: MiB when FedTAN and FedAvg+GN first come within ``tol`` of that seed's FedAvg+GN final
-    accuracy, the targets, and ``tol``: the larger of one test sample and the half width of the 95%
-    interval of FedAvg+GN's final accuracy over the seeds (a curve 0.18 pts under the target at the
-    end has reached it, up to this noise; with one seed, one test sample)."""
-    targets = finals(gn_runs)
-    tol = ev.one_sample or 0.0
-    if len(targets) >= 2 and all(math.isfinite(v) for v in targets):
-        tol = max(tol, estimate(targets).half_width)
-    level = [t - tol for t in targets]
-    return (rounds_to_each(tan_runs, level, x="mib"), rounds_to_each(gn_runs, level, x="mib"), targets, tol)
-
-
 @entry(
     "fedtan-fig9",
     title="FedTAN (BN) vs FedAvg+GN: accuracy curves",
-    summary=("Fig. 9: FedTAN with ResNet-20 BN vs FedAvg+GN with ResNet-20 GN, iid and non-iid, "
-             "with and without momentum. FedTAN converges faster and higher in all four settings; "
-             "momentum helps both."),
-    look_for=("FedTAN keeps BN and repairs it; FedAvg+GN replaces BN by Group Normalization, which "
-              "has no batch statistics to mismatch. The paper finds FedTAN converges faster and to "
-              "a higher accuracy in all four settings (iid/non-iid, with/without momentum), and "
-              "that momentum helps both."),
-    kind="training",
-    seeds=SEEDS,
-    configs=_GN_CONFIGS,
+    summary=("Fig. 9: FedTAN with ResNet-20 BN vs FedAvg+GN with ResNet-20 GN, iid and non-iid, with and without "
+             "momentum. FedTAN converges faster and higher in all four settings; momentum helps both."),
+    look_for=("FedTAN keeps BN and repairs it; FedAvg+GN replaces BN by Group Normalization, which has no batch "
+              "statistics to mismatch. The paper finds FedTAN converges faster and to a higher accuracy in all four "
+              "settings (iid/non-iid, with/without momentum), and that momentum helps both."),
+    kind="training", seeds=setups.SEEDS, configs=_GN_CONFIGS,
+    plot=panels_plot(_GN_PANELS, "FedTAN Fig. 9: FedTAN (BN) vs FedAvg+GN"),
 )
 def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
@@ -171,36 +132,20 @@ def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       REFERENCE_MOMENTUM_NOTE]}
 
 
-@plotter("fedtan-fig9")
-def plot_fig9(result: Result) -> Any:
-    return curve_panels(result, [(f"{m}, {d}", "acc", f"{d}, {m}") for m, d in _GN_SETTINGS],
-                         f"FedTAN Fig. 9: FedTAN (BN) vs FedAvg+GN ({result.profile} profile)")
-
-
 @entry(
     "fedtan-tab2",
     title="FedTAN vs FedAvg+GN: final accuracy",
-    summary=("Table 2: final accuracy of FedTAN and FedAvg+GN on CIFAR-10, with and without "
-             "momentum (the runs of Fig. 9)."),
-    look_for=("The final accuracies of the Fig. 9 runs (the same runs, computed once and shared "
-              "through the run cache)."),
-    kind="training",
-    seeds=HEADLINE_SEED_COUNTS,
-    seed_groups=HEADLINE_SEED_GROUPS,
+    summary=("Table 2: final accuracy of FedTAN and FedAvg+GN on CIFAR-10, with and without momentum (the runs of "
+             "Fig. 9)."),
+    look_for=("The final accuracies of the Fig. 9 runs (the same runs, computed once and shared through the run "
+              "cache)."),
+    kind="training", seeds=calibration.HEADLINE_SEED_COUNTS, seed_groups=calibration.HEADLINE_SEED_GROUPS,
     configs=_TAB2_CONFIGS,
 )
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
     cols = [f"{m} {'i.i.d.' if d == 'iid' else 'Non-i.i.d.'}" for m, d in _GN_SETTINGS]
-    rows = []
-    bars: dict[str, list[float]] = {f"{col} ours": [] for col in cols}
-    for (name, *paper_vals), k in zip(TABLE2, ("fedtan", "fedavg+gn"), strict=True):
-        row: dict[str, Any] = {"FL scheme": name}
-        for (m, d), col, pv in zip(_GN_SETTINGS, cols, paper_vals, strict=True):
-            row[f"{col} ours"] = fmt_mean_std(*final_stats(runs[(m, d, k)]))
-            row[f"{col} paper"] = pv
-            bars[f"{col} ours"].append(final_stats(runs[(m, d, k)])[0])
-        rows.append(row)
+    rows, bars = beside_printed(TABLE2, ("fedtan", "fedavg+gn"), cols, lambda k, j: runs[(*_GN_SETTINGS[j], k)])
     ev = Seeds(ctx.seeds, runs[_GN_SETTINGS[0] + ("fedtan",)])
     tuned, rates = _tuned_runs(ctx, config) if config.get("tune") else ({}, {})
     claims = []
@@ -241,16 +186,15 @@ def plot_tab2(result: Result) -> Any:
 @entry(
     "fedtan-fig10",
     title="Accuracy vs exchanged bits: FedTAN, FedAvg+GN",
-    summary=("Fig. 10: test accuracy against cumulative exchanged data (the runs of Fig. 9). For a "
-             "given accuracy FedTAN needs far fewer bits than FedAvg+GN; FedAvg+GN is preferable "
-             "only when rounds are the bottleneck."),
-    look_for=("The Fig. 9 runs re-plotted against the cumulative exchanged data, as counted by the "
-              "engine's communication channel. The paper: for a given accuracy FedTAN needs far "
-              "fewer bits than FedAvg+GN; FedAvg+GN is preferable only when the number of rounds "
-              "(not bits) is the bottleneck, because FedTAN needs $3L+1$ rounds per iteration."),
-    kind="training",
-    seeds=SEEDS,
-    configs=_GN_CONFIGS,
+    summary=("Fig. 10: test accuracy against cumulative exchanged data (the runs of Fig. 9). For a given accuracy "
+             "FedTAN needs far fewer bits than FedAvg+GN; FedAvg+GN is preferable only when rounds are the "
+             "bottleneck."),
+    look_for=("The Fig. 9 runs re-plotted against the cumulative exchanged data, as counted by the engine's "
+              "communication channel. The paper: for a given accuracy FedTAN needs far fewer bits than FedAvg+GN; "
+              "FedAvg+GN is preferable only when the number of rounds (not bits) is the bottleneck, because FedTAN "
+              "needs $3L+1$ rounds per iteration."),
+    kind="training", seeds=setups.SEEDS, configs=_GN_CONFIGS,
+    plot=panels_plot(_GN_PANELS, "FedTAN Fig. 10: accuracy vs exchanged data", xlabel="cumulative exchanged MiB"),
 )
 def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = _gn_runs(ctx, config)
@@ -261,7 +205,7 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         tan, gn = curves[(m, d, "fedtan")], curves[(m, d, "fedavg+gn")]
         # Like with like: the data each method had exchanged when it FIRST came within the noise of
         # FedAvg+GN's final accuracy (FedAvg+GN may reach it long before its last round), per seed.
-        hit, gn_hit, targets, tol = _first_hits(ev, runs[(m, d, "fedtan")], runs[(m, d, "fedavg+gn")])
+        hit, gn_hit, targets, tol = first_hits(ev, runs[(m, d, "fedtan")], runs[(m, d, "fedavg+gn")], x="mib")
         never = [s for s, v in zip(ev.seeds, hit, strict=True) if math.isinf(v)]
         rows.append({"setting": f"{m}, {d}", "FedAvg+GN final acc": round(float(np.mean(targets)), 2),
                      "hit tolerance (pts)": round(tol, 2), "FedAvg+GN MiB (total)": gn["mib"][-1],
@@ -288,7 +232,7 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     c = curves[("w/o mom.", "non-iid", "fedtan")]
     per_iter = c["comm_rounds"][-1] / c["x"][-1]
     model_name = config["base"]["model"]["name"]
-    model = build_model(model_name)
+    model = models.build(model_name)
     L, expected = len(bn_modules(model)), comm_volume(model, NUM_CLIENTS, "fedtan").rounds
     claims.append(within("rounds-per-iteration", f"FedTAN communication rounds per iteration = 3L+1 = {expected} "
                          f"for {model_name} (L={L}), from the engine's channel", per_iter, expected, 0.0,
@@ -303,13 +247,3 @@ def compute_fig10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "Per-iteration volumes at paper scale: fedtan-tab3.", REFERENCE_MOMENTUM_NOTE]
     return {"rows": rows, "paper": [], "claims": claims, "series": series, "notes": notes,
             "deviations": config_deviations(config)}
-
-
-@plotter("fedtan-fig10")
-def plot_fig10(result: Result) -> Any:
-    fig = curve_panels(result, [(f"{m}, {d}", "acc", f"{d}, {m}") for m, d in _GN_SETTINGS],
-                        f"FedTAN Fig. 10: accuracy vs exchanged data ({result.profile} profile)")
-    for ax in fig.axes:
-        if ax.get_xlabel() == "iteration":
-            ax.set_xlabel("cumulative exchanged MiB")
-    return fig

@@ -14,30 +14,11 @@ from bnfl.experiments.core import Context
 from bnfl.experiments.curves import curve, merge_specs, train_runs
 from bnfl.experiments.drawing import domains_plot, iid_noniid_plot
 from bnfl.experiments.evidence import Seeds, finals
-from bnfl.experiments.papers.fedtan.setups import (
-    ALL6,
-    DOMAINNET,
-    IID,
-    NONIID,
-    OFFICE,
-    P_C10,
-    P_MNIST,
-    Q_BASE,
-    Q_DOM,
-    Q_MLP1,
-    REFERENCE_MOMENTUM_NOTE,
-    SEEDS,
-    UNSTATED_R,
-    config_deviations,
-    profiles,
-    variant_spec,
-    with_data,
-)
+from bnfl.experiments.papers.fedtan import setups
+from bnfl.experiments.papers.fedtan.setups import IID, NONIID, variant_spec
 from bnfl.experiments.registry import entry
+from bnfl.experiments.setups import config_deviations, method_row, spec, with_data
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.setups import method_row, spec
-
-# -- fig6 / fig7 -------------------------------------------------------------------------------
 
 
 def _iid_noniid_entry(ctx: Context, config: dict[str, Any], methods: Sequence[str], noniid: Mapping[str, Any],
@@ -71,17 +52,16 @@ def _iid_noniid_entry(ctx: Context, config: dict[str, Any], methods: Sequence[st
 @entry(
     "fedtan-fig6",
     title="MNIST (784x30x10 + one BN layer), iid and non-iid",
-    summary=("Fig. 6: MNIST test accuracy; FedTAN is even closer to centralized, other baselines "
-             "drop on non-iid data. No numbers."),
-    look_for=("MNIST with the 784x30x10 network and a single BN layer ($L=1$, so FedTAN costs only "
-              "4 rounds per iteration). FedTAN should track centralized training even more closely;"
-              " the other schemes drop on non-iid data. With one BN layer the FedAvg+BN gap may be "
-              "small, so the catalog asks to report it rather than assert it."),
-    kind="training", seeds=SEEDS,
-    configs=profiles(
-        quick={"base": spec(Q_BASE, Q_MLP1), "methods": ["centralized", "fedtan", "fedavg+bn", "fedavg+alg2"],
+    summary=("Fig. 6: MNIST test accuracy; FedTAN is even closer to centralized, other baselines drop on non-iid "
+             "data. No numbers."),
+    look_for=("MNIST with the 784x30x10 network and a single BN layer ($L=1$, so FedTAN costs only 4 rounds per "
+              "iteration). FedTAN should track centralized training even more closely; the other schemes drop on "
+              "non-iid data. With one BN layer the FedAvg+BN gap may be small, so the catalog asks to report it "
+              "rather than assert it."),
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
+        quick={"base": spec(setups.Q_BASE, setups.Q_MLP1), "methods": ["centralized", "fedtan", "fedavg+bn", "fedavg+alg2"],
            "deviations": ["4 of the 6 methods (FedBN and SiloBN left out)"]},
-        paper={"base": dict(P_MNIST), "methods": list(ALL6)},
+        paper={"base": dict(setups.P_MNIST), "methods": list(setups.ALL6)},
     ),
     plot=iid_noniid_plot("FedTAN Fig. 6: MNIST-like, one BN layer"),
 )
@@ -96,49 +76,43 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     "fedtan-fig7",
     title="CIFAR-100 (20 classes per client), iid and non-iid",
     summary="Fig. 7: CIFAR-100 with ResNet-20; the same picture as Fig. 6. No numbers.",
-    look_for=("CIFAR-100 with 20 disjoint classes per client: the same picture as Fig. 6 on a "
-              "harder task. Our quick proxy is a 100-class Gaussian mixture (Q-GAUSS(100))."),
-    kind="training", seeds=SEEDS,
-    configs=profiles(
-        quick={"base": with_data(spec(Q_BASE, {"train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.05,
+    look_for=("CIFAR-100 with 20 disjoint classes per client: the same picture as Fig. 6 on a harder task. Our "
+              "quick proxy is a 100-class Gaussian mixture (Q-GAUSS(100))."),
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
+        quick={"base": with_data(spec(setups.Q_BASE, {"train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.05,
                                                          "fractions": [0.4, 0.6, 0.8], "gamma": 0.2}}),
                                  {"name": "gaussian_mixture", "num_classes": 100, "n_train": 10000, "n_test": 1000}),
            "methods": ["centralized", "fedtan", "fedavg+bn"],
            "deviations": []},
-        paper={"base": spec(P_C10, {"data": {"name": "cifar100"},
+        paper={"base": spec(setups.P_C10, {"data": {"name": "cifar100"},
                                     "train": {"momentum": 0.9, "weight_decay": 5e-4, "lr": 0.1,
                                               "milestones": [4000, 6000, 8000], "gamma": 0.2}}),
-           "methods": list(ALL6)},
+           "methods": list(setups.ALL6)},
         smoke={"base": {"data": {"n_train": 2000, "n_test": 200}}},
     ),
     plot=iid_noniid_plot("FedTAN Fig. 7: CIFAR-100 analogue"),
 )
 def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     out = _iid_noniid_entry(ctx, config, config["methods"], {"kind": "classes_per_client", "k": 20}, 5.0, False)
-    out["notes"] = ["Non-iid: 20 disjoint classes per client (5 x 20 = 100) [inferred].", REFERENCE_MOMENTUM_NOTE]
+    out["notes"] = ["Non-iid: 20 disjoint classes per client (5 x 20 = 100) [inferred].", setups.REFERENCE_MOMENTUM_NOTE]
     return out
-
-
-# -- fig8 / fig13 (feature shift) ----------------------------------------------------------------
 
 
 @entry(
     "fedtan-fig8",
     title="Office-Caltech10 feature shift: every model on every domain",
-    summary=("Fig. 8 (N=4: Amazon, Caltech, DSLR, Webcam; AlexNet-BN): FedBN beats SingleNet on "
-             "cross-domain tests; FedBN-D is poor on Amazon and FedBN-A on DSLR; FedTAN is good on "
-             "every test set and more robust than FedAvg+BN. No numbers."),
-    look_for=("Feature shift instead of label shift: each of 4 clients is one domain "
-              "(Office-Caltech10: Amazon, Caltech, DSLR, Webcam; quick proxy: 4 transformed copies "
-              "of the digits). Every model is tested on every domain. FedBN-X (client X's "
-              "personalised model) should beat SingleNet-X off its own domain, but some FedBN-X "
-              "models are poor on other domains; FedTAN (one global model) should be good "
+    summary=("Fig. 8 (N=4: Amazon, Caltech, DSLR, Webcam; AlexNet-BN): FedBN beats SingleNet on cross-domain tests; "
+             "FedBN-D is poor on Amazon and FedBN-A on DSLR; FedTAN is good on every test set and more robust than "
+             "FedAvg+BN. No numbers."),
+    look_for=("Feature shift instead of label shift: each of 4 clients is one domain (Office-Caltech10: Amazon, "
+              "Caltech, DSLR, Webcam; quick proxy: 4 transformed copies of the digits). Every model is tested on "
+              "every domain. FedBN-X (client X's personalised model) should beat SingleNet-X off its own domain, "
+              "but some FedBN-X models are poor on other domains; FedTAN (one global model) should be good "
               "everywhere and at least as good as FedAvg+BN on the union."),
-    kind="training", seeds=SEEDS,
-    configs=profiles(
-        quick={"base": spec(Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "thick"]}, "partition": {"num_clients": 4}}),
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
+        quick={"base": spec(setups.Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "thick"]}, "partition": {"num_clients": 4}}),
            "deviations": []},
-        paper={"base": dict(OFFICE), "deviations": [UNSTATED_R]},
+        paper={"base": dict(setups.OFFICE), "deviations": [setups.UNSTATED_R]},
         smoke={"base": {"data": {"train_per_domain": 24}}},
     ),
     plot=domains_plot("FedTAN Fig. 8: feature shift (4 domains)"),
@@ -146,18 +120,15 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 @entry(
     "fedtan-fig13",
     title="DomainNet feature shift (Supp. F): every model on every domain",
-    summary=("Fig. 13 (N=6: clipart, infograph, painting, quickdraw, real, sketch; top-10 classes; "
-             "AlexNet): FedBN-Q and FedBN-S are poor off their own domain, FedTAN is good on all, "
-             "FedAvg+BN is less robust. No numbers."),
-    look_for=("DomainNet (Supplement F): six clients, one domain each. As Fig. 8 with six domains: "
-              "personalised FedBN models are poor off their own domain, FedTAN's single global "
-              "model is good on all of them."),
-    kind="training", seeds=SEEDS,
-    configs=profiles(
-        quick={"base": spec(Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "noise", "thick", "gain"]},
+    summary=("Fig. 13 (N=6: clipart, infograph, painting, quickdraw, real, sketch; top-10 classes; AlexNet): FedBN-Q "
+             "and FedBN-S are poor off their own domain, FedTAN is good on all, FedAvg+BN is less robust. No numbers."),
+    look_for=("DomainNet (Supplement F): six clients, one domain each. As Fig. 8 with six domains: personalised "
+              "FedBN models are poor off their own domain, FedTAN's single global model is good on all of them."),
+    kind="training", seeds=setups.SEEDS, configs=setups.profiles(
+        quick={"base": spec(setups.Q_DOM, {"data": {"domains": ["clean", "contrast", "blur", "noise", "thick", "gain"]},
                               "partition": {"num_clients": 6}}),
            "deviations": []},
-        paper={"base": dict(DOMAINNET), "deviations": [UNSTATED_R]},
+        paper={"base": dict(setups.DOMAINNET), "deviations": [setups.UNSTATED_R]},
         smoke={"base": {"data": {"train_per_domain": 24}}},
     ),
     plot=domains_plot("FedTAN Fig. 13: feature shift (6 domains)"),
@@ -168,19 +139,14 @@ def compute_domains(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     domains = runs["fedtan"][0]["domains"]
     nd = len(domains)
     names = [*domains, "union"]
-
-    def mean_matrix(key: str, field: str) -> np.ndarray:
-        return np.mean([np.asarray(r[field], dtype=float) for r in runs[key]], axis=0)
-
-    glob = {k: mean_matrix(k, "domain_acc_global") for k in ("fedtan", "fedavg+bn")}  # (nd+1,)
-    per = {k: mean_matrix(k, "domain_acc_clients") for k in ("fedbn", "singlenet")}  # (nd, nd+1)
-    rows = []
-    for k in ("fedtan", "fedavg+bn"):
-        rows.append({"model": method_label(k), **{n: round(float(v), 2) for n, v in zip(names, glob[k], strict=True)}})
-    for k in ("fedbn", "singlenet"):
-        for x in range(nd):
-            rows.append({"model": f"{method_label(k)}-{domains[x]}",
-                         **{n: round(float(v), 2) for n, v in zip(names, per[k][x], strict=True)}})
+    # Means over seeds: the global models' accuracy per test domain (nd+1,), the clients' own models' (nd, nd+1).
+    glob = {k: np.mean([np.asarray(r["domain_acc_global"], dtype=float) for r in runs[k]], axis=0)
+            for k in ("fedtan", "fedavg+bn")}
+    per = {k: np.mean([np.asarray(r["domain_acc_clients"], dtype=float) for r in runs[k]], axis=0)
+           for k in ("fedbn", "singlenet")}
+    models = [(method_label(k), glob[k]) for k in ("fedtan", "fedavg+bn")]
+    models += [(f"{method_label(k)}-{domains[x]}", per[k][x]) for k in ("fedbn", "singlenet") for x in range(nd)]
+    rows = [{"model": model, **{n: round(float(v), 2) for n, v in zip(names, accs, strict=True)}} for model, accs in models]
     ev = Seeds(ctx.seeds, runs["fedtan"])
     claims = []
     for j, d in enumerate(domains):
@@ -197,9 +163,9 @@ def compute_domains(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     claims.append(ev.at_least("fedbn-vs-singlenet", f"FedBN-X >= SingleNet-X on off-domain tests in >= {need} of "
                               f"{len(pairs)} (X, test-domain) pairs (count per seed)", wins, float(need)))
     union = {k: [float(r["domain_acc_global"][-1]) for r in runs[k]] for k in ("fedtan", "fedavg+bn")}
-    claims.append(Seeds(ctx.seeds, runs["fedtan"]).at_least(
-        "fedtan-vs-fedavg-union", "union test set: FedTAN >= FedAvg+BN", union["fedtan"], 0.0,
-        baseline=union["fedavg+bn"], detail=f"FedTAN {glob['fedtan'][-1]:.2f} vs FedAvg+BN {glob['fedavg+bn'][-1]:.2f}"))
+    claims.append(ev.at_least("fedtan-vs-fedavg-union", "union test set: FedTAN >= FedAvg+BN", union["fedtan"], 0.0,
+                              baseline=union["fedavg+bn"],
+                              detail=f"FedTAN {glob['fedtan'][-1]:.2f} vs FedAvg+BN {glob['fedavg+bn'][-1]:.2f}"))
     series = {"domains": names, "fedtan": glob["fedtan"].tolist(), "fedavg": glob["fedavg+bn"].tolist(),
               "fedbn": per["fedbn"].tolist(), "singlenet": per["singlenet"].tolist()}
     notes = ["FedBN-X / SingleNet-X: client X's own model; FedTAN and FedAvg+BN: the global model. Every model "

@@ -1,10 +1,9 @@
 """FedTAN's experimental setups: the methods compared, the run specs of each profile.
 
-Profiles (CATALOG section 1): ``paper`` is the paper's setup (CIFAR-10/100, MNIST, Office-Caltech10,
-DomainNet from ``--data-root``; ResNet-20, R = 10,000 iterations); ``quick`` is the embedded digits
-proxy on a 2-core CPU; ``smoke`` is ``quick`` cut to seconds for CI. Run specs are the JSON-able
-dicts of :mod:`bnfl.experiments.training`; a topic module merges them with
-:func:`bnfl.experiments.curves.merge_specs`.
+Profiles (CATALOG section 1): ``paper`` is the paper's setup (CIFAR-10/100, MNIST, Office-Caltech10, DomainNet from
+``--data-root``; ResNet-20, R = 10,000 iterations); ``quick`` is the embedded digits proxy on a 2-core CPU; ``smoke``
+is ``quick`` cut to seconds for CI. Run specs are the JSON-able dicts of :mod:`bnfl.experiments.training`; a topic
+module merges them with :func:`bnfl.experiments.curves.merge_specs`.
 """
 
 from __future__ import annotations
@@ -15,16 +14,14 @@ from typing import Any
 from bnfl.data.fedbn_folders import DOMAINNET_TOP10
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERATIONS
-from bnfl.experiments.setups import acc_noise, method_row, profile_set, seeds, smoke_on_bases, spec
 from bnfl.experiments.setups import label as method_label
+from bnfl.experiments.setups import method_row, profile_set, seeds, smoke_on_bases, spec
 from bnfl.methods import get
-from bnfl.models.inits import AUTHORS_INIT
 
 __all__ = [
-    "ALL6", "DOMAINNET", "HEADLINE_INIT", "IID", "INIT_NOTE", "METHOD_OPTIONS", "NONIID", "OFFICE", "P_C10",
-    "P_MNIST", "P_MOM", "Q_BASE", "Q_DOM", "Q_MLP1", "Q_MOM", "Q_RES", "REFERENCE_MOMENTUM_NOTE", "SEEDS", "SMOKE",
-    "UNSTATED_R", "acc_noise", "config_deviations", "method_label", "method_row", "profiles", "spec",
-    "variant_spec", "with_data", "with_init",
+    "ALL6", "DOMAINNET", "HEADLINE_INIT", "IID", "INIT_NOTE", "METHOD_OPTIONS", "NONIID", "OFFICE", "P_C10", "P_MNIST",
+    "P_MOM", "Q_BASE", "Q_DOM", "Q_MLP1", "Q_MOM", "Q_RES", "REFERENCE_MOMENTUM_NOTE", "SEEDS", "SMOKE", "UNSTATED_R",
+    "method_label", "method_row", "profiles", "spec", "variant_spec",
 ]
 
 #: Options a method takes in FedTAN's experiments beyond its entry in :data:`bnfl.methods.METHODS`
@@ -33,6 +30,8 @@ METHOD_OPTIONS: dict[str, dict[str, Any]] = {
     "fedavg+gn": {"model": {"groups": 2}},
     "fedprox": {"method_options": {"mu": 0.01}},
 }
+#: The six schemes of Table 1 and Fig. 4.
+ALL6 = ["centralized", "fedtan", "fedavg+bn", "fedavg+alg2", "fedbn", "silobn"]
 
 IID = {"kind": "iid"}
 NONIID = {"kind": "classes_per_client", "k": 2}
@@ -42,12 +41,6 @@ def variant_spec(key: str) -> dict[str, Any]:
     """The run-spec fields that make method ``key`` (its id and FedTAN's options for it)."""
     return {"method": get(key).id, **METHOD_OPTIONS.get(key, {})}
 
-
-def config_deviations(config: Mapping[str, Any]) -> list[str]:
-    return list(config.get("deviations", []))
-
-
-# -- profiles -------------------------------------------------------------------------------
 
 #: Quick profile: Q-DIG (flat) + Q-MLP-BN, N=5, B=32, E=5, lr 0.1 (CATALOG fig4 quick recipe).
 Q_BASE: dict[str, Any] = {
@@ -62,6 +55,9 @@ Q_RES: dict[str, Any] = {"data": {"name": "digits", "form": "image"}, "model": {
                          "rounds": 100, "train": {"eval_every": 5}}
 #: Quick Q-MLP1 (figs. 6, 14): lr 0.5, R=500.
 Q_MLP1: dict[str, Any] = {"model": {"name": "q_mlp1"}, "rounds": 500, "train": {"lr": 0.5, "eval_every": 25}}
+#: Quick feature shift (figs. 8, 13): the digits under per-domain transforms, Q-ALEX.
+Q_DOM = {"data": {"name": "digit_domains", "form": "image"}, "model": {"name": "q_alex"}, "rounds": 150,
+         "train": {"batch_size": 16, "lr": 0.01, "local_steps": 5, "eval_every": 10}}
 
 #: Smoke: seconds. Applied on top of the quick configuration.
 SMOKE: dict[str, Any] = {"rounds": 2, "train": {"local_steps": 2, "batch_size": 8, "eval_every": 1}}
@@ -81,12 +77,22 @@ P_MNIST: dict[str, Any] = {
     "data": {"name": "mnist", "flatten": True}, "model": {"name": "fedtan_mlp"}, "partition": {"num_clients": 5},
     "rounds": MNIST_ITERATIONS, "train": {"local_steps": 5, "batch_size": 128, "lr": 0.5, "eval_every": 10},
 }
+#: Office-Caltech10 (Fig. 8) and DomainNet (Fig. 13): one domain per client, AlexNet-BN. DomainNet takes
+#: Supplement F's "top ten most common classes, following ... FedBN" (the FedBN release's list).
+OFFICE = {"data": {"name": "office_caltech10", "domains": ["amazon", "caltech", "dslr", "webcam"], "size": 256},
+          "model": {"name": "alexnet_bn"}, "partition": {"num_clients": 4}, "rounds": 1000,
+          "train": {"batch_size": 32, "lr": 0.01, "local_steps": 5, "eval_every": 20}}
+DOMAINNET = {"data": {"name": "domainnet", "size": 256, "classes": list(DOMAINNET_TOP10),
+                      "domains": ["clipart", "infograph", "painting", "quickdraw", "real", "sketch"]},
+             "model": {"name": "alexnet_bn"}, "partition": {"num_clients": 6}, "rounds": 1000,
+             "train": {"batch_size": 32, "lr": 0.01, "local_steps": 5, "eval_every": 20}}
+UNSTATED_R = ("the paper does not state the number of iterations for this data set; the paper profile "
+              "uses R = 1000 [assumed]")
 
-
-#: The FedTAN authors' initialisation (their ``nets/ResNet20.py``: ``kaiming_normal_`` on every conv
-#: and linear weight): the headline init of the digits cells that report both (fig4, tab1). On
-#: Q-MLP-BN (linear layers only) ``init="he_normal"`` is exactly that scheme; at the paper profile
-#: ResNet-20 already initialises so (``init="authors"`` equals its default).
+#: The FedTAN authors' initialisation (their ``nets/ResNet20.py``: ``kaiming_normal_`` on every conv and linear
+#: weight): the headline init of the digits cells that report both (fig4, tab1). On Q-MLP-BN (linear layers only)
+#: ``init="he_normal"`` is exactly that scheme; at the paper profile ResNet-20 already initialises so
+#: (``init="authors"`` equals its default).
 HEADLINE_INIT = "he_normal"
 INIT_NOTE = ("Initialisation: the FedTAN authors' ResNet-20 draws every conv and linear weight He-normal "
              "(kaiming_normal_); bnfl's models keep PyTorch's default (uniform +-1/sqrt(fan_in)) unless told. "
@@ -95,42 +101,9 @@ INIT_NOTE = ("Initialisation: the FedTAN authors' ResNet-20 draws every conv and
              "ending in '-pytorch-init'), since FedBN, SiloBN and FedAvg+BN move with it.")
 
 
-def with_init(base: Mapping[str, Any], init: str) -> dict[str, Any]:
-    """``base`` with ``model.init`` set to ``init``; ``"pytorch"`` removes the key (the default), and so
-    does ``"authors"`` where the model's own init is the authors' (ResNet-20), so the run spec, hence
-    its cache entry, is the one other entries train without the option."""
-    out = dict(base)
-    model = {k: v for k, v in dict(base.get("model", {})).items() if k != "init"}
-    same = init == "authors" and AUTHORS_INIT.get(str(model.get("name")), ("", "", ""))[2] == "pytorch"
-    if init != "pytorch" and not same:
-        model["init"] = init
-    out["model"] = model
-    return out
-
-
 #: Repeats at quick: the catalog's 3 (the paper averages 5 runs). The batched engine trains an
 #: entry's seeds together in lock-step (``bnfl reproduce --batched auto``, the default).
 SEEDS = seeds(quick=3, paper=5)
-OFFICE = {"data": {"name": "office_caltech10", "domains": ["amazon", "caltech", "dslr", "webcam"], "size": 256},
-          "model": {"name": "alexnet_bn"}, "partition": {"num_clients": 4}, "rounds": 1000,
-          "train": {"batch_size": 32, "lr": 0.01, "local_steps": 5, "eval_every": 20}}
-#: Supplement F: "the top ten most common classes, following ... FedBN" (the FedBN release's list)
-DOMAINNET = {"data": {"name": "domainnet", "size": 256, "classes": list(DOMAINNET_TOP10),
-                      "domains": ["clipart", "infograph", "painting", "quickdraw", "real", "sketch"]},
-             "model": {"name": "alexnet_bn"}, "partition": {"num_clients": 6}, "rounds": 1000,
-             "train": {"batch_size": 32, "lr": 0.01, "local_steps": 5, "eval_every": 20}}
-UNSTATED_R = ("the paper does not state the number of iterations for this data set; the paper profile "
-              "uses R = 1000 [assumed]")
-Q_DOM = {"data": {"name": "digit_domains", "form": "image"}, "model": {"name": "q_alex"}, "rounds": 150,
-         "train": {"batch_size": 16, "lr": 0.01, "local_steps": 5, "eval_every": 10}}
-ALL6 = ["centralized", "fedtan", "fedavg+bn", "fedavg+alg2", "fedbn", "silobn"]
-
-
-def with_data(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with its ``data`` table replaced (not merged: another data set takes other options)."""
-    out = {k: v for k, v in base.items() if k != "data"}
-    out["data"] = dict(data)
-    return out
 
 
 def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
