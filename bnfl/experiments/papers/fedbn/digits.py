@@ -1,10 +1,11 @@
 """The digits benchmark: Fig. 3 (convergence), Fig. 5 / Table 11 (state of the art), Fig. 7 (E),
-Table 12 (centralized), Tables 15-16 (unequal sizes), Table 17 (unseen domains).
+Table 12 (centralized), Tables 15-16 (unequal client sizes, App. E.6), Table 17 (unseen-domain
+clients, App. G).
 
 All runs share one setting (``_SOTA``): Q-DOM D0-D4, Q-ALEX, one client per domain, B = 32,
 lr 0.01, E = 1 local epoch, at quick R = 50 rounds, 5 seeds; every entry reads the runs it needs
 from the run cache, so Fig. 3, Fig. 5, Tables 11, 12 and 17 train SingleSet, FedAvg, FedProx and
-FedBN once.
+FedBN once. Tables 15-16 give the clients unequal sizes.
 """
 
 from __future__ import annotations
@@ -15,17 +16,19 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments.calibration import DECIDING_SEED_COUNTS
-from bnfl.experiments.claims import at_most, linked, per_seed_claim
+from bnfl.experiments.claims import at_least, at_most, linked, per_seed_claim, within
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.drawing import drawn_by
+from bnfl.experiments.drawing import drawn_by, grouped_bars, line_panels
+from bnfl.experiments.interval_claims import interval_within
 from bnfl.experiments.papers.fedbn import numbers as N
-from bnfl.experiments.papers.fedbn.runs import fedbn_runs
 from bnfl.experiments.papers.fedbn.setups import (
     P_DIGITS,
     Q_DIGITS,
+    Q_TRAIN_PER_DOMAIN,
     ROWS,
     SEEDS,
     SWEEP_SEEDS,
+    fedbn_runs,
     local_epochs,
     per_domain_stats,
     profiles,
@@ -39,7 +42,7 @@ from bnfl.experiments.training import canonical, load_data, mean_over_clients
 from bnfl.experiments.tuning import Tuned, tuned_runs
 from bnfl.plots import color_for, new_figure
 
-__all__ = ["SOTA_GRID", "most_shifted_domain", "sota_runs", "tuned_sota_runs", "upticks"]
+__all__ = ["SOTA_GRID", "most_shifted_domain", "sota_runs", "tuned_sota_runs", "unequal_sizes", "upticks"]
 
 Q_EPOCHS = 50
 UNSEEN = ("thin", "fracture")
@@ -130,6 +133,16 @@ def _paper_rows(table: tuple[tuple[str, tuple[str, ...]], ...], columns: tuple[s
     return out
 
 
+def _bar_series(domains: list[str], stats: dict[str, Any], paper_table: Any, *, std: bool = True) -> dict[str, Any]:
+    """What the per-domain bar figures draw: our mean (and seed std) per method and domain beside the
+    means the paper prints (its "Single" row named SingleSet, as ours)."""
+    return {"domains": domains, "methods": list(stats),
+            "mean": {k: list(map(float, v["mean"])) for k, v in stats.items()},
+            **({"std": {k: [float(x) for x in v["std"]] for k, v in stats.items()}} if std else {}),
+            "paper_columns": list(N.DIGITS),
+            "paper": {{"Single": "SingleSet"}.get(n, n): [float(c.split()[0]) for c in cells] for n, cells in paper_table}}
+
+
 def _sota_result(ctx: Context, config: dict[str, Any], paper_table: Any, counted_in: str = "") -> dict[str, Any]:
     runs = sota_runs(ctx, config)
     domains = _domains(runs)
@@ -177,13 +190,7 @@ def _sota_result(ctx: Context, config: dict[str, Any], paper_table: Any, counted
     if counted_in:  # the same runs and checks as another entry's: shown here, counted there
         claims = [linked(c, counted_in) for c in claims]
     return {"rows": rows, "paper": _paper_rows(paper_table, N.DIGITS), "claims": claims,
-            "deviations": list(config.get("deviations", [])),
-            "series": {"domains": domains, "methods": list(runs),
-                       "mean": {k: list(map(float, v["mean"])) for k, v in st.items()},
-                       "std": {k: [float(x) for x in v["std"]] for k, v in st.items()},
-                       "paper_columns": list(N.DIGITS),
-                       "paper": {{"Single": "SingleSet"}.get(n, n): [float(c.split()[0]) for c in cells]
-                                 for n, cells in paper_table}},
+            "deviations": list(config.get("deviations", [])), "series": _bar_series(domains, st, paper_table),
             "notes": ["Columns: our Q-DOM domains stand in for the paper's datasets (SVHN, USPS, SynthDigits, "
                       "MNIST-M, MNIST); they are not matched one to one. The paper's most-shifted domain is SVHN; "
                       f"ours is defined from the data: {domains[shifted]}.",
@@ -223,25 +230,14 @@ def compute_tab11(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     return _sota_result(ctx, config, N.TABLE11, counted_in="fedbn-fig5")
 
 
-def _bars(result: Result, title: str, methods: list[str] | None = None) -> Any:
+def _bars(result: Result, title: str) -> Any:
     s = result.series
-    methods = methods or s["methods"]
+    colors = {k: color_for(ROWS.get(k, k), i) for i, k in enumerate(s["methods"])}
     fig, (a, b) = new_figure(1, 2, width=5.0, height=3.4)
     for ax, cols, data, err, name in ((a, s["domains"], s["mean"], s.get("std"), f"ours ({result.profile})"),
                                       (b, s["paper_columns"], s["paper"], None, "paper")):
-        x = np.arange(len(cols))
-        w = 0.8 / len(methods)
-        for i, k in enumerate(methods):
-            if k not in data:
-                continue
-            # one seed has no spread: NaN in memory, null once stored (bnfl plot reads it back)
-            e = None if err is None else [0.0 if v is None or not np.isfinite(v) else v for v in err[k]]
-            ax.bar(x + (i - (len(methods) - 1) / 2) * w, data[k], w, yerr=e, capsize=2,
-                   color=color_for(ROWS.get(k, k), i), label=k)
-        ax.set_xticks(x, cols, rotation=20)
-        ax.set_ylim(0, 100)
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_title(name)
+        shown = {k: data[k] for k in s["methods"] if k in data}
+        grouped_bars(ax, cols, shown, colors=colors, errors=err, title=name, rotation=20)
     a.legend(fontsize=7, loc="lower left")
     fig.suptitle(title)
     return fig
@@ -310,19 +306,13 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "The paper plots the curve without numbers; no printed values to compare."]}
 
 
-@plotter("fedbn-fig3")
-def plot_fig3(result: Result) -> Any:
-    s = result.series
-    fig, ax = new_figure(1, 1, width=5.0, height=3.4)
-    for k, key in (("FedAvg", "fedavg+bn"), ("FedBN", "fedbn")):
-        ax.plot(s["round"], s[k], color=color_for(key), label=f"{k} (eval mode, after aggregation)")
-        ax.plot(s["round"], s[f"train_{k}"], color=color_for(key), ls="--", lw=1, label=f"{k} (mini-batches)")
-    ax.set_yscale("log")
-    ax.set_xlabel("communication round")
-    ax.set_ylabel("training loss")
-    ax.legend(fontsize=7)
-    ax.set_title("FedBN Fig. 3: training loss on the digit domains")
-    return fig
+#: FedAvg and FedBN in their method colours (the loss figures 3, 7 and 9).
+LOSS_STYLES = {"FedAvg": {"color": color_for("fedavg+bn")}, "FedBN": {"color": color_for("fedbn")}}
+plotter("fedbn-fig3")(lambda r: line_panels(
+    [("FedBN Fig. 3: training loss on the digit domains",
+      {f"{k} ({how})": (r.series["round"], r.series[pre + k], own) for k in ("FedAvg", "FedBN")
+       for pre, how, own in (("", "eval mode, after aggregation", {}), ("train_", "mini-batches", {"ls": "--", "lw": 1}))})],
+    "", styles=LOSS_STYLES, xlabel="communication round", ylabel="training loss", logy=True, width=5.0, height=3.4))
 
 
 _E7 = (1, 4, 16)
@@ -358,20 +348,10 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                         "training sets; mean over seeds."]}
 
 
-@plotter("fedbn-fig7")
-def plot_fig7(result: Result) -> Any:
-    s = result.series
-    fig, axes = new_figure(1, len(s), width=3.3, height=3.0, squeeze=False)
-    for ax, (E, c) in zip(axes[0], s.items(), strict=True):
-        for k, key in (("FedAvg", "fedavg+bn"), ("FedBN", "fedbn")):
-            ax.plot(c["epoch"], c[k], color=color_for(key), marker="o" if len(c[k]) < 10 else None, label=k)
-        ax.set_yscale("log")
-        ax.set_title(f"E = {E}")
-        ax.set_xlabel("local epochs trained")
-    axes[0][0].set_ylabel("training loss")
-    axes[0][0].legend()
-    fig.suptitle("FedBN Fig. 7: convergence for several local epochs E")
-    return fig
+plotter("fedbn-fig7")(lambda r: line_panels(
+    [(f"E = {E}", {k: (c["epoch"], c[k]) for k in ("FedAvg", "FedBN")}) for E, c in r.series.items()],
+    "FedBN Fig. 7: convergence for several local epochs E", styles=LOSS_STYLES, xlabel="local epochs trained",
+    ylabel="training loss", logy=True, width=3.3, height=3.0, legend_size=10))
 
 
 # -- Table 12: centralized ---------------------------------------------------------------------------
@@ -394,16 +374,202 @@ def compute_tab12(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                              seeds=list(ctx.seeds), n_test=_n_test(runs) * len(domains),
                              detail=f"FedBN {st['FedBN']['avg']:.2f} vs Centralized {st['Centralized']['avg']:.2f}")]
     return {"rows": rows, "paper": _paper_rows(N.TABLE12, N.DIGITS), "claims": claims,
-            "deviations": list(config["deviations"]),
-            "series": {"domains": domains, "methods": list(runs),
-                       "mean": {k: list(map(float, v["mean"])) for k, v in st.items()},
-                       "std": {k: [float(x) for x in v["std"]] for k, v in st.items()},
-                       "paper_columns": list(N.DIGITS),
-                       "paper": {n: [float(c.split()[0]) for c in cells] for n, cells in N.TABLE12}},
+            "deviations": list(config["deviations"]), "series": _bar_series(domains, st, N.TABLE12),
             "notes": ["Centralized: SGD on the pooled training data of all domains with batch K*B = 160 "
                       "(bnfl's centralized baseline), evaluated on every domain's test set."]}
 
 
-@plotter("fedbn-tab12")
-def plot_tab12(result: Result) -> Any:
-    return _bars(result, "FedBN Table 12: FedBN vs centralized training")
+plotter("fedbn-tab12")(drawn_by(_bars, "FedBN Table 12: FedBN vs centralized training"))
+
+
+# -- Tables 15 and 16: unequal client sizes -------------------------------------------------------
+_KEYS = ("FedAvg", "FedProx", "FedBN")
+
+
+def unequal_sizes(ratio: tuple[str, ...], largest: int, smallest: int) -> list[int]:
+    """Per-domain training sizes in the proportions ``ratio``, the largest domain at ``largest``
+    samples, none below ``smallest`` (a client needs one full mini-batch)."""
+    r = np.array([float(v) for v in ratio])
+    return [max(int(smallest), int(round(largest * v / r.max()))) for v in r]
+
+
+_Q15 = {**_QUICK, "sizes": unequal_sizes(N.TABLE15_SAMPLES, Q_TRAIN_PER_DOMAIN, 32),
+        "deviations": [_QUICK["deviations"][0],
+                       "sizes in Table 15's proportions with the largest domain at its full split (287) and every "
+                       "domain at least one batch (32): USPS's 743/39116 would leave it 5 samples"]}
+_P15 = {**_PAPER, "base": spec(_PAPER["base"], {"data": {"fraction": 1.0}}), "sizes": [7943, 743, 39116, 5600, 5600],
+        "deviations": ["10% of each original dataset (Table 15's sizes); reading the full sets needs the raw files"]}
+_CONFIGS15 = profiles(_Q15, _P15, smoke={**_SMOKE, "sizes": [40, 32, 60, 36, 36]})
+
+
+def _unequal_runs(ctx: Context, config: dict[str, Any]) -> dict[str, list]:
+    sizes = list(config["sizes"])
+    # every client runs the largest client's number of batches per round (small clients re-sample)
+    steps = max(sizes) // int(config["base"]["train"]["batch_size"])
+    base = spec(config["base"], {"data": {"train_sizes": sizes}, "train": {"local_unit": "steps", "local_steps": steps}})
+    return {k: fedbn_runs(ctx, spec(base, variant(k)), curve=False) for k in _KEYS}
+
+
+def _unequal_result(ctx: Context, config: dict[str, Any], table: Any, samples: tuple[str, ...],
+                    counted_in: str = "") -> dict[str, Any]:
+    runs = _unequal_runs(ctx, config)
+    domains = _domains(runs)
+    _, st = _table(runs, domains)
+    n_test = min(runs["FedBN"][0]["n_test_domain"])
+    acc = {k: np.array([r["domain_acc"] for r in rs], dtype=float) for k, rs in runs.items()}  # (seeds, domains)
+    claims = [per_seed_claim(f"fedbn-vs-fedavg-{d}", f"{d}: FedBN >= FedAvg", acc["FedBN"][:, j], 0.0,
+                             baseline=acc["FedAvg"][:, j], seeds=list(ctx.seeds), n_test=n_test,
+                             detail=f"FedBN {st['FedBN']['mean'][j]:.2f} vs FedAvg {st['FedAvg']['mean'][j]:.2f}")
+              for j, d in enumerate(domains)]
+    if counted_in:  # the same runs and checks as another entry's: shown here, counted there
+        claims = [linked(c, counted_in) for c in claims]
+    rows = [{"method": "(train samples)", **{d: n for d, n in zip(domains, config["sizes"], strict=True)}}]
+    rows += [{"method": k, **{d: round(float(v), 2) for d, v in zip(domains, st[k]["mean"], strict=True)},
+              "mean": round(float(np.mean(st[k]["mean"])), 2)} for k in _KEYS]
+    paper = [{"method": "(samples)", **dict(zip(N.DIGITS, samples, strict=True))}]
+    paper += [{"method": n, **dict(zip(N.DIGITS, cells, strict=True))} for n, cells in table]
+    return {"rows": rows, "paper": paper, "claims": claims, "deviations": list(config["deviations"]),
+            "series": _bar_series(domains, st, table, std=False),
+            "notes": ["FedAvg and FedProx average with weights proportional to client sizes (McMahan et al.), "
+                      "FedBN with equal weights (its reference code; the unequal-size experiment's code is not "
+                      "released).", "Every client runs the largest client's number of mini-batches per round."]}
+
+
+@entry("fedbn-tab15", title="Unequal dataset sizes, 10% of each dataset (App. E.6)",
+       summary=("Table 15: with the datasets' natural, unequal sizes (SVHN 7943, USPS 743, SynthDigits 39116, "
+                "MNIST-M and MNIST 5600) FedBN is best on every dataset."),
+       look_for=("Clients of very different sizes; the small ones re-sample so that every client runs the same "
+                 "number of local steps. The catalog's check: FedBN at least as good as FedAvg on every domain."),
+       kind="training", seeds=SWEEP_SEEDS, configs=_CONFIGS15)
+def compute_tab15(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
+    return _unequal_result(ctx, config, N.TABLE15, N.TABLE15_SAMPLES)
+
+
+plotter("fedbn-tab15")(drawn_by(_bars, "FedBN Table 15: unequal client sizes"))
+
+
+def _permutation_check() -> tuple[list[dict[str, Any]], list[Any]]:
+    """Table 16 (full sets) against Table 14's 100% column, as printed and read in the reference
+    code's client order: more data should not lower an accuracy."""
+    t14 = {(d, m): float(v[0]) for d, m, v in N.TABLE14}
+    name14 = {"SVHN": "SVHN", "USPS": "USPS", "SynthDigits": "Synth", "MNIST-M": "MNISTM", "MNIST": "MNIST"}
+    order = {"printed": N.DIGITS, "reference-code order": N.REFERENCE_CODE_ORDER}
+    rows, drops = [], {}
+    for reading, cols in order.items():
+        drops[reading] = 0
+        diffs = []
+        for m, cells in N.TABLE16:
+            if m == "FedProx":
+                continue  # Table 14 has no FedProx row
+            for col, cell in zip(cols, cells, strict=True):
+                ref = t14[(name14[col], "FedAvg" if m == "FedAvg" else "FedBN")]
+                diffs.append(float(cell) - ref)
+                drops[reading] += float(cell) < ref
+        rows.append({"reading of Table 16's columns": reading, "order": ", ".join(cols),
+                     "cells below Table 14's 100% value": drops[reading],
+                     "mean |Table 16 - Table 14|": round(float(np.mean(np.abs(diffs))), 2)})
+    claims = [at_least("table16-columns-permuted",
+                       "Table 16 (10x more data) is never below Table 14's 100% column when read in the reference "
+                       "code's order, and is when read as printed",
+                       float(drops["printed"] > 0 and drops["reference-code order"] == 0), 1.0, kind="consistency",
+                       detail=f"cells below: printed {drops['printed']}, reference order {drops['reference-code order']} "
+                              "(CATALOG §5.8 hypothesis)")]
+    return rows, claims
+
+
+@entry("fedbn-tab16", title="Unequal sizes, full original datasets (App. E.6)",
+       summary=("Table 16: the same with the full datasets (79430 / 7430 / 391160 / 56000 / 56000 samples). Its "
+                "numbers are implausible under its header (SVHN 99.6, MNIST 95.3): the columns look permuted."),
+       look_for=("Our runs are Table 15's at quick scale (the same proportions); the table's interest is its "
+                 "printed values, which fit the reference code's client order (MNIST, SVHN, USPS, SynthDigits, "
+                 "MNIST-M) and not the header: read that way, more data never lowers an accuracy."),
+       kind="training", seeds=SWEEP_SEEDS,
+       configs=profiles(_Q15 | {"deviations": _Q15["deviations"] + [
+           "quick: the same runs as fedbn-tab15 (the proportions of Tables 15 and 16 are the same)"]},
+           _P15 | {"deviations": ["the full original datasets need the raw files; the partition files of the "
+                                  "reference release hold 10% (Table 15's setting)"]},
+           smoke=_SMOKE | {"sizes": [40, 32, 60, 36, 36]}))
+def compute_tab16(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
+    # quick: Table 15's runs and checks (linked, counted in fedbn-tab15); paper: runs of its own
+    t15 = _CONFIGS15.get(ctx.profile, {})
+    same = config["base"] == t15.get("base") and list(config["sizes"]) == list(t15.get("sizes", []))
+    out = _unequal_result(ctx, config, N.TABLE16, N.TABLE16_SAMPLES, counted_in="fedbn-tab15" if same else "")
+    rows, claims = _permutation_check()
+    out["rows"] += [{"method": "consistency: " + r["reading of Table 16's columns"],
+                     **{k: v for k, v in r.items() if k != "reading of Table 16's columns"}} for r in rows]
+    out["claims"] += claims
+    out["notes"].append("Table 16 vs Table 14 (100%, FedAvg and FedBN rows): under the printed header SVHN rises "
+                        "to 99.6 while USPS and MNIST drop with 10x more data; in the reference code's order all "
+                        "cells rise (CATALOG §5.8).")
+    return out
+
+
+plotter("fedbn-tab16")(drawn_by(_bars, "FedBN Table 16: unequal sizes (columns as printed)"))
+
+
+# -- Table 17: unseen domains ------------------------------------------------------------------------
+@entry(
+    "fedbn-tab17",
+    title="Testing on unseen-domain clients (App. G)",
+    summary=("Table 17: a client from a new domain (Morpho-MNIST thinning/thickening, swelling/fractures) uses "
+             "the average of the trained BN affine parameters with its own batch statistics: FedBN 92.45 / "
+             "94.61 vs FedProx 92.35 / 94.31, comparable."),
+    look_for=("Trained on the five domains, tested on two styles never seen ('thin', 'fracture' of the same test "
+              "digits). FedBN has no BN of its own for a new client; the paper's rule averages the clients' "
+              "affine parameters and normalises with the new client's statistics. The paper: FedBN 92.45 / "
+              "94.61, FedProx 92.35 / 94.31, FedAvg 91.28 / 93.55."),
+    kind="training", seeds=SEEDS,
+    configs=_SOTA | {"paper": _SOTA["paper"] | {"unseen": ["morpho:global", "morpho:local"]}},
+)
+def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
+    runs = sota_runs(ctx, config, _KEYS)
+    styles = list(config.get("unseen") or [])
+    if not styles:
+        raise ValueError("fedbn-tab17 needs unseen domains (config 'unseen')")
+    acc = {k: {s: [r["unseen_acc"][s] for r in rs] for s in styles} for k, rs in runs.items()}
+    mean = {k: {s: float(np.mean(v)) for s, v in a.items()} for k, a in acc.items()}
+    n = runs["FedBN"][0]["n_test_unseen"]
+
+    seeds = list(ctx.seeds)
+    why = ("FedBN's new client normalises with statistics of its own data (a held-apart half), which absorbs a style that moves the "
+           "pixel statistics ('thin' removes ink); the shared model normalises with the averaged statistics of the "
+           "training domains. Morpho-MNIST's perturbations, on 28x28 digits, move them less")
+    claims = []
+    for s in styles:
+        detail = f"FedBN {mean['FedBN'][s]:.2f} vs FedProx {mean['FedProx'][s]:.2f}"
+        if len(seeds) >= 2:
+            claims.append(interval_within(f"fedbn-fedprox-{s}", f"{s}: |FedBN - FedProx| <= 3 (comparable)",
+                                          acc["FedBN"][s], acc["FedProx"][s], 3.0, seeds=seeds, n_test=n,
+                                          detail=detail, why=why))
+        else:  # one seed (smoke): the single difference
+            claims.append(within(f"fedbn-fedprox-{s}", f"{s}: |FedBN - FedProx| <= 3 (comparable)", mean["FedBN"][s],
+                                 mean["FedProx"][s], 3.0, noise=100.0 / n, noise_label=f"one test sample of {n}",
+                                 detail=detail, why=why))
+        claims.append(per_seed_claim(f"fedbn-fedavg-{s}", f"{s}: FedBN >= FedAvg - 1", acc["FedBN"][s], -1.0,
+                                     baseline=acc["FedAvg"][s], seeds=seeds, n_test=n,
+                                     detail=f"FedBN {mean['FedBN'][s]:.2f} vs FedAvg {mean['FedAvg'][s]:.2f}"))
+    rows = [{"method": k, **{s: f"{mean[k][s]:.2f}" + (f" ({np.std(acc[k][s], ddof=1):.2f})" if len(acc[k][s]) > 1 else "")
+                             for s in styles}} for k in _KEYS]
+    paper = [{"method": n_, **dict(zip(N.TABLE17_COLUMNS, cells, strict=True))} for n_, cells in N.TABLE17]
+    return {"rows": rows, "paper": paper, "claims": claims, "deviations": list(config["deviations"]),
+            "series": {"styles": styles, "methods": list(_KEYS), "mean": mean,
+                       "paper": {n_: [float(c) for c in cells] for n_, cells in N.TABLE17}},
+            "notes": [f"Unseen test sets: the {n} test digits of the five training domains, redrawn as 'thin' "
+                      "(2x2 min-filter) and 'fracture' (a 2-pixel band dropped), stand-ins for Morpho-MNIST's "
+                      "global and local perturbations.",
+                      "FedBN's new client, as the paper's App. G describes it (after SiloBN): the shared weights, the "
+                      "mean of the five clients' BN gamma and beta, and BN statistics computed on the new client's own "
+                      "data. Here those statistics come from one half of each unseen set (seeded split) and every "
+                      "method is scored on the other half, so no test digit is normalised by statistics it took part "
+                      "in; FedAvg/FedProx: the global model on the same half."]}
+
+
+@plotter("fedbn-tab17")
+def plot_tab17(result: Result) -> Any:
+    s = result.series
+    fig, ax = new_figure(1, 1, width=5.0, height=3.4)
+    grouped_bars(ax, [f"unseen '{st}'" for st in s["styles"]], {k: [s["mean"][k][st] for st in s["styles"]]
+                 for k in s["methods"]}, colors={k: color_for(ROWS[k]) for k in s["methods"]},
+                 title="FedBN Table 17: clients from unseen domains")
+    ax.legend(fontsize=8)
+    return fig

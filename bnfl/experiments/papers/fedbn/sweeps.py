@@ -20,11 +20,11 @@ from bnfl.experiments.core import Context, Result
 from bnfl.experiments.drawing import drawn_by
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, most_shifted_domain
-from bnfl.experiments.papers.fedbn.runs import fedbn_runs
 from bnfl.experiments.papers.fedbn.setups import (
     Q_TRAIN_PER_DOMAIN,
     ROWS,
     SWEEP_SEEDS,
+    fedbn_runs,
     local_epochs,
     per_domain_stats,
     profiles,
