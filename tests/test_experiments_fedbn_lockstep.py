@@ -14,7 +14,7 @@ from bnfl.experiments.cache import RunCache
 from bnfl.experiments.claims import per_seed_claim
 from bnfl.experiments.papers.fedbn import digits, sweeps
 from bnfl.experiments.papers.fedbn.setups import FedBNProtocol, fedbn_run, fedbn_runs
-from bnfl.experiments.papers.fedbn.theory import bayes_accuracy, fit_target
+from bnfl.theory.ntk import bayes_accuracy, fit_target
 
 torch.set_num_threads(1)
 

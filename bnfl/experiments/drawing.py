@@ -134,18 +134,18 @@ def grouped_bars(ax: Any, groups: Sequence[str], values: Mapping[str, Sequence[f
 def line_panels(panels: Sequence[tuple[str, Mapping[str, Sequence[Any]]]], title: str, *,
                 styles: Mapping[str, Mapping[str, Any]], xlabel: str | Sequence[str], ylabel: str,
                 logy: bool = False, log_x: int | None = None, xticks: bool = False, invert_x: bool = False,
-                width: float = 4.2, height: float = 3.2, legend_size: float = 7) -> Any:
+                width: float = 4.2, height: float = 3.2, legend_size: float = 7, legend_panel: int = 0) -> Any:
     """A row of panels, each ``(panel title, {line label: (xs, ys)})``, a line optionally
     ``(xs, ys, keywords)``. A line is drawn with ``styles[label]`` (matplotlib keywords: colour,
-    marker, line style), else the style of the label's first word (``"FedBN (mini-batches)"`` takes
-    ``styles["FedBN"]``), then its own keywords. ``xlabel``: one for all panels or one per panel;
+    marker, line style), else the style of the first name of ``styles`` the label starts with
+    (``"FedBN (mini-batches)"`` takes ``styles["FedBN"]``), then its own keywords. ``xlabel``: one for all panels or one per panel;
     ``log_x``: a log x axis of that base; ``xticks``: a tick at every x of the panel; ``invert_x``:
-    largest x first. The first panel carries the y label and the legend."""
+    largest x first. The first panel carries the y label, panel ``legend_panel`` the legend."""
     fig, axes = new_figure(1, len(panels), width=width, height=height, squeeze=False)
     xlabels = [xlabel] * len(panels) if isinstance(xlabel, str) else list(xlabel)
     for ax, (ptitle, lines), xl in zip(axes[0], panels, xlabels, strict=True):
         for label, (xs, ys, *own) in lines.items():
-            style = styles.get(label, styles.get(label.split()[0], {}))
+            style = styles.get(label) or next((v for k, v in styles.items() if label.startswith(k)), {})
             ax.plot(xs, ys, label=label, **{**style, **(own[0] if own else {})})
         if logy:
             ax.set_yscale("log")
@@ -158,7 +158,7 @@ def line_panels(panels: Sequence[tuple[str, Mapping[str, Sequence[Any]]]], title
         ax.set_xlabel(xl)
         ax.set_title(ptitle)
     axes[0][0].set_ylabel(ylabel)
-    axes[0][0].legend(fontsize=legend_size)
+    axes[0][legend_panel].legend(fontsize=legend_size)
     fig.suptitle(title)
     return fig
 

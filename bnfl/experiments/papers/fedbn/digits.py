@@ -27,6 +27,7 @@ from bnfl.experiments.papers.fedbn.setups import (
     Q_TRAIN_PER_DOMAIN,
     ROWS,
     SEEDS,
+    STYLES,
     SWEEP_SEEDS,
     fedbn_runs,
     local_epochs,
@@ -306,13 +307,11 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "The paper plots the curve without numbers; no printed values to compare."]}
 
 
-#: FedAvg and FedBN in their method colours (the loss figures 3, 7 and 9).
-LOSS_STYLES = {"FedAvg": {"color": color_for("fedavg+bn")}, "FedBN": {"color": color_for("fedbn")}}
 plotter("fedbn-fig3")(lambda r: line_panels(
     [("FedBN Fig. 3: training loss on the digit domains",
       {f"{k} ({how})": (r.series["round"], r.series[pre + k], own) for k in ("FedAvg", "FedBN")
        for pre, how, own in (("", "eval mode, after aggregation", {}), ("train_", "mini-batches", {"ls": "--", "lw": 1}))})],
-    "", styles=LOSS_STYLES, xlabel="communication round", ylabel="training loss", logy=True, width=5.0, height=3.4))
+    "", styles=STYLES, xlabel="communication round", ylabel="training loss", logy=True, width=5.0, height=3.4))
 
 
 _E7 = (1, 4, 16)
@@ -350,7 +349,7 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 plotter("fedbn-fig7")(lambda r: line_panels(
     [(f"E = {E}", {k: (c["epoch"], c[k]) for k in ("FedAvg", "FedBN")}) for E, c in r.series.items()],
-    "FedBN Fig. 7: convergence for several local epochs E", styles=LOSS_STYLES, xlabel="local epochs trained",
+    "FedBN Fig. 7: convergence for several local epochs E", styles=STYLES, xlabel="local epochs trained",
     ylabel="training loss", logy=True, width=3.3, height=3.0, legend_size=10))
 
 

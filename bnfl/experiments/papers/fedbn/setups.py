@@ -58,9 +58,10 @@ from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
 from bnfl.experiments.training import domain_accuracies, mean_over_clients
 from bnfl.methods import get
+from bnfl.plots import color_for
 
 __all__ = [
-    "ROWS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "FedBNProtocol", "fedbn_run",
+    "ROWS", "STYLES", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "FedBNProtocol", "fedbn_run",
     "fedbn_runs", "label", "local_epochs", "new_client_model", "profiles", "seed_means", "spec", "variant",
 ]
 
@@ -68,6 +69,8 @@ __all__ = [
 #: one model per client on its own data only (bnfl's ``singlenet``).
 ROWS: dict[str, str] = {"SingleSet": "singlenet", "FedAvg": "fedavg+bn", "FedProx": "fedprox", "FedBN": "fedbn"}
 
+#: Each row name's line style in the figures: its method's colour.
+STYLES: dict[str, dict[str, Any]] = {name: {"color": color_for(mid)} for name, mid in ROWS.items()}
 #: Options the methods take in FedBN's experiments (FedProx mu: the reference code's default).
 METHOD_OPTIONS: dict[str, dict[str, Any]] = {"fedprox": {"method_options": {"mu": FEDPROX_MU}}}
 

@@ -17,12 +17,13 @@ from bnfl.data.fedbn_folders import DOMAINNET_TOP10
 from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import linked, per_seed_claim
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.drawing import drawn_by
+from bnfl.experiments.drawing import drawn_by, grouped_bars, line_panels
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, most_shifted_domain
 from bnfl.experiments.papers.fedbn.setups import (
     Q_TRAIN_PER_DOMAIN,
     ROWS,
+    STYLES,
     SWEEP_SEEDS,
     fedbn_runs,
     local_epochs,
@@ -139,21 +140,12 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig4")
 def plot_fig4(result: Result) -> Any:
-    s = result.series
-    fig, axes = new_figure(1, 3, width=3.4, height=3.0)
-    for ax, key, xlabel in zip(axes, ("a", "b", "c"), ("local epochs E", "fraction of the training split",
-                                                       "clients per domain"), strict=True):
-        for k, d in s[key].items():
-            xs = [float(x) for x in d]
-            ax.plot(xs, list(d.values()), marker="o", color=color_for(ROWS[k]), label=k)
-        if key != "b":
-            ax.set_xticks(xs)
-        ax.set_xlabel(xlabel)
-        ax.set_title(f"({key})")
-    axes[1].invert_xaxis()
-    axes[0].set_ylabel("mean test accuracy (%)")
-    axes[1].legend(fontsize=7)
-    fig.suptitle("FedBN Fig. 4: local epochs, dataset size, heterogeneity")
+    xs = {"a": "local epochs E", "b": "fraction of the training split", "c": "clients per domain"}
+    fig = line_panels([(f"({key})", {k: ([float(x) for x in d], list(d.values()), {"marker": "o"})
+                                     for k, d in result.series[key].items()}) for key in xs],
+                      "FedBN Fig. 4: local epochs, dataset size, heterogeneity", styles=STYLES, xlabel=list(xs.values()),
+                      ylabel="mean test accuracy (%)", xticks=True, width=3.4, height=3.0, legend_panel=1)
+    fig.axes[1].invert_xaxis()
     return fig
 
 
@@ -204,22 +196,12 @@ def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             "notes": ["Paper curves in the figure are the means over its five datasets."]}
 
 
-@plotter("fedbn-tab14")
-def plot_tab14(result: Result) -> Any:
-    s = result.series
-    fig, (a, b) = new_figure(1, 2, width=4.2, height=3.2)
-    for ax, xs, data, title in ((a, s["fractions"], s["mean"], f"ours ({result.profile})"),
-                                (b, s["paper_fractions"], s["paper"], "paper (mean of 5 datasets)")):
-        for k, v in data.items():
-            ax.plot(xs, v, marker="o", color=color_for(ROWS[k]), label=k)
-        ax.set_xscale("log")
-        ax.invert_xaxis()
-        ax.set_xlabel("fraction of the training data")
-        ax.set_title(title)
-    a.set_ylabel("mean test accuracy (%)")
-    a.legend(fontsize=7)
-    fig.suptitle("FedBN Table 14: local dataset size")
-    return fig
+plotter("fedbn-tab14")(lambda r: line_panels(
+    [(f"ours ({r.profile})", {k: (r.series["fractions"], v, {"marker": "o"}) for k, v in r.series["mean"].items()}),
+     ("paper (mean of 5 datasets)", {k: (r.series["paper_fractions"], v, {"marker": "o"})
+                                     for k, v in r.series["paper"].items()})],
+    "FedBN Table 14: local dataset size", styles=STYLES, xlabel="fraction of the training data",
+    ylabel="mean test accuracy (%)", log_x=10, invert_x=True))
 
 
 # -- Table 13 / Fig. 8: batch size x local epochs ------------------------------------------------------
@@ -303,21 +285,13 @@ def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 def _plot_be(result: Result, title: str) -> Any:
     s = result.series
-    fig, axes = new_figure(1, 2, width=4.2, height=3.2)
-    for ax, data, name in ((axes[0], s["mean"], f"ours ({result.profile})"), (axes[1], s["paper"], "paper")):
-        for i, b in enumerate(s["B"]):
-            for k, key, ls in (("FedAvg", "fedavg+bn", "--"), ("FedBN", "fedbn", "-")):
-                ys = [data.get(f"{b}|{E}|{k}", np.nan) for E in s["E"]]
-                ax.plot(s["E"], ys, ls=ls, marker="os^"[i % 3], color=color_for(key),
-                        label=f"{k}, B = {'full' if b == 'inf' else b}")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(s["E"], [str(e) for e in s["E"]])
-        ax.set_xlabel("local epochs E")
-        ax.set_title(name)
-    axes[0].set_ylabel("mean test accuracy (%)")
-    axes[0].legend(fontsize=6)
-    fig.suptitle(title)
-    return fig
+    return line_panels(
+        [(name, {f"{k}, B = {'full' if b == 'inf' else b}": (s["E"], [data.get(f"{b}|{E}|{k}", np.nan) for E in s["E"]],
+                                                              {"ls": ls, "marker": "os^"[i % 3]})
+                 for i, b in enumerate(s["B"]) for k, ls in (("FedAvg", "--"), ("FedBN", "-"))})
+         for data, name in ((s["mean"], f"ours ({result.profile})"), (s["paper"], "paper"))],
+        title, styles=STYLES, xlabel="local epochs E", ylabel="mean test accuracy (%)", log_x=2, xticks=True,
+        legend_size=6)
 
 
 plotter("fedbn-tab13")(drawn_by(_plot_be, "FedBN Table 13: batch size x local epochs"))
@@ -432,13 +406,8 @@ def plot_tab1(result: Result) -> Any:
     groups = list(s["ours"])
     fig, axes = new_figure(1, 2, width=4.6, height=3.3)
     for ax, data, title in ((axes[0], s["ours"], f"ours ({result.profile}: proxies)"), (axes[1], s["paper"], "paper")):
-        x = np.arange(len(groups))
-        for i, k in enumerate(ROWS):
-            vals = [data[g][k] if g in data else data[k][g] for g in groups]
-            ax.bar(x + (i - 1.5) * 0.2, vals, 0.2, color=color_for(ROWS[k]), label=k)
-        ax.set_xticks(x, groups)
-        ax.set_ylim(0, 100)
-        ax.set_title(title)
+        grouped_bars(ax, groups, {k: [data[g][k] if g in data else data[k][g] for g in groups] for k in ROWS},
+                     colors={k: color_for(mid) for k, mid in ROWS.items()}, title=title)
     axes[0].set_ylabel("mean test accuracy (%)")
     axes[0].legend(fontsize=7)
     fig.suptitle("FedBN Table 1: group means on real-world feature shift")

@@ -15,8 +15,10 @@ import numpy as np
 
 from bnfl.experiments.claims import at_least, at_most, per_seed_claim, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import line_panels
+from bnfl.experiments.papers.fedbn.setups import STYLES
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
-from bnfl.plots import color_for, new_figure
+from bnfl.plots import new_figure
 from bnfl.theory.fedbn_toy import (
     averaged_model_losses,
     error_surface,
@@ -26,40 +28,12 @@ from bnfl.theory.fedbn_toy import (
     make_toy_clients,
     toy_loss,
 )
-from bnfl.theory.ntk import make_synthetic_clients, train_gd
+from bnfl.theory.ntk import bayes_accuracy, fit_target, make_synthetic_clients, train_gd
 
 _TOY = {"scales": [1.0, 3.0], "w_true": 2.0, "noise": 0.1, "n": 500, "seed": 0, "w_grid": [-6.0, 6.0, 1201]}
 #: Fig. 9's data (bnfl.theory.ntk.make_synthetic_clients): dimension, class mean, client 2's AR(1)
 #: correlation, samples per class and client.
 _SYNTH = {"d": 10, "mean": 1.0, "rho": 0.8, "n_per_class": 100}
-
-
-def bayes_accuracy(d: int, mean: float, rho: float) -> list[float]:
-    r"""Each client's Bayes accuracy on Fig. 9's data: two equally likely classes
-    :math:`N(\pm\mu, \Sigma)` with :math:`\mu = \text{mean}\cdot\mathbf 1_d` are best told apart by
-    the sign of :math:`\mu^\top\Sigma^{-1}x`, right with probability
-    :math:`\Phi(\sqrt{\mu^\top\Sigma^{-1}\mu})` (half the Mahalanobis distance between the class
-    means). Client 1: :math:`\Sigma = I`; client 2: :math:`\Sigma_{jk} = \rho^{|j-k|}` (FedBN App. F,
-    as :func:`bnfl.data.synthetic.fedbn_synthetic` draws it)."""
-    # function-level: scipy.stats takes seconds to import, and only this function needs it
-    from scipy.stats import norm
-
-    mu = np.full(int(d), float(mean))
-    lag = np.abs(np.subtract.outer(np.arange(int(d)), np.arange(int(d))))
-    out = []
-    for cov in (np.eye(int(d)), float(rho) ** lag):
-        out.append(float(norm.cdf(np.sqrt(mu @ np.linalg.solve(cov, mu)))))
-    return out
-
-
-def fit_target(d: int, mean: float, rho: float, n_per_class: int) -> tuple[float, float]:
-    """The training accuracy (%) a model that fits the data should reach on Fig. 9's two clients:
-    the mean of the clients' Bayes accuracies (:func:`bayes_accuracy`) less two binomial standard
-    errors of a training set of that size (a finite sample can fall short of the Bayes rate by
-    chance); and that Bayes accuracy (%)."""
-    bayes = float(np.mean(bayes_accuracy(d, mean, rho)))
-    n = 2 * 2 * int(n_per_class)  # 2 clients x 2 classes
-    return 100.0 * (bayes - 2.0 * np.sqrt(bayes * (1.0 - bayes) / n)), 100.0 * bayes
 
 
 def _grid(spec: list[float]) -> np.ndarray:
@@ -131,23 +105,14 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "Optima are grid minimisers on w > 0 (the loss is even in w)."]}
 
 
-@plotter("fedbn-fig1")
-def plot_fig1(result: Result) -> Any:
-    s = result.series
-    w = np.asarray(s["w"])
-    fig, axes = new_figure(1, 3, width=3.4, height=2.9)
-    colors = ("#0072B2", "#D55E00")
-    panels = (("latent/no BN", "(a) no BN"), ("latent/local BN", "(b) local BN"),
-              ("printed/no BN", "(c) printed recipe, no BN"))
-    for ax, (key, title) in zip(axes, panels, strict=True):
-        for i, curve in enumerate(s[key]):
-            ax.plot(w, curve, color=colors[i], label=f"client {i + 1}")
-        ax.set_title(title)
-        ax.set_xlabel("w")
-    axes[0].set_ylabel("local squared loss")
-    axes[0].legend()
-    fig.suptitle("FedBN Fig. 1: toy loss landscapes of two clients (latent-scale reading)")
-    return fig
+#: The two toy clients' colours in Fig. 1.
+_CLIENTS = {"client 1": {"color": "#0072B2"}, "client 2": {"color": "#D55E00"}}
+plotter("fedbn-fig1")(lambda r: line_panels(
+    [(title, {f"client {i + 1}": (r.series["w"], curve) for i, curve in enumerate(r.series[key])})
+     for key, title in (("latent/no BN", "(a) no BN"), ("latent/local BN", "(b) local BN"),
+                        ("printed/no BN", "(c) printed recipe, no BN"))],
+    "FedBN Fig. 1: toy loss landscapes of two clients (latent-scale reading)", styles=_CLIENTS, xlabel="w",
+    ylabel="local squared loss", width=3.4, height=2.9, legend_size=10))
 
 
 @entry(
@@ -269,15 +234,8 @@ def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "the curves and the table are means over seeds."]}
 
 
-@plotter("fedbn-fig9")
-def plot_fig9(result: Result) -> Any:
-    fig, ax = new_figure(1, 1, width=4.8, height=3.4)
-    for name, key in (("FedAvg", "fedavg+bn"), ("FedBN", "fedbn")):
-        loss = result.series[name]["loss"]
-        ax.plot(range(len(loss)), loss, color=color_for(key), label=name)
-    ax.set_yscale("log")
-    ax.set_xlabel("gradient step")
-    ax.set_ylabel("training loss")
-    ax.legend()
-    ax.set_title("FedBN Fig. 9: two-client synthetic data, model (1)")
-    return fig
+plotter("fedbn-fig9")(lambda r: line_panels(
+    [("FedBN Fig. 9: two-client synthetic data, model (1)",
+      {k: (range(len(v["loss"])), v["loss"]) for k, v in r.series.items()})],
+    "", styles=STYLES, xlabel="gradient step", ylabel="training loss", logy=True, width=4.8, height=3.4,
+    legend_size=10))
