@@ -13,6 +13,7 @@ from torch import nn
 
 from bnfl.data import partition as P
 from bnfl.data.domains import digit_domains, unseen_domain_test
+from bnfl.experiments.domain_protocol import adaptation_split, new_client_model
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn import setups as S
 from bnfl.experiments.papers.fedbn.digits import (
@@ -20,7 +21,6 @@ from bnfl.experiments.papers.fedbn.digits import (
     most_shifted_domain,
     unequal_sizes,
 )
-from bnfl.experiments.papers.fedbn.setups import adaptation_split, new_client_model
 from bnfl.experiments.printed import parse_mean_std
 
 torch.set_num_threads(1)

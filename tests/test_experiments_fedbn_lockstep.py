@@ -1,5 +1,5 @@
 """FedBN's entries on the shared training loop: the per-client protocol as an observer
-(:class:`bnfl.experiments.papers.fedbn.setups.FedBNProtocol`), its seeds in lock-step on the batched
+(:class:`bnfl.experiments.domain_protocol.FedBNProtocol`), its seeds in lock-step on the batched
 engine, per-seed claims with intervals, each measurement counted once, "smoother" as upticks and
 Fig. 9's attainable fit target. Smoke scale: a few rounds of a few samples."""
 
@@ -12,8 +12,9 @@ import torch
 from bnfl.experiments import core, training, tuning
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.claims import per_seed_claim
+from bnfl.experiments.domain_protocol import FedBNProtocol
 from bnfl.experiments.papers.fedbn import digits, sweeps
-from bnfl.experiments.papers.fedbn.setups import FedBNProtocol, fedbn_run, fedbn_runs
+from bnfl.experiments.papers.fedbn.setups import fedbn_run, fedbn_runs
 from bnfl.theory.ntk import bayes_accuracy, fit_target
 
 torch.set_num_threads(1)
