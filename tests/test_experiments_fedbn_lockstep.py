@@ -12,6 +12,7 @@ import torch
 from bnfl.experiments import core, training, tuning
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.claims import per_seed_claim
+from bnfl.experiments.curves import upticks
 from bnfl.experiments.domain_protocol import FedBNProtocol
 from bnfl.experiments.papers.fedbn import digits, sweeps
 from bnfl.experiments.papers.fedbn.setups import fedbn_run, fedbn_runs
@@ -82,7 +83,7 @@ def test_smoother_counts_upticks_not_the_variance_of_the_changes():
     assert claims["smoother"].verdict == "pass" and claims["faster"].verdict == "pass"
     assert claims["smoother"].interval is not None and claims["faster"].interval is not None
     jitter = [[v + (0.5 if i % 2 else 0.0) for i, v in enumerate(c)] for c in fast]  # FedBN rises every 2nd round
-    assert digits.upticks(jitter[0]) == 6 and digits.upticks(fast[0]) == 0
+    assert upticks(jitter[0]) == 6 and upticks(fast[0]) == 0
     rough = {c.name: c for c in digits._loss_claims("", _loss_runs(slow), _loss_runs(jitter), [0, 1, 2])}
     assert rough["smoother"].verdict == "fail"
 

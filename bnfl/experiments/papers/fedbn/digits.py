@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.data.domains import most_shifted_domain
 from bnfl.experiments.calibration import DECIDING_SEED_COUNTS
 from bnfl.experiments.claims import at_least, at_most, linked, per_seed_claim, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.curves import upticks
 from bnfl.experiments.drawing import drawn_by, grouped_bars, line_panels
 from bnfl.experiments.interval_claims import interval_within
 from bnfl.experiments.papers.fedbn import numbers as N
@@ -43,7 +45,7 @@ from bnfl.experiments.training import canonical, load_data, mean_over_clients
 from bnfl.experiments.tuning import Tuned, tuned_runs
 from bnfl.plots import color_for, new_figure
 
-__all__ = ["SOTA_GRID", "most_shifted_domain", "sota_runs", "tuned_sota_runs", "unequal_sizes", "upticks"]
+__all__ = ["SOTA_GRID", "sota_runs", "tuned_sota_runs", "unequal_sizes"]
 
 Q_EPOCHS = 50
 UNSEEN = ("thin", "fracture")
@@ -70,19 +72,6 @@ _TUNE_NOTE = ("FedBN best on the mean: each method at its own learning rate, tun
               "per-domain checks stay at the common rate")
 _SOTA_TUNED = profiles(_QUICK | {"tune": {"grid": list(SOTA_GRID)}, "deviations": [BUDGET, _TUNE_NOTE]}, _PAPER,
                        smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], "seeds": [0]}})
-
-
-def most_shifted_domain(split: Any) -> tuple[int, list[float]]:
-    """The domain whose training-pixel distribution is farthest from the first domain's (1-D
-    Wasserstein distance of the pixel values), and every domain's distance."""
-    # function-level: scipy.stats takes seconds to import, and only this function needs it
-    from scipy.stats import wasserstein_distance
-
-    x = split.x_train.reshape(split.x_train.shape[0], -1).numpy()
-    d = split.domain_train.numpy()
-    ref = x[d == 0].ravel()
-    dist = [float(wasserstein_distance(ref, x[d == j].ravel())) for j in range(len(split.domains))]
-    return int(np.argmax(dist)), dist
 
 
 def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(ROWS)) -> dict[str, list]:
@@ -251,14 +240,6 @@ plotter("fedbn-tab11")(drawn_by(_bars, "FedBN Table 11: accuracy per domain"))
 # -- Fig. 3 and Fig. 7: convergence ---------------------------------------------------------------
 def _curve(runs: list[dict[str, Any]], key: str = "eval_loss") -> np.ndarray:
     return np.mean([r[key] for r in runs], axis=0)
-
-
-def upticks(curve: Sequence[float]) -> int:
-    """Rounds where the loss went up (``curve[t] > curve[t-1]``): what "smoother" counts. (The
-    variance of the round-to-round changes would reward a slow descent: a loss that falls fast
-    has large early changes.)"""
-    c = np.asarray(curve, dtype=float)
-    return int(np.sum(np.diff(c) > 0)) if c.size > 1 else 0
 
 
 def _loss_claims(tag: str, avg_runs: list[dict[str, Any]], bn_runs: list[dict[str, Any]], seeds: Sequence[int],

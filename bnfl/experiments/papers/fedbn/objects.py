@@ -21,6 +21,7 @@ import numpy as np
 from bnfl import experiments as E
 from bnfl.data import load
 from bnfl.data import partition as P
+from bnfl.data.domains import ks_statistic, pixel_histograms
 from bnfl.experiments.architectures import architecture_check
 from bnfl.experiments.claims import at_least, within
 from bnfl.experiments.core import Context, Result
@@ -209,21 +210,6 @@ def plot_tab10(result: Result) -> Any:
 
 
 # -- Fig. 6: the domains ---------------------------------------------------------------------------
-def pixel_histograms(split: Any, bins: int = 32) -> tuple[np.ndarray, np.ndarray]:
-    """Per-domain normalised histograms of the training pixels: ``(edges, hist)`` with hist of shape
-    (domains, bins)."""
-    x = split.x_train.reshape(split.x_train.shape[0], -1).numpy()
-    d = split.domain_train.numpy()
-    edges = np.linspace(float(x.min()), float(x.max()), bins + 1)
-    hist = np.stack([np.histogram(x[d == j].ravel(), bins=edges)[0] for j in range(len(split.domains))])
-    return edges, hist / hist.sum(axis=1, keepdims=True)
-
-
-def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
-    """Kolmogorov-Smirnov distance between two histograms on the same bins (``max |CDF_a - CDF_b|``)."""
-    return float(np.max(np.abs(np.cumsum(a) - np.cumsum(b))))
-
-
 @entry(
     "fedbn-fig6",
     title="Example images and pixel histograms of the digit domains (App. D.1)",

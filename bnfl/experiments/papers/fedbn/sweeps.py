@@ -13,13 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.data.domains import most_shifted_domain
 from bnfl.data.fedbn_folders import DOMAINNET_TOP10
 from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import linked, per_seed_claim
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.drawing import drawn_by, grouped_bars, line_panels
 from bnfl.experiments.papers.fedbn import numbers as N
-from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, most_shifted_domain
+from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE
 from bnfl.experiments.papers.fedbn.setups import (
     Q_TRAIN_PER_DOMAIN,
     ROWS,
