@@ -23,22 +23,7 @@ from bnfl.experiments.curves import upticks
 from bnfl.experiments.drawing import drawn_by, grouped_bars, line_panels
 from bnfl.experiments.interval_claims import interval_within
 from bnfl.experiments.papers.fedbn import numbers as N
-from bnfl.experiments.papers.fedbn.setups import (
-    P_DIGITS,
-    Q_DIGITS,
-    Q_TRAIN_PER_DOMAIN,
-    ROWS,
-    SEEDS,
-    STYLES,
-    SWEEP_SEEDS,
-    fedbn_runs,
-    local_epochs,
-    per_domain_stats,
-    profiles,
-    seed_means,
-    spec,
-    variant,
-)
+from bnfl.experiments.papers.fedbn import setups as S
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.training import canonical, load_data, mean_over_clients
@@ -51,12 +36,12 @@ Q_EPOCHS = 50
 UNSEEN = ("thin", "fracture")
 BUDGET = (f"R = {Q_EPOCHS} rounds of 1 local epoch instead of the reference code's 100 (the text says 300 "
           "epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU")
-_QUICK = {"base": spec(Q_DIGITS, {"rounds": Q_EPOCHS, "train": {"eval_every": Q_EPOCHS}}), "epochs": Q_EPOCHS,
+_QUICK = {"base": S.spec(S.Q_DIGITS, {"rounds": Q_EPOCHS, "train": {"eval_every": Q_EPOCHS}}), "epochs": Q_EPOCHS,
           "unseen": list(UNSEEN), "deviations": [BUDGET]}
-_PAPER = {"base": P_DIGITS, "epochs": N.ROUNDS_CODE, "unseen": [],
+_PAPER = {"base": S.P_DIGITS, "epochs": N.ROUNDS_CODE, "unseen": [],
           "deviations": ["R = 100 rounds x 1 local epoch (the reference code's default; the text says 300 epochs)"]}
 _SMOKE = {"epochs": 2}
-_SOTA = profiles(_QUICK, _PAPER, smoke=_SMOKE)
+_SOTA = S.profiles(_QUICK, _PAPER, smoke=_SMOKE)
 #: Issue 36: Fig. 5 / Table 11's "best on the mean" (headline row 18) compares the four methods each
 #: at its own rate, tuned on a validation split with the same grid, seeds and budget
 #: (:func:`bnfl.experiments.tuning.tune_rate`) in exactly the setting of the compared runs, the grid
@@ -70,13 +55,13 @@ _TUNE_NOTE = ("FedBN best on the mean: each method at its own learning rate, tun
               f"the training set over {list(SOTA_GRID)} with seeds 0-2, scored by the mean over domains of each "
               f"domain's validation accuracy (the paper states one rate, {N.LR:g}, for all); the table and the "
               "per-domain checks stay at the common rate")
-_SOTA_TUNED = profiles(_QUICK | {"tune": {"grid": list(SOTA_GRID)}, "deviations": [BUDGET, _TUNE_NOTE]}, _PAPER,
+_SOTA_TUNED = S.profiles(_QUICK | {"tune": {"grid": list(SOTA_GRID)}, "deviations": [BUDGET, _TUNE_NOTE]}, _PAPER,
                        smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], "seeds": [0]}})
 
 
-def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(ROWS)) -> dict[str, list]:
+def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(S.ROWS)) -> dict[str, list]:
     """The runs of Fig. 5 / Table 11 (paper row name -> runs over the context's seeds)."""
-    return {k: fedbn_runs(ctx, spec(config["base"], variant(k)), unseen=config.get("unseen", ())) for k in keys}
+    return {k: S.fedbn_runs(ctx, S.spec(config["base"], S.variant(k)), unseen=config.get("unseen", ())) for k in keys}
 
 
 def tuned_sota_runs(ctx: Context, config: dict[str, Any]) -> tuple[dict[str, list], dict[str, Tuned]]:
@@ -85,9 +70,9 @@ def tuned_sota_runs(ctx: Context, config: dict[str, Any]) -> tuple[dict[str, lis
     common-rate runs (the same spec and protocol: the run cache holds them)."""
     tune = config["tune"]
     runs, rates = {}, {}
-    for k in ROWS:
-        rates[k], runs[k] = tuned_runs(ctx, spec(config["base"], variant(k)), tune, score=mean_over_clients,
-                                       train=lambda c, s: fedbn_runs(c, s, unseen=config.get("unseen", ())))
+    for k in S.ROWS:
+        rates[k], runs[k] = tuned_runs(ctx, S.spec(config["base"], S.variant(k)), tune, score=mean_over_clients,
+                                       train=lambda c, s: S.fedbn_runs(c, s, unseen=config.get("unseen", ())))
     return runs, rates
 
 
@@ -106,7 +91,7 @@ def _fmt(m: float, s: float) -> str:
 def _table(runs: dict[str, list], domains: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows, stats = [], {}
     for k, rs in runs.items():
-        m, s = per_domain_stats(rs)
+        m, s = S.per_domain_stats(rs)
         means = [float(np.mean(r["domain_acc"])) for r in rs]
         stats[k] = {"mean": m, "std": s, "avg": float(np.mean(means)),
                     "avg_std": float(np.std(means, ddof=1)) if len(means) > 1 else float("nan")}
@@ -160,7 +145,7 @@ def _sota_result(ctx: Context, config: dict[str, Any], paper_table: Any, counted
     lr = {k: f" (lr {t.rate:g})" for k, t in rates.items()}
     chosen = [f"{k} {t.describe()}" + (" (the grid's edge)" if t.at_edge else "") for k, t in rates.items()]
     claims.append(per_seed_claim("fedbn-best-mean", f"FedBN is strictly best on the mean over domains{at}",
-                                 seed_means(judged["FedBN"]), 0.0, baseline=seed_means(judged[best]), seeds=seeds,
+                                 S.seed_means(judged["FedBN"]), 0.0, baseline=S.seed_means(judged[best]), seeds=seeds,
                                  n_test=n_test * len(domains),
                                  detail=f"FedBN{lr.get('FedBN', '')} {j_st['FedBN']['avg']:.2f} vs {best}{lr.get(best, '')} "
                                         f"{j_st[best]['avg']:.2f}"))
@@ -201,7 +186,7 @@ _SOTA_PROSE = dict(
     # Fig. 5 / Table 11's headline (FedBN best on the mean, row 18) was undecided at 5 seeds with about
     # 10 deciding it: 10 seeds, the first 5 the same lock-step group as the other digits entries' runs
     seeds=DECIDING_SEED_COUNTS,
-    seed_groups=(SEEDS["quick"],),
+    seed_groups=(S.SEEDS["quick"],),
     configs=_SOTA_TUNED,
 )
 
@@ -222,7 +207,7 @@ def compute_tab11(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 def _bars(result: Result, title: str) -> Any:
     s = result.series
-    colors = {k: color_for(ROWS.get(k, k), i) for i, k in enumerate(s["methods"])}
+    colors = {k: color_for(S.ROWS.get(k, k), i) for i, k in enumerate(s["methods"])}
     fig, (a, b) = new_figure(1, 2, width=5.0, height=3.4)
     for ax, cols, data, err, name in ((a, s["domains"], s["mean"], s.get("std"), f"ours ({result.profile})"),
                                       (b, s["paper_columns"], s["paper"], None, "paper")):
@@ -269,7 +254,7 @@ def _loss_claims(tag: str, avg_runs: list[dict[str, Any]], bn_runs: list[dict[st
     look_for=("The loss after each round's aggregation, of the model each client then holds, in eval mode, "
               "on its whole training set (the curve the reference code prints). FedAvg's global model "
               "normalises every domain with averaged statistics; FedBN's clients keep theirs."),
-    kind="training", seeds=SEEDS, configs=_SOTA,
+    kind="training", seeds=S.SEEDS, configs=_SOTA,
 )
 def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = sota_runs(ctx, config, ("FedAvg", "FedBN"))
@@ -292,7 +277,7 @@ plotter("fedbn-fig3")(lambda r: line_panels(
     [("FedBN Fig. 3: training loss on the digit domains",
       {f"{k} ({how})": (r.series["round"], r.series[pre + k], own) for k in ("FedAvg", "FedBN")
        for pre, how, own in (("", "eval mode, after aggregation", {}), ("train_", "mini-batches", {"ls": "--", "lw": 1}))})],
-    "", styles=STYLES, xlabel="communication round", ylabel="training loss", logy=True, width=5.0, height=3.4))
+    "", styles=S.STYLES, xlabel="communication round", ylabel="training loss", logy=True, width=5.0, height=3.4))
 
 
 _E7 = (1, 4, 16)
@@ -305,20 +290,20 @@ _E7 = (1, 4, 16)
     look_for=("One panel per E, at a fixed budget of T epochs (T/E rounds): FedBN's loss below FedAvg's in each. "
               "The paper's list of E is stripped; the catalog uses {1, 4, 16}."),
     kind="training",
-    seeds=SWEEP_SEEDS,  # fedbn-fig4 (a)'s runs (same E, budget and seeds): trained once
-    configs=profiles(_QUICK | {"E": list(_E7)}, _PAPER | {"E": list(_E7)}, smoke=_SMOKE | {"E": [1, 2]}),
+    seeds=S.SWEEP_SEEDS,  # fedbn-fig4 (a)'s runs (same E, budget and seeds): trained once
+    configs=S.profiles(_QUICK | {"E": list(_E7)}, _PAPER | {"E": list(_E7)}, smoke=_SMOKE | {"E": [1, 2]}),
 )
 def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     series, claims, rows = {}, [], []
     for E in config["E"]:
-        specs = {k: spec(config["base"], variant(k), local_epochs(int(E), int(config["epochs"])))
+        specs = {k: S.spec(config["base"], S.variant(k), S.local_epochs(int(E), int(config["epochs"])))
                  for k in ("FedAvg", "FedBN")}
-        runs = {k: fedbn_runs(ctx, s) for k, s in specs.items()}
+        runs = {k: S.fedbn_runs(ctx, s) for k, s in specs.items()}
         avg, bn = _curve(runs["FedAvg"]), _curve(runs["FedBN"])
         series[str(E)] = {"epoch": (np.arange(1, avg.size + 1) * int(E)).tolist(), "FedAvg": avg.round(5).tolist(),
                           "FedBN": bn.round(5).tolist()}
         mine = _loss_claims(f"E = {E}: ", runs["FedAvg"], runs["FedBN"], list(ctx.seeds), slug=f"e{E}-")
-        if all(canonical(s) == canonical(spec(config["base"], variant(k))) for k, s in specs.items()):
+        if all(canonical(s) == canonical(S.spec(config["base"], S.variant(k))) for k, s in specs.items()):
             mine = [linked(c, "fedbn-fig3") for c in mine]  # fedbn-fig3's setting and checks (5 seeds there)
         claims += mine
         rows.append({"E": int(E), "rounds": int(avg.size), "FedAvg final loss": round(float(avg[-1]), 4),
@@ -330,7 +315,7 @@ def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 plotter("fedbn-fig7")(lambda r: line_panels(
     [(f"E = {E}", {k: (c["epoch"], c[k]) for k in ("FedAvg", "FedBN")}) for E, c in r.series.items()],
-    "FedBN Fig. 7: convergence for several local epochs E", styles=STYLES, xlabel="local epochs trained",
+    "FedBN Fig. 7: convergence for several local epochs E", styles=S.STYLES, xlabel="local epochs trained",
     ylabel="training loss", logy=True, width=3.3, height=3.0, legend_size=10))
 
 
@@ -342,15 +327,15 @@ plotter("fedbn-fig7")(lambda r: line_panels(
              "FedBN 85.22: federated with local BN is close to pooling the data."),
     look_for=("Centralized pools all domains into one model with one set of BN statistics; FedBN trains "
               "apart but keeps its statistics local. The catalog's check: FedBN within 3 points of it."),
-    kind="training", seeds=SEEDS, configs=_SOTA,
+    kind="training", seeds=S.SEEDS, configs=_SOTA,
 )
 def compute_tab12(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    runs = {"Centralized": fedbn_runs(ctx, spec(config["base"], variant("centralized")), unseen=config.get("unseen", ())),
+    runs = {"Centralized": S.fedbn_runs(ctx, S.spec(config["base"], S.variant("centralized")), unseen=config.get("unseen", ())),
             "FedBN": sota_runs(ctx, config, ("FedBN",))["FedBN"]}
     domains = _domains(runs)
     rows, st = _table(runs, domains)
     claims = [per_seed_claim("fedbn-near-centralized", "FedBN mean >= Centralized mean - 3",
-                             seed_means(runs["FedBN"]), -3.0, baseline=seed_means(runs["Centralized"]),
+                             S.seed_means(runs["FedBN"]), -3.0, baseline=S.seed_means(runs["Centralized"]),
                              seeds=list(ctx.seeds), n_test=_n_test(runs) * len(domains),
                              detail=f"FedBN {st['FedBN']['avg']:.2f} vs Centralized {st['Centralized']['avg']:.2f}")]
     return {"rows": rows, "paper": _paper_rows(N.TABLE12, N.DIGITS), "claims": claims,
@@ -373,21 +358,21 @@ def unequal_sizes(ratio: tuple[str, ...], largest: int, smallest: int) -> list[i
     return [max(int(smallest), int(round(largest * v / r.max()))) for v in r]
 
 
-_Q15 = {**_QUICK, "sizes": unequal_sizes(N.TABLE15_SAMPLES, Q_TRAIN_PER_DOMAIN, 32),
+_Q15 = {**_QUICK, "sizes": unequal_sizes(N.TABLE15_SAMPLES, S.Q_TRAIN_PER_DOMAIN, 32),
         "deviations": [_QUICK["deviations"][0],
                        "sizes in Table 15's proportions with the largest domain at its full split (287) and every "
                        "domain at least one batch (32): USPS's 743/39116 would leave it 5 samples"]}
-_P15 = {**_PAPER, "base": spec(_PAPER["base"], {"data": {"fraction": 1.0}}), "sizes": [7943, 743, 39116, 5600, 5600],
+_P15 = {**_PAPER, "base": S.spec(_PAPER["base"], {"data": {"fraction": 1.0}}), "sizes": [7943, 743, 39116, 5600, 5600],
         "deviations": ["10% of each original dataset (Table 15's sizes); reading the full sets needs the raw files"]}
-_CONFIGS15 = profiles(_Q15, _P15, smoke={**_SMOKE, "sizes": [40, 32, 60, 36, 36]})
+_CONFIGS15 = S.profiles(_Q15, _P15, smoke={**_SMOKE, "sizes": [40, 32, 60, 36, 36]})
 
 
 def _unequal_runs(ctx: Context, config: dict[str, Any]) -> dict[str, list]:
     sizes = list(config["sizes"])
     # every client runs the largest client's number of batches per round (small clients re-sample)
     steps = max(sizes) // int(config["base"]["train"]["batch_size"])
-    base = spec(config["base"], {"data": {"train_sizes": sizes}, "train": {"local_unit": "steps", "local_steps": steps}})
-    return {k: fedbn_runs(ctx, spec(base, variant(k)), curve=False) for k in _KEYS}
+    base = S.spec(config["base"], {"data": {"train_sizes": sizes}, "train": {"local_unit": "steps", "local_steps": steps}})
+    return {k: S.fedbn_runs(ctx, S.spec(base, S.variant(k)), curve=False) for k in _KEYS}
 
 
 def _unequal_result(ctx: Context, config: dict[str, Any], table: Any, samples: tuple[str, ...],
@@ -420,7 +405,7 @@ def _unequal_result(ctx: Context, config: dict[str, Any], table: Any, samples: t
                 "MNIST-M and MNIST 5600) FedBN is best on every dataset."),
        look_for=("Clients of very different sizes; the small ones re-sample so that every client runs the same "
                  "number of local steps. The catalog's check: FedBN at least as good as FedAvg on every domain."),
-       kind="training", seeds=SWEEP_SEEDS, configs=_CONFIGS15)
+       kind="training", seeds=S.SWEEP_SEEDS, configs=_CONFIGS15)
 def compute_tab15(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     return _unequal_result(ctx, config, N.TABLE15, N.TABLE15_SAMPLES)
 
@@ -463,8 +448,8 @@ def _permutation_check() -> tuple[list[dict[str, Any]], list[Any]]:
        look_for=("Our runs are Table 15's at quick scale (the same proportions); the table's interest is its "
                  "printed values, which fit the reference code's client order (MNIST, SVHN, USPS, SynthDigits, "
                  "MNIST-M) and not the header: read that way, more data never lowers an accuracy."),
-       kind="training", seeds=SWEEP_SEEDS,
-       configs=profiles(_Q15 | {"deviations": _Q15["deviations"] + [
+       kind="training", seeds=S.SWEEP_SEEDS,
+       configs=S.profiles(_Q15 | {"deviations": _Q15["deviations"] + [
            "quick: the same runs as fedbn-tab15 (the proportions of Tables 15 and 16 are the same)"]},
            _P15 | {"deviations": ["the full original datasets need the raw files; the partition files of the "
                                   "reference release hold 10% (Table 15's setting)"]},
@@ -498,7 +483,7 @@ plotter("fedbn-tab16")(drawn_by(_bars, "FedBN Table 16: unequal sizes (columns a
               "digits). FedBN has no BN of its own for a new client; the paper's rule averages the clients' "
               "affine parameters and normalises with the new client's statistics. The paper: FedBN 92.45 / "
               "94.61, FedProx 92.35 / 94.31, FedAvg 91.28 / 93.55."),
-    kind="training", seeds=SEEDS,
+    kind="training", seeds=S.SEEDS,
     configs=_SOTA | {"paper": _SOTA["paper"] | {"unseen": ["morpho:global", "morpho:local"]}},
 )
 def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
@@ -549,7 +534,7 @@ def plot_tab17(result: Result) -> Any:
     s = result.series
     fig, ax = new_figure(1, 1, width=5.0, height=3.4)
     grouped_bars(ax, [f"unseen '{st}'" for st in s["styles"]], {k: [s["mean"][k][st] for st in s["styles"]]
-                 for k in s["methods"]}, colors={k: color_for(ROWS[k]) for k in s["methods"]},
+                 for k in s["methods"]}, colors={k: color_for(S.ROWS[k]) for k in s["methods"]},
                  title="FedBN Table 17: clients from unseen domains")
     ax.legend(fontsize=8)
     return fig
