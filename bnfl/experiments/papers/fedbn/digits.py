@@ -56,7 +56,7 @@ _TUNE_NOTE = ("FedBN best on the mean: each method at its own learning rate, tun
               f"domain's validation accuracy (the paper states one rate, {N.LR:g}, for all); the table and the "
               "per-domain checks stay at the common rate")
 _SOTA_TUNED = S.profiles(_QUICK | {"tune": {"grid": list(SOTA_GRID)}, "deviations": [BUDGET, _TUNE_NOTE]}, _PAPER,
-                       smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], "seeds": [0]}})
+                         smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], "seeds": [0]}})
 
 
 def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(S.ROWS)) -> dict[str, list]:
@@ -450,10 +450,10 @@ def _permutation_check() -> tuple[list[dict[str, Any]], list[Any]]:
                  "MNIST-M) and not the header: read that way, more data never lowers an accuracy."),
        kind="training", seeds=S.SWEEP_SEEDS,
        configs=S.profiles(_Q15 | {"deviations": _Q15["deviations"] + [
-           "quick: the same runs as fedbn-tab15 (the proportions of Tables 15 and 16 are the same)"]},
-           _P15 | {"deviations": ["the full original datasets need the raw files; the partition files of the "
-                                  "reference release hold 10% (Table 15's setting)"]},
-           smoke=_SMOKE | {"sizes": [40, 32, 60, 36, 36]}))
+             "quick: the same runs as fedbn-tab15 (the proportions of Tables 15 and 16 are the same)"]},
+             _P15 | {"deviations": ["the full original datasets need the raw files; the partition files of the "
+                                    "reference release hold 10% (Table 15's setting)"]},
+             smoke=_SMOKE | {"sizes": [40, 32, 60, 36, 36]}))
 def compute_tab16(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     # quick: Table 15's runs and checks (linked, counted in fedbn-tab15); paper: runs of its own
     t15 = _CONFIGS15.get(ctx.profile, {})

@@ -36,7 +36,7 @@ _FIG4_QUICK = {**_QUICK, "E": list(N.E_GRID), "fractions": list(_FRACTIONS), "sh
 _FIG4_PAPER = {**_PAPER, "E": list(N.E_GRID), "fractions": [f / 100 for f in N.TABLE14_FRACTIONS], "shards": 10,
                "n": list(N.HETEROGENEITY_CLIENTS), "c_epochs": N.ROUNDS_CODE, "c_batch": N.BATCH}
 _FIG4 = S.profiles(_FIG4_QUICK, _FIG4_PAPER,
-                 smoke={**_SMOKE, "E": [1, 2], "fractions": [1.0, 0.5], "n": [1, 2], "c_epochs": 2})
+                   smoke={**_SMOKE, "E": [1, 2], "fractions": [1.0, 0.5], "n": [1, 2], "c_epochs": 2})
 
 
 def _fraction_data(base: dict[str, Any], f: float) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def _panel_a(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list[f
     """Method -> E -> per-seed mean accuracy over the domains. With the loss curves: these are
     fedbn-fig7's runs (its E = 1, 4, 16 at the same budget and seeds), trained once."""
     return {k: {str(E): S.seed_means(_runs(ctx, config["base"], S.variant(k), S.local_epochs(int(E), int(config["epochs"])),
-                                         curve=True))
+                                           curve=True))
                 for E in config["E"]} for k in ("FedAvg", "FedBN")}
 
 
@@ -73,7 +73,7 @@ def _panel_b(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list[l
 def _panel_c(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
     """Method -> clients per domain -> per-seed mean accuracy over the domains."""
     base = S.spec(config["base"], S.local_epochs(1, int(config["c_epochs"])),
-                {"train": {"batch_size": int(config["c_batch"])}})
+                  {"train": {"batch_size": int(config["c_batch"])}})
     if base["data"]["name"] != "digit_domains":  # paper: n clients of 743 = a tenth of the 7438 digits each
         base = S.spec(base, {"data": {"fraction": 1.0}})
     return {k: {str(n): S.seed_means(_runs(ctx, base, S.variant(k), {"partition": {
@@ -195,9 +195,9 @@ plotter("fedbn-tab14")(lambda r: line_panels(
 
 # -- Table 13 / Fig. 8: batch size x local epochs ------------------------------------------------------
 _T13 = S.profiles({**_QUICK, "B": ["10", "50", "inf"], "E": list(N.E_GRID_TAB13),
-                 "deviations": _QUICK["deviations"] + ["3 seeds in lock-step (the paper prints single numbers)"]},
-                {**_PAPER, "B": list(N.B_GRID), "E": list(N.E_GRID_TAB13)},
-                smoke={**_SMOKE, "B": ["10", "inf"], "E": [1, 2]})
+                   "deviations": _QUICK["deviations"] + ["3 seeds in lock-step (the paper prints single numbers)"]},
+                  {**_PAPER, "B": list(N.B_GRID), "E": list(N.E_GRID_TAB13)},
+                  smoke={**_SMOKE, "B": ["10", "inf"], "E": [1, 2]})
 
 
 def _batch(base: dict[str, Any], b: str) -> int:
@@ -306,7 +306,7 @@ plotter("fedbn-fig8")(drawn_by(_plot_be, "FedBN Fig. 8: accuracy against local e
 _GROUP_QUICK = {
     "Office": S.spec(_QUICK["base"], {"data": {"domains": ["clean", "contrast", "blur", "thick"], "train_per_domain": N.OFFICE_TRAIN}}),
     "DomainNet": S.spec(_QUICK["base"], {"data": {"domains": ["clean", "contrast", "blur", "noise", "thick", "gain"],
-                                                "train_per_domain": N.DOMAINNET_TRAIN}}),
+                                                  "train_per_domain": N.DOMAINNET_TRAIN}}),
     "ABIDE": {"data": {"name": "abide_sites"}, "model": {"name": "mlp", "hidden": list(N.ABIDE_HIDDEN)},
               "partition": {"kind": "by_domain"}, "rounds": N.ABIDE_EPOCHS,
               "train": {"batch_size": N.ABIDE_BATCH, "lr": 0.1, "local_steps": 1, "local_unit": "epochs",
@@ -341,14 +341,14 @@ _T1_DEV = ["Office proxy: Q-DOM with 4 domains, 62 training samples each; Domain
               "above FedAvg on at least 75% of the individual clients."),
     kind="training", seeds={"smoke": 1, "quick": 5, "paper": 5},
     configs=S.profiles({"groups": _GROUP_QUICK, "deviations": _T1_DEV + [_QUICK["deviations"][0]]},
-                     {"groups": _GROUP_PAPER, "deviations": [
-                         "300 rounds (the Office code's default and the text's 300 epochs); no augmentation (the "
-                         "code: random flip and rotation of +-30 degrees) and no validation-based model selection "
-                         "(docs: FedBN reference code)",
-                         "train/test split: FedBN's own <domain>_train.pkl / _test.pkl where the folder holds them "
-                         "(the release's office_caltech_10/ or DomainNet/), else a seeded 80/20 split of each domain; "
-                         "then the first 62 (Office) / 105 (DomainNet) training images of each client (App. D.3); "
-                         "DomainNet: the release's top-10 classes"]},
+                       {"groups": _GROUP_PAPER, "deviations": [
+                           "300 rounds (the Office code's default and the text's 300 epochs); no augmentation (the "
+                           "code: random flip and rotation of +-30 degrees) and no validation-based model selection "
+                           "(docs: FedBN reference code)",
+                           "train/test split: FedBN's own <domain>_train.pkl / _test.pkl where the folder holds them "
+                           "(the release's office_caltech_10/ or DomainNet/), else a seeded 80/20 split of each domain; "
+                           "then the first 62 (Office) / 105 (DomainNet) training images of each client (App. D.3); "
+                           "DomainNet: the release's top-10 classes"]},
                      smoke={"groups": {g: {"rounds": 2, "train": {"eval_every": 2}} for g in _GROUP_QUICK}}),
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
