@@ -27,7 +27,7 @@ from bnfl.experiments.claims import at_least, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.drawing import drawn_by, grouped_bars, table_figure
 from bnfl.experiments.papers.fedbn import numbers as N
-from bnfl.experiments.papers.fedbn.setups import Q_DOMAINS
+from bnfl.experiments.papers.fedbn.setups import Q_DOMAINS, Q_TRAIN_PER_DOMAIN
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
 from bnfl.experiments.training import load_data
 from bnfl.plots import new_figure
@@ -273,22 +273,17 @@ def _setting(config: dict[str, Any], knob: str) -> dict[str, Any]:
     """(clients per dataset, samples per client, local epochs) stated by an entry's config."""
     base = config["base"]
     data = base["data"]
-    frac = float(data.get("fraction", 0.1))
-    if data["name"] == "digit_domains":
-        per = data.get("train_per_domain") or 287
-        samples = [int(per)]
-    else:
-        samples = [int(frac * N.DIGITS_TRAIN)]
+    quick = data["name"] == "digit_domains"
+    # a domain's whole training split: quick the Q-DOM split (287), paper the 7438 digits (Table 14)
+    full = int(data.get("train_per_domain") or Q_TRAIN_PER_DOMAIN) if quick else N.DIGITS_TRAIN
+    samples = [full] if quick else [int(float(data.get("fraction", 0.1)) * N.DIGITS_TRAIN)]
     clients, epochs = [1], [int(base["train"]["local_steps"])]
     if knob == "E":
         epochs = [int(e) for e in config["E"]]
-    elif knob == "fractions":  # quick: of the 287-digit split; paper: of the 7438 digits (Table 14)
-        full = int(data.get("train_per_domain") or 287) if data["name"] == "digit_domains" else N.DIGITS_TRAIN
+    elif knob == "fractions":
         samples = [int(float(f) * full) for f in config["fractions"]]
     elif knob == "n":  # each domain in `shards` shards (paper: 10 x 743 of the 7438 digits)
-        clients = [int(n) for n in config["n"]]
-        full = int(data.get("train_per_domain") or 287) if data["name"] == "digit_domains" else N.DIGITS_TRAIN
-        samples = [full // int(config["shards"])]
+        clients, samples = [int(n) for n in config["n"]], [full // int(config["shards"])]
     return {"clients": clients, "samples": samples, "epochs": epochs}
 
 

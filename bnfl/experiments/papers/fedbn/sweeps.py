@@ -312,17 +312,13 @@ _GROUP_QUICK = {
               "train": {"batch_size": N.ABIDE_BATCH, "lr": 0.1, "local_steps": 1, "local_unit": "epochs",
                         "eval_every": N.ABIDE_EPOCHS}},
 }
+#: Office-Caltech10 and DomainNet (App. D.3): AlexNet-BN, 300 rounds, the digits' training (B = 32, lr 0.01, E = 1).
+_ALEX = {"model": {"name": "alexnet_bn"}, "partition": {"kind": "by_domain"}, "rounds": 300, "train": S.P_DIGITS["train"]}
 _GROUP_PAPER = {
     # App. D.3: 62 / 105 training images per client ("the smallest dataset"), DomainNet's top-10 classes
-    "Office": {"data": {"name": "office_caltech10", "size": 256, "train_per_domain": N.OFFICE_TRAIN},
-               "model": {"name": "alexnet_bn"},
-               "partition": {"kind": "by_domain"}, "rounds": 300,
-               "train": {"batch_size": N.BATCH, "lr": N.LR, "local_steps": 1, "local_unit": "epochs", "eval_every": 10}},
-    "DomainNet": {"data": {"name": "domainnet", "size": 256, "train_per_domain": N.DOMAINNET_TRAIN,
-                           "classes": list(DOMAINNET_TOP10)}, "model": {"name": "alexnet_bn"},
-                  "partition": {"kind": "by_domain"}, "rounds": 300,
-                  "train": {"batch_size": N.BATCH, "lr": N.LR, "local_steps": 1, "local_unit": "epochs",
-                            "eval_every": 10}},
+    "Office": S.spec(_ALEX, {"data": {"name": "office_caltech10", "size": 256, "train_per_domain": N.OFFICE_TRAIN}}),
+    "DomainNet": S.spec(_ALEX, {"data": {"name": "domainnet", "size": 256, "train_per_domain": N.DOMAINNET_TRAIN,
+                                         "classes": list(DOMAINNET_TOP10)}}),
     "ABIDE": {**_GROUP_QUICK["ABIDE"], "data": {"name": "abide"}},
 }
 _T1_DEV = ["Office proxy: Q-DOM with 4 domains, 62 training samples each; DomainNet proxy: 6 domains, 105 each "
@@ -349,7 +345,7 @@ _T1_DEV = ["Office proxy: Q-DOM with 4 domains, 62 training samples each; Domain
                            "(the release's office_caltech_10/ or DomainNet/), else a seeded 80/20 split of each domain; "
                            "then the first 62 (Office) / 105 (DomainNet) training images of each client (App. D.3); "
                            "DomainNet: the release's top-10 classes"]},
-                     smoke={"groups": {g: {"rounds": 2, "train": {"eval_every": 2}} for g in _GROUP_QUICK}}),
+                       smoke={"groups": {g: {"rounds": 2, "train": {"eval_every": 2}} for g in _GROUP_QUICK}}),
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows, claims, series = [], [], {}
