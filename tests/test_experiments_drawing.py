@@ -96,3 +96,14 @@ def test_table_figure_draws_the_chosen_columns_and_shades_rows():
     assert cells[2, 0].get_facecolor() != cells[1, 0].get_facecolor()
     assert fig.axes[0].get_title() == "T"
     matplotlib.pyplot.close(fig)
+
+
+def test_bar_figure_is_one_panel_of_grouped_bars_with_its_legend():
+    from bnfl.experiments.drawing import bar_figure
+
+    fig = bar_figure(["x", "y", "z"], {"A": [1.0, 2.0, 3.0], "B": [4.0, 5.0, 6.0]}, "T", colors={"A": "#111111", "B": "#222222"},
+                     ylabel="share (%)")
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["A", "B"]
+    assert ax.get_title() == "T" and ax.get_ylabel() == "share (%)" and len(ax.patches) == 6
+    matplotlib.pyplot.close(fig)

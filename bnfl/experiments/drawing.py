@@ -20,7 +20,7 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
-__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "grouped_bars",
+__all__ = ["bar_figure", "bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "grouped_bars",
            "iid_noniid_plot", "line_panels", "lines_against", "ours_beside_paper", "table_figure"]
 
 
@@ -129,6 +129,16 @@ def grouped_bars(ax: Any, groups: Sequence[str], values: Mapping[str, Sequence[f
     ax.set_ylim(0, 100)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+
+
+def bar_figure(groups: Sequence[str], values: Mapping[str, Sequence[float]], title: str, *,
+               colors: Mapping[str, str], ylabel: str = "test accuracy (%)", width: float = 5.0, height: float = 3.4,
+               legend_size: float = 8) -> Any:
+    """One panel of :func:`grouped_bars` (bars per name in each group) with its legend and ``title``."""
+    fig, ax = new_figure(1, 1, width=width, height=height)
+    grouped_bars(ax, groups, values, colors=colors, title=title, ylabel=ylabel)
+    ax.legend(fontsize=legend_size)
+    return fig
 
 
 def line_panels(panels: Sequence[tuple[str, Mapping[str, Sequence[Any]]]], title: str, *,

@@ -20,7 +20,7 @@ from bnfl.experiments.calibration import DECIDING_SEED_COUNTS
 from bnfl.experiments.claims import at_least, at_most, linked, per_seed_claim, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import upticks
-from bnfl.experiments.drawing import drawn_by, grouped_bars, line_panels
+from bnfl.experiments.drawing import bar_figure, drawn_by, grouped_bars, line_panels
 from bnfl.experiments.interval_claims import interval_within
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn import setups as S
@@ -529,12 +529,7 @@ def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "in; FedAvg/FedProx: the global model on the same half."]}
 
 
-@plotter("fedbn-tab17")
-def plot_tab17(result: Result) -> Any:
-    s = result.series
-    fig, ax = new_figure(1, 1, width=5.0, height=3.4)
-    grouped_bars(ax, [f"unseen '{st}'" for st in s["styles"]], {k: [s["mean"][k][st] for st in s["styles"]]
-                 for k in s["methods"]}, colors={k: color_for(S.ROWS[k]) for k in s["methods"]},
-                 title="FedBN Table 17: clients from unseen domains")
-    ax.legend(fontsize=8)
-    return fig
+plotter("fedbn-tab17")(lambda r: bar_figure(
+    [f"unseen '{st}'" for st in r.series["styles"]],
+    {k: [r.series["mean"][k][st] for st in r.series["styles"]] for k in r.series["methods"]},
+    "FedBN Table 17: clients from unseen domains", colors={k: color_for(S.ROWS[k]) for k in r.series["methods"]}))

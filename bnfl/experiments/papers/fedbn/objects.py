@@ -25,7 +25,7 @@ from bnfl.data.domains import ks_statistic, pixel_histograms
 from bnfl.experiments.architectures import architecture_check
 from bnfl.experiments.claims import at_least, within
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.drawing import drawn_by, grouped_bars, table_figure
+from bnfl.experiments.drawing import bar_figure, drawn_by, table_figure
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn.setups import Q_DOMAINS, Q_TRAIN_PER_DOMAIN
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
@@ -197,16 +197,11 @@ def compute_tab10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "site-specific feature shift; only its sizes and label ratios follow Table 10."]}
 
 
-@plotter("fedbn-tab10")
-def plot_tab10(result: Result) -> Any:
-    s = result.series
-    fig, ax = new_figure(1, 1, width=4.6, height=3.2)
-    grouped_bars(ax, [f"{n}\n(n = {m})" for n, m in zip(s["sites"], s["sizes"], strict=True)],
-                 {"paper (ASD %)": s["paper_pct"], "Q-ABIDE (positives %)": s["ours_pct"]},
-                 colors={"paper (ASD %)": "#BBBBBB", "Q-ABIDE (positives %)": "#0072B2"},
-                 title="FedBN Table 10: ABIDE sites and the Q-ABIDE stand-in", ylabel="positive class (%)")
-    ax.legend()
-    return fig
+plotter("fedbn-tab10")(lambda r: bar_figure(
+    [f"{n}\n(n = {m})" for n, m in zip(r.series["sites"], r.series["sizes"], strict=True)],
+    {"paper (ASD %)": r.series["paper_pct"], "Q-ABIDE (positives %)": r.series["ours_pct"]},
+    "FedBN Table 10: ABIDE sites and the Q-ABIDE stand-in", ylabel="positive class (%)", width=4.6, height=3.2,
+    colors={"paper (ASD %)": "#BBBBBB", "Q-ABIDE (positives %)": "#0072B2"}, legend_size=10))
 
 
 # -- Fig. 6: the domains ---------------------------------------------------------------------------
