@@ -246,16 +246,13 @@ def _loss_claims(tag: str, avg_runs: list[dict[str, Any]], bn_runs: list[dict[st
     return out
 
 
-@entry(
-    "fedbn-fig3",
-    title="Training loss: FedBN converges faster and more smoothly than FedAvg",
-    summary=("Fig. 3: training loss against communication rounds on the digits benchmark (E = 1): FedBN's "
-             "loss goes down faster and more smoothly than FedAvg's, as Corollary 4.6 predicts."),
-    look_for=("The loss after each round's aggregation, of the model each client then holds, in eval mode, "
-              "on its whole training set (the curve the reference code prints). FedAvg's global model "
-              "normalises every domain with averaged statistics; FedBN's clients keep theirs."),
-    kind="training", seeds=S.SEEDS, configs=_SOTA,
-)
+@entry("fedbn-fig3", title="Training loss: FedBN converges faster and more smoothly than FedAvg",
+       summary=("Fig. 3: training loss against communication rounds on the digits benchmark (E = 1): FedBN's "
+                "loss goes down faster and more smoothly than FedAvg's, as Corollary 4.6 predicts."),
+       look_for=("The loss after each round's aggregation, of the model each client then holds, in eval mode, "
+                 "on its whole training set (the curve the reference code prints). FedAvg's global model "
+                 "normalises every domain with averaged statistics; FedBN's clients keep theirs."),
+       kind="training", seeds=S.SEEDS, configs=_SOTA)
 def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = sota_runs(ctx, config, ("FedAvg", "FedBN"))
     avg, bn = _curve(runs["FedAvg"]), _curve(runs["FedBN"])
@@ -283,16 +280,13 @@ plotter("fedbn-fig3")(lambda r: line_panels(
 _E7 = (1, 4, 16)
 
 
-@entry(
-    "fedbn-fig7",
-    title="Convergence for several local epochs E (App. E.1)",
-    summary="Fig. 7: FedBN converges faster than FedAvg for every number of local epochs E.",
-    look_for=("One panel per E, at a fixed budget of T epochs (T/E rounds): FedBN's loss below FedAvg's in each. "
-              "The paper's list of E is stripped; the catalog uses {1, 4, 16}."),
-    kind="training",
-    seeds=S.SWEEP_SEEDS,  # fedbn-fig4 (a)'s runs (same E, budget and seeds): trained once
-    configs=S.profiles(_QUICK | {"E": list(_E7)}, _PAPER | {"E": list(_E7)}, smoke=_SMOKE | {"E": [1, 2]}),
-)
+@entry("fedbn-fig7", title="Convergence for several local epochs E (App. E.1)",
+       summary="Fig. 7: FedBN converges faster than FedAvg for every number of local epochs E.",
+       look_for=("One panel per E, at a fixed budget of T epochs (T/E rounds): FedBN's loss below FedAvg's in each. "
+                 "The paper's list of E is stripped; the catalog uses {1, 4, 16}."),
+       kind="training",
+       seeds=S.SWEEP_SEEDS,  # fedbn-fig4 (a)'s runs (same E, budget and seeds): trained once
+       configs=S.profiles(_QUICK | {"E": list(_E7)}, _PAPER | {"E": list(_E7)}, smoke=_SMOKE | {"E": [1, 2]}))
 def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     series, claims, rows = {}, [], []
     for E in config["E"]:
@@ -320,15 +314,12 @@ plotter("fedbn-fig7")(lambda r: line_panels(
 
 
 # -- Table 12: centralized ---------------------------------------------------------------------------
-@entry(
-    "fedbn-tab12",
-    title="FedBN vs centralized training on digits (App. E.3)",
-    summary=("Table 12: centralized training on the pooled digits (one shared BN) reaches 86.28 on average, "
-             "FedBN 85.22: federated with local BN is close to pooling the data."),
-    look_for=("Centralized pools all domains into one model with one set of BN statistics; FedBN trains "
-              "apart but keeps its statistics local. The catalog's check: FedBN within 3 points of it."),
-    kind="training", seeds=S.SEEDS, configs=_SOTA,
-)
+@entry("fedbn-tab12", title="FedBN vs centralized training on digits (App. E.3)",
+       summary=("Table 12: centralized training on the pooled digits (one shared BN) reaches 86.28 on average, "
+                "FedBN 85.22: federated with local BN is close to pooling the data."),
+       look_for=("Centralized pools all domains into one model with one set of BN statistics; FedBN trains "
+                 "apart but keeps its statistics local. The catalog's check: FedBN within 3 points of it."),
+       kind="training", seeds=S.SEEDS, configs=_SOTA)
 def compute_tab12(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = {"Centralized": S.fedbn_runs(ctx, S.spec(config["base"], S.variant("centralized")), unseen=config.get("unseen", ())),
             "FedBN": sota_runs(ctx, config, ("FedBN",))["FedBN"]}
@@ -473,19 +464,16 @@ plotter("fedbn-tab16")(drawn_by(_bars, "FedBN Table 16: unequal sizes (columns a
 
 
 # -- Table 17: unseen domains ------------------------------------------------------------------------
-@entry(
-    "fedbn-tab17",
-    title="Testing on unseen-domain clients (App. G)",
-    summary=("Table 17: a client from a new domain (Morpho-MNIST thinning/thickening, swelling/fractures) uses "
-             "the average of the trained BN affine parameters with its own batch statistics: FedBN 92.45 / "
-             "94.61 vs FedProx 92.35 / 94.31, comparable."),
-    look_for=("Trained on the five domains, tested on two styles never seen ('thin', 'fracture' of the same test "
-              "digits). FedBN has no BN of its own for a new client; the paper's rule averages the clients' "
-              "affine parameters and normalises with the new client's statistics. The paper: FedBN 92.45 / "
-              "94.61, FedProx 92.35 / 94.31, FedAvg 91.28 / 93.55."),
-    kind="training", seeds=S.SEEDS,
-    configs=_SOTA | {"paper": _SOTA["paper"] | {"unseen": ["morpho:global", "morpho:local"]}},
-)
+@entry("fedbn-tab17", title="Testing on unseen-domain clients (App. G)",
+       summary=("Table 17: a client from a new domain (Morpho-MNIST thinning/thickening, swelling/fractures) uses "
+                "the average of the trained BN affine parameters with its own batch statistics: FedBN 92.45 / "
+                "94.61 vs FedProx 92.35 / 94.31, comparable."),
+       look_for=("Trained on the five domains, tested on two styles never seen ('thin', 'fracture' of the same test "
+                 "digits). FedBN has no BN of its own for a new client; the paper's rule averages the clients' "
+                 "affine parameters and normalises with the new client's statistics. The paper: FedBN 92.45 / "
+                 "94.61, FedProx 92.35 / 94.31, FedAvg 91.28 / 93.55."),
+       kind="training", seeds=S.SEEDS,
+       configs=_SOTA | {"paper": _SOTA["paper"] | {"unseen": ["morpho:global", "morpho:local"]}})
 def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = sota_runs(ctx, config, _KEYS)
     styles = list(config.get("unseen") or [])

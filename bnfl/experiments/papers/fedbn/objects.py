@@ -70,17 +70,14 @@ def _doc(path: str) -> str:
     raise ImportError(path)
 
 
-@entry(
-    "fedbn-tab2",
-    title="Notation table (App. A) against bnfl's docstrings",
-    summary=("Table 2 lists the symbols of FedBN's analysis. The symbols themselves are stripped from the "
-             "provided text; we reconstruct them from the equations and check that bnfl's theory "
-             "docstrings use the same ones."),
-    look_for=("Each row: the paper's description (as printed), the symbol, and the bnfl object whose "
-              "docstring writes it. Symbols not found are listed, not hidden."),
-    kind="exact",
-    configs=same_for_all_profiles({"sources": [list(s[:1]) + [list(s[1]), list(s[2])] for s in _NOTATION_SOURCES]}),
-)
+@entry("fedbn-tab2", title="Notation table (App. A) against bnfl's docstrings",
+       summary=("Table 2 lists the symbols of FedBN's analysis. The symbols themselves are stripped from the "
+                "provided text; we reconstruct them from the equations and check that bnfl's theory "
+                "docstrings use the same ones."),
+       look_for=("Each row: the paper's description (as printed), the symbol, and the bnfl object whose "
+                 "docstring writes it. Symbols not found are listed, not hidden."),
+       kind="exact",
+       configs=same_for_all_profiles({"sources": [list(s[:1]) + [list(s[1]), list(s[2])] for s in _NOTATION_SOURCES]}))
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     described = dict(N.NOTATION)
     rows, found = [], 0
@@ -109,14 +106,11 @@ plotter("fedbn-tab2")(lambda r: table_figure(r, "FedBN Table 2: notation found i
 _ERRATA = {"source": "inferred in CATALOG §4.2", "erratum": "printed in error (§5.8)"}
 
 
-@entry(
-    "fedbn-tab3",
-    title="The digits CNN (Table 3) built by bnfl",
-    summary=("Table 3: five conv/FC blocks with BN after all but the last layer, 28x28x3 inputs. Printed "
-             "with layer 3 twice; the reference code and 6272 = 128*7*7 have one conv3."),
-    look_for="The printed rows beside the rows read off bnfl's built model, and its parameter counts.",
-    kind="exact", configs=same_for_all_profiles({"model": "digit_cnn", "shape": [3, 28, 28]}),
-)
+@entry("fedbn-tab3", title="The digits CNN (Table 3) built by bnfl",
+       summary=("Table 3: five conv/FC blocks with BN after all but the last layer, 28x28x3 inputs. Printed "
+                "with layer 3 twice; the reference code and 6272 = 128*7*7 have one conv3."),
+       look_for="The printed rows beside the rows read off bnfl's built model, and its parameter counts.",
+       kind="exact", configs=same_for_all_profiles({"model": "digit_cnn", "shape": [3, 28, 28]}))
 def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     out = architecture_check(config["model"], tuple(config["shape"]), N.TABLE3, N.TABLE3_DUPLICATE_ROW,
                              params=N.DIGIT_CNN_PARAMS, affine=N.DIGIT_CNN_BN_AFFINE, flat=(128, 7, 7), **_ERRATA)
@@ -125,15 +119,12 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@entry(
-    "fedbn-tab9",
-    title="AlexNet-BN (Table 9) built by bnfl",
-    summary=("Table 9: AlexNet with BN after every conv and FC but the last, for Office-Caltech10 and "
-             "DomainNet at 256x256. Printed with a spurious Conv2D(64, 128, 5, 1, 2) row copied from "
-             "Table 3."),
-    look_for="The printed rows beside bnfl's, the spurious row marked, and the 57M parameters counted.",
-    kind="exact", configs=same_for_all_profiles({"model": "alexnet_bn", "shape": [3, 256, 256]}),
-)
+@entry("fedbn-tab9", title="AlexNet-BN (Table 9) built by bnfl",
+       summary=("Table 9: AlexNet with BN after every conv and FC but the last, for Office-Caltech10 and "
+                "DomainNet at 256x256. Printed with a spurious Conv2D(64, 128, 5, 1, 2) row copied from "
+                "Table 3."),
+       look_for="The printed rows beside bnfl's, the spurious row marked, and the 57M parameters counted.",
+       kind="exact", configs=same_for_all_profiles({"model": "alexnet_bn", "shape": [3, 256, 256]}))
 def compute_tab9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     out = architecture_check(config["model"], tuple(config["shape"]), N.TABLE9, N.TABLE9_SPURIOUS_ROW,
                              params=N.ALEXNET_BN_PARAMS, affine=None, flat=(256, 6, 6), **_ERRATA)
@@ -154,16 +145,13 @@ plotter("fedbn-tab9")(drawn_by(_plot_architecture, "FedBN Table 9, AlexNet-BN"))
 
 
 # -- Table 10: ABIDE sites -----------------------------------------------------------------------
-@entry(
-    "fedbn-tab10",
-    title="ABIDE I sites (Table 10) and the Q-ABIDE stand-in",
-    summary=("Table 10: subjects, ASD/HC counts, ASD percentage, fMRI frames and sliding-window counts of "
-             "the four ABIDE I sites. Checked for internal consistency; the quick stand-in Q-ABIDE uses "
-             "the same label ratios with sample counts proportional to the window counts."),
-    look_for=("The printed arithmetic (ASD + HC = Total, the percentages, Trunc = Frames - 32 + 1) and the "
-              "synthetic sites' ratios beside the paper's."),
-    kind="exact", configs={"smoke": {"scale": 0.5}, "quick": {"scale": 1.0}, "paper": {"scale": 1.0}},
-)
+@entry("fedbn-tab10", title="ABIDE I sites (Table 10) and the Q-ABIDE stand-in",
+       summary=("Table 10: subjects, ASD/HC counts, ASD percentage, fMRI frames and sliding-window counts of "
+                "the four ABIDE I sites. Checked for internal consistency; the quick stand-in Q-ABIDE uses "
+                "the same label ratios with sample counts proportional to the window counts."),
+       look_for=("The printed arithmetic (ASD + HC = Total, the percentages, Trunc = Frames - 32 + 1) and the "
+                 "synthetic sites' ratios beside the paper's."),
+       kind="exact", configs={"smoke": {"scale": 0.5}, "quick": {"scale": 1.0}, "paper": {"scale": 1.0}})
 def compute_tab10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     t = {name: [int(v.rstrip("%")) for v in vals] for name, vals in N.TABLE10}
     claims = []
@@ -205,17 +193,14 @@ plotter("fedbn-tab10")(lambda r: bar_figure(
 
 
 # -- Fig. 6: the domains ---------------------------------------------------------------------------
-@entry(
-    "fedbn-fig6",
-    title="Example images and pixel histograms of the digit domains (App. D.1)",
-    summary=("Fig. 6: samples and pixel-value histograms of SVHN, USPS, SynthDigits, MNIST-M and MNIST show "
-             "the feature shift between the clients. Quick: the five Q-DOM domains."),
-    look_for=("The same digits drawn in five styles, and how differently their pixel values are "
-              "distributed: the shift FedBN's local BN absorbs."),
-    kind="exact",
-    configs={p: {"data": {"name": "digit_domains", "form": "image", "domains": list(Q_DOMAINS)}}
-             for p in ("smoke", "quick")} | {"paper": {"data": {"name": "digit5", "fraction": 0.1}}},
-)
+@entry("fedbn-fig6", title="Example images and pixel histograms of the digit domains (App. D.1)",
+       summary=("Fig. 6: samples and pixel-value histograms of SVHN, USPS, SynthDigits, MNIST-M and MNIST show "
+                "the feature shift between the clients. Quick: the five Q-DOM domains."),
+       look_for=("The same digits drawn in five styles, and how differently their pixel values are "
+                 "distributed: the shift FedBN's local BN absorbs."),
+       kind="exact",
+       configs={p: {"data": {"name": "digit_domains", "form": "image", "domains": list(Q_DOMAINS)}}
+                for p in ("smoke", "quick")} | {"paper": {"data": {"name": "digit5", "fraction": 0.1}}})
 def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     split = load_data(config["data"], data_root=ctx.data_root)
     edges, hist = pixel_histograms(split)

@@ -85,18 +85,15 @@ def _avg(d: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
     return {k: {x: float(np.mean(v)) for x, v in row.items()} for k, row in d.items()}
 
 
-@entry(
-    "fedbn-fig4",
-    title="Digits analyses: local epochs, local dataset size, heterogeneity",
-    summary=("Fig. 4: (a) accuracy falls with the local epochs E for both methods and FedBN stays above FedAvg; "
-             "(b) accuracy drops once a client holds 20% or less of its data, and FedBN's margin over "
-             "SingleSet grows as data shrink; (c) FedBN beats FedAvg at every number of clients per dataset."),
-    look_for=("Three knobs turned one at a time on the digit domains. (a) E local epochs at a fixed budget of T "
-              "epochs; (b) the fraction of each domain's training split a client holds; (c) each domain split "
-              "into 10 shards, n of them as clients (more clients: less heterogeneity per client pair). Mean "
-              "accuracy over the domains, FedBN's per-client protocol."),
-    kind="training", seeds=HEADLINE_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS, configs=_FIG4,
-)
+@entry("fedbn-fig4", title="Digits analyses: local epochs, local dataset size, heterogeneity",
+       summary=("Fig. 4: (a) accuracy falls with the local epochs E for both methods and FedBN stays above FedAvg; "
+                "(b) accuracy drops once a client holds 20% or less of its data, and FedBN's margin over "
+                "SingleSet grows as data shrink; (c) FedBN beats FedAvg at every number of clients per dataset."),
+       look_for=("Three knobs turned one at a time on the digit domains. (a) E local epochs at a fixed budget of T "
+                 "epochs; (b) the fraction of each domain's training split a client holds; (c) each domain split "
+                 "into 10 shards, n of them as clients (more clients: less heterogeneity per client pair). Mean "
+                 "accuracy over the domains, FedBN's per-client protocol."),
+       kind="training", seeds=HEADLINE_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS, configs=_FIG4)
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     pa, b, pc = _panel_a(ctx, config), _panel_b(ctx, config), _panel_c(ctx, config)
     a, c = _avg(pa), _avg(pc)
@@ -138,17 +135,14 @@ def plot_fig4(result: Result) -> Any:
     return fig
 
 
-@entry(
-    "fedbn-tab14",
-    title="Varying the local dataset size (App. E.5)",
-    summary=("Table 14: accuracy per dataset for 100% down to 1% of 7438 samples per client; FedBN is above "
-             "FedAvg in most cells and its margin over SingleSet widens as data shrink (SVHN 1%: 31.98 vs 12.06)."),
-    look_for=("Fig. 4(b) in numbers, per domain. The quick profile stops at 10%: 5% and 1% of a 287-sample "
-              "split are 14 and 3 samples, less than one batch."),
-    kind="training",
-    seeds=S.SWEEP_SEEDS,  # Fig. 4(b)'s runs
-    configs=_FIG4,
-)
+@entry("fedbn-tab14", title="Varying the local dataset size (App. E.5)",
+       summary=("Table 14: accuracy per dataset for 100% down to 1% of 7438 samples per client; FedBN is above "
+                "FedAvg in most cells and its margin over SingleSet widens as data shrink (SVHN 1%: 31.98 vs 12.06)."),
+       look_for=("Fig. 4(b) in numbers, per domain. The quick profile stops at 10%: 5% and 1% of a 287-sample "
+                 "split are 14 and 3 samples, less than one batch."),
+       kind="training",
+       seeds=S.SWEEP_SEEDS,  # Fig. 4(b)'s runs
+       configs=_FIG4)
 def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     # function-level: scipy.stats takes seconds to import, and only this function needs it
     from scipy.stats import spearmanr
@@ -222,16 +216,13 @@ def _t13(ctx: Context, config: dict[str, Any]) -> tuple[dict[tuple[str, int, str
     return out, domains
 
 
-@entry(
-    "fedbn-tab13",
-    title="Batch size B x local epochs E on digits (App. E.4)",
-    summary=("Table 13: B in {10, 50, full batch} x E in {1, 4, 16}: FedBN beats FedAvg in every combination, "
-             "most on SVHN."),
-    look_for=("Nine settings, following the original FedAvg paper's grid. FedBN's advantage should not depend on "
-              "how the local work is cut. The most-shifted domain is the one whose pixels are farthest from the "
-              "clean domain's."),
-    kind="training", seeds=S.SWEEP_SEEDS, configs=_T13,
-)
+@entry("fedbn-tab13", title="Batch size B x local epochs E on digits (App. E.4)",
+       summary=("Table 13: B in {10, 50, full batch} x E in {1, 4, 16}: FedBN beats FedAvg in every combination, "
+                "most on SVHN."),
+       look_for=("Nine settings, following the original FedAvg paper's grid. FedBN's advantage should not depend on "
+                 "how the local work is cut. The most-shifted domain is the one whose pixels are farthest from the "
+                 "clean domain's."),
+       kind="training", seeds=S.SWEEP_SEEDS, configs=_T13)
 def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     per, domains = _t13(ctx, config)
     acc = {key: v.mean(axis=0).tolist() for key, v in per.items()}  # mean over seeds
@@ -286,13 +277,10 @@ def _plot_be(result: Result, title: str) -> Any:
 plotter("fedbn-tab13")(drawn_by(_plot_be, "FedBN Table 13: batch size x local epochs"))
 
 
-@entry(
-    "fedbn-fig8",
-    title="Test accuracy against local epochs for each batch size (App. E.4)",
-    summary="Fig. 8: Table 13 as curves: accuracy against E for B = 10, 50 and full batch, FedBN above FedAvg.",
-    look_for="The runs of fedbn-tab13, drawn against E. The catalog's check is Table 13's (counted there).",
-    kind="training", seeds=S.SWEEP_SEEDS, configs=_T13,
-)
+@entry("fedbn-fig8", title="Test accuracy against local epochs for each batch size (App. E.4)",
+       summary="Fig. 8: Table 13 as curves: accuracy against E for B = 10, 50 and full batch, FedBN above FedAvg.",
+       look_for="The runs of fedbn-tab13, drawn against E. The catalog's check is Table 13's (counted there).",
+       kind="training", seeds=S.SWEEP_SEEDS, configs=_T13)
 def compute_fig8(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     out = compute_tab13(ctx, config)
     out["claims"] = [linked(c, "fedbn-tab13") for c in out["claims"]]  # Table 13's runs and checks: counted there

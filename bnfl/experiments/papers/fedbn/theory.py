@@ -46,19 +46,16 @@ def _clients(config: dict[str, Any], variant: str) -> list[Any]:
                             n=config["n"], variant=variant, seed=config["seed"])
 
 
-@entry(
-    "fedbn-fig1",
-    title="Toy example: the two clients' loss over w, without and with local BN",
-    summary=("Fig. 1: two clients whose inputs differ in scale. Without BN their loss landscapes have "
-             "different minima, so averaging the two models is poor; with local BN the landscapes "
-             "align and the averaged model fits both."),
-    look_for=("Left: without BN client 2's minimum sits at w*/3, client 1's at w*; the average of the two "
-              "optima fits neither. Right: each client divides its inputs by its own standard deviation "
-              "(a BN layer kept local) and both minima move to w*. The printed recipe (targets from the "
-              "raw inputs) would give both clients the same optimum already without BN, which is why "
-              "the figures need the latent-scale reading (CATALOG §4.1)."),
-    kind="exact", configs=same_for_all_profiles(_TOY),
-)
+@entry("fedbn-fig1", title="Toy example: the two clients' loss over w, without and with local BN",
+       summary=("Fig. 1: two clients whose inputs differ in scale. Without BN their loss landscapes have "
+                "different minima, so averaging the two models is poor; with local BN the landscapes "
+                "align and the averaged model fits both."),
+       look_for=("Left: without BN client 2's minimum sits at w*/3, client 1's at w*; the average of the two "
+                 "optima fits neither. Right: each client divides its inputs by its own standard deviation "
+                 "(a BN layer kept local) and both minima move to w*. The printed recipe (targets from the "
+                 "raw inputs) would give both clients the same optimum already without BN, which is why "
+                 "the figures need the latent-scale reading (CATALOG §4.1)."),
+       kind="exact", configs=same_for_all_profiles(_TOY))
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     w = _grid(config["w_grid"])
     out: dict[str, Any] = {}
@@ -115,17 +112,14 @@ plotter("fedbn-fig1")(lambda r: line_panels(
     ylabel="local squared loss", width=3.4, height=2.9, legend_size=10))
 
 
-@entry(
-    "fedbn-fig2",
-    title="Toy example: error surface of one client over (w, gamma)",
-    summary=("Fig. 2: client 2's loss over the model weight w and the BN scale gamma. At the optimal w a "
-             "wrong gamma hurts and vice versa; averaging both w and gamma gives a high error, while the "
-             "averaged w with the client's own gamma works well."),
-    look_for=("The loss depends on w/gamma only: its minimum is a valley through the origin. FedAvg "
-              "averages gamma too and lands off the valley (high error); FedBN keeps gamma local and the "
-              "averaged w stays on it."),
-    kind="exact", configs=same_for_all_profiles(_TOY | {"gamma_grid": [0.5, 4.0, 141], "w_grid": [0.05, 6.0, 240]}),
-)
+@entry("fedbn-fig2", title="Toy example: error surface of one client over (w, gamma)",
+       summary=("Fig. 2: client 2's loss over the model weight w and the BN scale gamma. At the optimal w a "
+                "wrong gamma hurts and vice versa; averaging both w and gamma gives a high error, while the "
+                "averaged w with the client's own gamma works well."),
+       look_for=("The loss depends on w/gamma only: its minimum is a valley through the origin. FedAvg "
+                 "averages gamma too and lands off the valley (high error); FedBN keeps gamma local and the "
+                 "averaged w stays on it."),
+       kind="exact", configs=same_for_all_profiles(_TOY | {"gamma_grid": [0.5, 4.0, 141], "w_grid": [0.05, 6.0, 240]}))
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     clients = _clients(config, "latent")
     w, g = _grid(config["w_grid"]), _grid(config["gamma_grid"])
@@ -171,24 +165,21 @@ def plot_fig2(result: Result) -> Any:
     return fig
 
 
-@entry(
-    "fedbn-fig9",
-    title="Synthetic data (App. F): training loss of FedAvg and FedBN on model (1)",
-    summary=("Fig. 9: two clients, each with two Gaussian classes, the second client's features "
-             "correlated. A two-layer ReLU network with BN trained by full-batch gradient descent: "
-             "FedBN's training loss falls faster than FedAvg's; both fit the data."),
-    look_for=("Both methods start from the same function. FedBN keeps one BN scale per client and "
-              "neuron (the model f* of eq. 1), which is what Corollary 4.6 says converges faster; the "
-              "gap between the curves is the effect of that extra freedom."),
-    kind="exact",
-    # ``{...} | _SYNTH``, not ``{..., **_SYNTH}``: Sphinx's source parser (viewcode) cannot read a
-    # ``**`` inside a decorator's arguments, and the module would have no source page
-    configs={"smoke": {"steps": 60, "m": 100} | _SYNTH,
-             "quick": {"steps": 600, "m": 100} | _SYNTH,
-             "paper": {"steps": 600, "m": 100} | _SYNTH},
-    # seeded gradient descent (data and initialisation drawn per seed): an interval over seeds
-    seeds={"smoke": 2, "quick": 5, "paper": 5},
-)
+@entry("fedbn-fig9", title="Synthetic data (App. F): training loss of FedAvg and FedBN on model (1)",
+       summary=("Fig. 9: two clients, each with two Gaussian classes, the second client's features "
+                "correlated. A two-layer ReLU network with BN trained by full-batch gradient descent: "
+                "FedBN's training loss falls faster than FedAvg's; both fit the data."),
+       look_for=("Both methods start from the same function. FedBN keeps one BN scale per client and "
+                 "neuron (the model f* of eq. 1), which is what Corollary 4.6 says converges faster; the "
+                 "gap between the curves is the effect of that extra freedom."),
+       kind="exact",
+       # ``{...} | _SYNTH``, not ``{..., **_SYNTH}``: Sphinx's source parser (viewcode) cannot read a
+       # ``**`` inside a decorator's arguments, and the module would have no source page
+       configs={"smoke": {"steps": 60, "m": 100} | _SYNTH,
+                "quick": {"steps": 600, "m": 100} | _SYNTH,
+                "paper": {"steps": 600, "m": 100} | _SYNTH},
+       # seeded gradient descent (data and initialisation drawn per seed): an interval over seeds
+       seeds={"smoke": 2, "quick": 5, "paper": 5})
 def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(s) for s in ctx.seeds]
     d, mean, rho, npc = int(config["d"]), float(config["mean"]), float(config["rho"]), int(config["n_per_class"])
