@@ -246,13 +246,16 @@ def _loss_claims(tag: str, avg_runs: list[dict[str, Any]], bn_runs: list[dict[st
     return out
 
 
-@entry("fedbn-fig3", title="Training loss: FedBN converges faster and more smoothly than FedAvg",
-       summary=("Fig. 3: training loss against communication rounds on the digits benchmark (E = 1): FedBN's "
-                "loss goes down faster and more smoothly than FedAvg's, as Corollary 4.6 predicts."),
-       look_for=("The loss after each round's aggregation, of the model each client then holds, in eval mode, "
-                 "on its whole training set (the curve the reference code prints). FedAvg's global model "
-                 "normalises every domain with averaged statistics; FedBN's clients keep theirs."),
-       kind="training", seeds=S.SEEDS, configs=_SOTA)
+@entry(
+    "fedbn-fig3",
+    title="Training loss: FedBN converges faster and more smoothly than FedAvg",
+    summary=("Fig. 3: training loss against communication rounds on the digits benchmark (E = 1): FedBN's "
+             "loss goes down faster and more smoothly than FedAvg's, as Corollary 4.6 predicts."),
+    look_for=("The loss after each round's aggregation, of the model each client then holds, in eval mode, "
+              "on its whole training set (the curve the reference code prints). FedAvg's global model "
+              "normalises every domain with averaged statistics; FedBN's clients keep theirs."),
+    kind="training", seeds=S.SEEDS, configs=_SOTA,
+)
 def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = sota_runs(ctx, config, ("FedAvg", "FedBN"))
     avg, bn = _curve(runs["FedAvg"]), _curve(runs["FedBN"])
@@ -314,12 +317,15 @@ plotter("fedbn-fig7")(lambda r: line_panels(
 
 
 # -- Table 12: centralized ---------------------------------------------------------------------------
-@entry("fedbn-tab12", title="FedBN vs centralized training on digits (App. E.3)",
-       summary=("Table 12: centralized training on the pooled digits (one shared BN) reaches 86.28 on average, "
-                "FedBN 85.22: federated with local BN is close to pooling the data."),
-       look_for=("Centralized pools all domains into one model with one set of BN statistics; FedBN trains "
-                 "apart but keeps its statistics local. The catalog's check: FedBN within 3 points of it."),
-       kind="training", seeds=S.SEEDS, configs=_SOTA)
+@entry(
+    "fedbn-tab12",
+    title="FedBN vs centralized training on digits (App. E.3)",
+    summary=("Table 12: centralized training on the pooled digits (one shared BN) reaches 86.28 on average, "
+             "FedBN 85.22: federated with local BN is close to pooling the data."),
+    look_for=("Centralized pools all domains into one model with one set of BN statistics; FedBN trains "
+              "apart but keeps its statistics local. The catalog's check: FedBN within 3 points of it."),
+    kind="training", seeds=S.SEEDS, configs=_SOTA,
+)
 def compute_tab12(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = {"Centralized": S.fedbn_runs(ctx, S.spec(config["base"], S.variant("centralized")), unseen=config.get("unseen", ())),
             "FedBN": sota_runs(ctx, config, ("FedBN",))["FedBN"]}

@@ -145,13 +145,16 @@ plotter("fedbn-tab9")(drawn_by(_plot_architecture, "FedBN Table 9, AlexNet-BN"))
 
 
 # -- Table 10: ABIDE sites -----------------------------------------------------------------------
-@entry("fedbn-tab10", title="ABIDE I sites (Table 10) and the Q-ABIDE stand-in",
-       summary=("Table 10: subjects, ASD/HC counts, ASD percentage, fMRI frames and sliding-window counts of "
-                "the four ABIDE I sites. Checked for internal consistency; the quick stand-in Q-ABIDE uses "
-                "the same label ratios with sample counts proportional to the window counts."),
-       look_for=("The printed arithmetic (ASD + HC = Total, the percentages, Trunc = Frames - 32 + 1) and the "
-                 "synthetic sites' ratios beside the paper's."),
-       kind="exact", configs={"smoke": {"scale": 0.5}, "quick": {"scale": 1.0}, "paper": {"scale": 1.0}})
+@entry(
+    "fedbn-tab10",
+    title="ABIDE I sites (Table 10) and the Q-ABIDE stand-in",
+    summary=("Table 10: subjects, ASD/HC counts, ASD percentage, fMRI frames and sliding-window counts of "
+             "the four ABIDE I sites. Checked for internal consistency; the quick stand-in Q-ABIDE uses "
+             "the same label ratios with sample counts proportional to the window counts."),
+    look_for=("The printed arithmetic (ASD + HC = Total, the percentages, Trunc = Frames - 32 + 1) and the "
+              "synthetic sites' ratios beside the paper's."),
+    kind="exact", configs={"smoke": {"scale": 0.5}, "quick": {"scale": 1.0}, "paper": {"scale": 1.0}},
+)
 def compute_tab10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     t = {name: [int(v.rstrip("%")) for v in vals] for name, vals in N.TABLE10}
     claims = []

@@ -135,14 +135,17 @@ def plot_fig4(result: Result) -> Any:
     return fig
 
 
-@entry("fedbn-tab14", title="Varying the local dataset size (App. E.5)",
-       summary=("Table 14: accuracy per dataset for 100% down to 1% of 7438 samples per client; FedBN is above "
-                "FedAvg in most cells and its margin over SingleSet widens as data shrink (SVHN 1%: 31.98 vs 12.06)."),
-       look_for=("Fig. 4(b) in numbers, per domain. The quick profile stops at 10%: 5% and 1% of a 287-sample "
-                 "split are 14 and 3 samples, less than one batch."),
-       kind="training",
-       seeds=S.SWEEP_SEEDS,  # Fig. 4(b)'s runs
-       configs=_FIG4)
+@entry(
+    "fedbn-tab14",
+    title="Varying the local dataset size (App. E.5)",
+    summary=("Table 14: accuracy per dataset for 100% down to 1% of 7438 samples per client; FedBN is above "
+             "FedAvg in most cells and its margin over SingleSet widens as data shrink (SVHN 1%: 31.98 vs 12.06)."),
+    look_for=("Fig. 4(b) in numbers, per domain. The quick profile stops at 10%: 5% and 1% of a 287-sample "
+              "split are 14 and 3 samples, less than one batch."),
+    kind="training",
+    seeds=S.SWEEP_SEEDS,  # Fig. 4(b)'s runs
+    configs=_FIG4,
+)
 def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     # function-level: scipy.stats takes seconds to import, and only this function needs it
     from scipy.stats import spearmanr
@@ -216,13 +219,16 @@ def _t13(ctx: Context, config: dict[str, Any]) -> tuple[dict[tuple[str, int, str
     return out, domains
 
 
-@entry("fedbn-tab13", title="Batch size B x local epochs E on digits (App. E.4)",
-       summary=("Table 13: B in {10, 50, full batch} x E in {1, 4, 16}: FedBN beats FedAvg in every combination, "
-                "most on SVHN."),
-       look_for=("Nine settings, following the original FedAvg paper's grid. FedBN's advantage should not depend on "
-                 "how the local work is cut. The most-shifted domain is the one whose pixels are farthest from the "
-                 "clean domain's."),
-       kind="training", seeds=S.SWEEP_SEEDS, configs=_T13)
+@entry(
+    "fedbn-tab13",
+    title="Batch size B x local epochs E on digits (App. E.4)",
+    summary=("Table 13: B in {10, 50, full batch} x E in {1, 4, 16}: FedBN beats FedAvg in every combination, "
+             "most on SVHN."),
+    look_for=("Nine settings, following the original FedAvg paper's grid. FedBN's advantage should not depend on "
+              "how the local work is cut. The most-shifted domain is the one whose pixels are farthest from the "
+              "clean domain's."),
+    kind="training", seeds=S.SWEEP_SEEDS, configs=_T13,
+)
 def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     per, domains = _t13(ctx, config)
     acc = {key: v.mean(axis=0).tolist() for key, v in per.items()}  # mean over seeds
