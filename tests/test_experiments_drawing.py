@@ -3,6 +3,7 @@
 import math
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -97,4 +98,66 @@ def test_table_figure_writes_each_cell_as_text_under_its_header():
     assert [cells[0, j].get_text().get_text() for j in range(2)] == ["block", "n"]
     assert [[cells[i, j].get_text().get_text() for j in range(2)] for i in (1, 2)] == [["Block 1", "16"], ["Block 2", "None"]]
     assert (1, 2) not in cells and ax.get_title() == "layers" and cells[1, 1].get_width() > cells[1, 0].get_width()
+    matplotlib.pyplot.close(fig)
+
+
+def test_grouped_bars_places_one_bar_per_name_in_each_group_and_skips_missing_spread():
+    from bnfl.experiments.drawing import grouped_bars_on
+
+    fig, ax = new_figure(1, 1, width=4.0, height=3.0)
+    grouped_bars_on(ax, ["g1", "g2"], {"A": [10.0, 20.0], "B": [30.0, 40.0]}, colors={"A": "#000000", "B": "#FFFFFF"},
+                 errors={"A": [1.0, None], "B": [float("nan"), 2.0]}, title="t")
+    a, b = (c for c in ax.containers if c.get_label() in ("A", "B"))
+    assert [p.get_height() for p in a.patches] == [10.0, 20.0] and [p.get_height() for p in b.patches] == [30.0, 40.0]
+    # the two bars of a group sit side by side, 0.8 wide together, centred on the group
+    for pa, pb, centre in zip(a.patches, b.patches, (0, 1), strict=True):
+        assert pa.get_x() + pa.get_width() == pytest.approx(pb.get_x())
+        assert pa.get_x() == pytest.approx(centre - 0.4) and pb.get_x() + pb.get_width() == pytest.approx(centre + 0.4)
+    assert a.errorbar is not None and ax.get_ylim() == (0.0, 100.0) and ax.get_title() == "t"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["g1", "g2"]
+    matplotlib.pyplot.close(fig)
+
+
+def test_line_panels_styles_lines_by_label_prefix_and_own_keywords():
+    from bnfl.experiments.drawing import series_panels
+
+    styles = {"FedBN": {"color": "#CC79A7"}, "FedAvg": {"color": "#0072B2"}}
+    fig = series_panels([("p1", {"FedBN": ([1, 2], [3.0, 2.0]), "FedBN (mini-batches)": ([1, 2], [4.0, 3.0], {"ls": "--"})}),
+                       ("p2", {"FedAvg": ([1, 4, 16], [1.0, 2.0, 3.0])})],
+                      "title", styles=styles, xlabel=["a", "b"], ylabel="loss", logy=True, log_x=2, xticks=True,
+                      legend_panel=1)
+    a1, a2 = fig.axes
+    (l1, l2), (l3,) = a1.get_lines(), a2.get_lines()
+    assert l1.get_color() == l2.get_color() == "#CC79A7" and l3.get_color() == "#0072B2"
+    assert l1.get_linestyle() == "-" and l2.get_linestyle() == "--"
+    assert a1.get_yscale() == "log" and a2.get_xscale() == "log" and a1.get_xlabel() == "a" and a2.get_xlabel() == "b"
+    assert [t.get_text() for t in a2.get_xticklabels()] == ["1", "4", "16"]
+    assert a1.get_ylabel() == "loss" and a1.get_legend() is None and a2.get_legend() is not None
+    matplotlib.pyplot.close(fig)
+
+
+def test_table_figure_draws_the_chosen_columns_and_shades_rows():
+    from bnfl.experiments.core import Result
+    from bnfl.experiments.drawing import rows_figure
+
+    rows = [{"layer": "1", "text": "Conv", "note": ""}, {"layer": "2", "text": "FC", "note": "differs"}]
+    result = Result(id="x-tab1", title="t", profile="smoke", seeds=[0], rows=rows, paper=[], claims=[])
+    fig = rows_figure(result, "T", columns=["layer", "text"], headers=["L", "printed"], shade=lambda r: bool(r["note"]))
+    table = fig.axes[0].tables[0]
+    cells = table.get_celld()
+    assert cells[0, 0].get_text().get_text() == "L" and cells[0, 1].get_text().get_text() == "printed"
+    assert cells[2, 1].get_text().get_text() == "FC" and (2, 2) not in cells
+    assert cells[2, 0].get_facecolor() != cells[1, 0].get_facecolor()
+    assert fig.axes[0].get_title() == "T"
+    matplotlib.pyplot.close(fig)
+
+
+def test_bar_figure_is_one_panel_of_grouped_bars_with_its_legend():
+    from bnfl.experiments.drawing import bar_figure
+
+    fig = bar_figure(["x", "y", "z"], {"A": [1.0, 2.0, 3.0], "B": [4.0, 5.0, 6.0]}, "T", colors={"A": "#111111", "B": "#222222"},
+                     ylabel="share (%)")
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["A", "B"]
+    assert ax.get_title() == "T" and ax.get_ylabel() == "share (%)" and len(ax.patches) == 6
     matplotlib.pyplot.close(fig)

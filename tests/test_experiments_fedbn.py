@@ -13,11 +13,14 @@ from torch import nn
 
 from bnfl.data import partition as P
 from bnfl.data.domains import digit_domains, unseen_domain_test
+from bnfl.experiments.domain_protocol import adaptation_split, new_client_model
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn import setups as S
-from bnfl.experiments.papers.fedbn.digits import most_shifted_domain
-from bnfl.experiments.papers.fedbn.runs import new_client_model
-from bnfl.experiments.papers.fedbn.unequal import _permutation_check, unequal_sizes
+from bnfl.experiments.papers.fedbn.digits import (
+    _permutation_check,
+    most_shifted_domain,
+    unequal_sizes,
+)
 from bnfl.experiments.printed import parse_mean_std
 
 torch.set_num_threads(1)
@@ -173,8 +176,6 @@ def test_table16_reads_consistently_only_in_the_reference_code_order():
 
 def test_unseen_domain_adaptation_split_is_disjoint_seeded_and_covers_all():
     import torch
-
-    from bnfl.experiments.papers.fedbn.runs import adaptation_split
 
     adapt, held = adaptation_split(11, 3)
     assert len(adapt) == 5 and len(held) == 6

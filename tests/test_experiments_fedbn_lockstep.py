@@ -1,5 +1,5 @@
 """FedBN's entries on the shared training loop: the per-client protocol as an observer
-(:class:`bnfl.experiments.papers.fedbn.runs.FedBNProtocol`), its seeds in lock-step on the batched
+(:class:`bnfl.experiments.domain_protocol.FedBNProtocol`), its seeds in lock-step on the batched
 engine, per-seed claims with intervals, each measurement counted once, "smoother" as upticks and
 Fig. 9's attainable fit target. Smoke scale: a few rounds of a few samples."""
 
@@ -12,9 +12,11 @@ import torch
 from bnfl.experiments import core, training, tuning
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.claims import per_seed_claim
-from bnfl.experiments.papers.fedbn import digits, sweeps, unequal
-from bnfl.experiments.papers.fedbn.runs import FedBNProtocol, fedbn_run, fedbn_runs
-from bnfl.experiments.papers.fedbn.theory import bayes_accuracy, fit_target
+from bnfl.experiments.curves import upticks
+from bnfl.experiments.domain_protocol import FedBNProtocol
+from bnfl.experiments.papers.fedbn import digits, sweeps
+from bnfl.experiments.papers.fedbn.setups import fedbn_run, fedbn_runs
+from bnfl.theory.ntk import bayes_accuracy, fit_target
 
 torch.set_num_threads(1)
 
@@ -81,7 +83,7 @@ def test_smoother_counts_upticks_not_the_variance_of_the_changes():
     assert claims["smoother"].verdict == "pass" and claims["faster"].verdict == "pass"
     assert claims["smoother"].interval is not None and claims["faster"].interval is not None
     jitter = [[v + (0.5 if i % 2 else 0.0) for i, v in enumerate(c)] for c in fast]  # FedBN rises every 2nd round
-    assert digits.upticks(jitter[0]) == 6 and digits.upticks(fast[0]) == 0
+    assert upticks(jitter[0]) == 6 and upticks(fast[0]) == 0
     rough = {c.name: c for c in digits._loss_claims("", _loss_runs(slow), _loss_runs(jitter), [0, 1, 2])}
     assert rough["smoother"].verdict == "fail"
 
@@ -151,9 +153,9 @@ def test_shared_measurements_are_counted_once(monkeypatch):
 
     cfg15 = E.get("fedbn-tab15").configs["quick"]
     fake15 = {k: _fake_runs(70 + 20 * rng.random((3, 5)), doms) for k in ("FedAvg", "FedProx", "FedBN")}
-    monkeypatch.setattr(unequal, "_unequal_runs", lambda ctx, config: fake15)
-    t15 = unequal.compute_tab15(ctx, cfg15)["claims"]
-    t16 = unequal.compute_tab16(ctx, E.get("fedbn-tab16").configs["quick"])["claims"]
+    monkeypatch.setattr(digits, "_unequal_runs", lambda ctx, config: fake15)
+    t15 = digits.compute_tab15(ctx, cfg15)["claims"]
+    t16 = digits.compute_tab16(ctx, E.get("fedbn-tab16").configs["quick"])["claims"]
     assert all(c.counted_in is None and c.interval is not None for c in t15)
     trained = [c for c in t16 if c.kind == "reproduction"]
     assert [c.counted_in for c in trained] == ["fedbn-tab15"] * len(t15)

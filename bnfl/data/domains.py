@@ -20,6 +20,9 @@ fracture   a random 2-pixel-wide row or column band through the centre set to 0
 ========== ======================================================================
 
 There is deliberately no sign inversion (``16 - x``): a positive BN scale cannot undo it.
+
+How far a split's domains lie apart (FedBN Fig. 6 and the most-shifted domain of its Fig. 5):
+:func:`pixel_histograms`, :func:`ks_statistic`, :func:`most_shifted_domain`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ import torch.nn.functional as F
 from bnfl.data.datasets import Split
 from bnfl.data.digits import DIGIT_CLASSES, Form, raw_digits, to_form
 
-__all__ = ["DOMAINS", "DEFAULT_DOMAINS", "apply_domain", "digit_domains", "digit_segmentation", "unseen_domain_test"]
+__all__ = ["DOMAINS", "DEFAULT_DOMAINS", "apply_domain", "digit_domains", "digit_segmentation", "ks_statistic",
+           "most_shifted_domain", "pixel_histograms", "unseen_domain_test"]
 
 #: Every known domain, in a fixed order (its position seeds the domain's random transform).
 DOMAINS: tuple[str, ...] = ("clean", "contrast", "blur", "noise", "thick", "gain", "thin", "fracture")
@@ -233,3 +237,32 @@ def digit_segmentation(
     classes = ("background", "stroke") if binary else ("background", *DIGIT_CLASSES)
     return Split.from_domains(pieces, domains=cities, classes=classes, name="Q-SEG",
                               meta={"seed": seed, "binary": binary, "threshold": threshold})
+
+
+# -- how far the domains of a split are shifted (FedBN Fig. 6 and its most-shifted domain) ---------
+def pixel_histograms(split: Split, bins: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """Per-domain normalised histograms of the training pixels: ``(edges, hist)`` with hist of shape
+    (domains, bins)."""
+    x = split.x_train.reshape(split.x_train.shape[0], -1).numpy()
+    d = split.domain_train.numpy()
+    edges = np.linspace(float(x.min()), float(x.max()), bins + 1)
+    hist = np.stack([np.histogram(x[d == j].ravel(), bins=edges)[0] for j in range(len(split.domains))])
+    return edges, hist / hist.sum(axis=1, keepdims=True)
+
+
+def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
+    """Kolmogorov-Smirnov distance between two histograms on the same bins (``max |CDF_a - CDF_b|``)."""
+    return float(np.max(np.abs(np.cumsum(a) - np.cumsum(b))))
+
+
+def most_shifted_domain(split: Split) -> tuple[int, list[float]]:
+    """The domain whose training-pixel distribution is farthest from the first domain's (1-D
+    Wasserstein distance of the pixel values), and every domain's distance."""
+    # function-level: scipy.stats takes seconds to import, and only this function needs it
+    from scipy.stats import wasserstein_distance
+
+    x = split.x_train.reshape(split.x_train.shape[0], -1).numpy()
+    d = split.domain_train.numpy()
+    ref = x[d == 0].ravel()
+    dist = [float(wasserstein_distance(ref, x[d == j].ravel())) for j in range(len(split.domains))]
+    return int(np.argmax(dist)), dist

@@ -31,6 +31,7 @@ __all__ = [
     "rounds_to",
     "roughness",
     "train_runs",
+    "upticks",
 ]
 
 MIB = 1024**2
@@ -90,6 +91,14 @@ def roughness(runs: Sequence[Mapping[str, Any]]) -> float:
     """Mean absolute change of accuracy between consecutive evaluations (pts), mean over seeds."""
     return float(np.mean([np.mean(np.abs(np.diff(r["test_acc"]))) if len(r["test_acc"]) > 1 else 0.0
                           for r in runs]))
+
+
+def upticks(curve: Sequence[float]) -> int:
+    """Rounds where the loss went up (``curve[t] > curve[t-1]``): what "smoother" counts. (The
+    variance of the round-to-round changes would reward a slow descent: a loss that falls fast
+    has large early changes.)"""
+    c = np.asarray(curve, dtype=float)
+    return int(np.sum(np.diff(c) > 0)) if c.size > 1 else 0
 
 
 def rounds_to(c: Mapping[str, Any], level: float, *, x: str = "x") -> float:

@@ -20,9 +20,10 @@ from bnfl.experiments.printed import parse_mean_std, percent
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
-__all__ = ["accuracy_lines", "arrow", "bars_vs_paper", "bars_with_printed", "box", "curve_panels", "domains_plot",
-           "drawn_by", "fedtan_ii_plot", "fedtan_ii_table_plot", "grouped_bars", "iid_noniid_plot", "line_panels",
-           "lines_against", "ours_beside_paper", "panels_plot", "table_figure"]
+__all__ = ["accuracy_lines", "arrow", "bar_figure", "bars_vs_paper", "bars_with_printed", "box", "curve_panels",
+           "domains_plot", "drawn_by", "fedtan_ii_plot", "fedtan_ii_table_plot", "grouped_bars", "grouped_bars_on",
+           "iid_noniid_plot", "line_panels", "lines_against", "ours_beside_paper", "panels_plot", "rows_figure",
+           "series_panels", "table_figure"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -312,6 +313,88 @@ def ours_beside_paper(ax: Any, names: Sequence[str], ours: Sequence[Any], paper:
     ax.set_xticks(x, names, rotation=rotation, ha="right", fontsize=fontsize)
     ax.set_ylim(0, 100)
     ax.set_ylabel("test accuracy (%)")
+
+
+def grouped_bars_on(ax: Any, groups: Sequence[str], values: Mapping[str, Sequence[float]], *,
+                 colors: Mapping[str, str], errors: Mapping[str, Sequence[Any]] | None = None, title: str = "",
+                 ylabel: str = "test accuracy (%)", rotation: int = 0) -> None:
+    """One bar per name of ``values`` (``{name: [value per group]}``) side by side in each group, the
+    bars of a group 0.8 wide together, in ``colors[name]``, accuracy in % on 0-100. ``errors`` (per
+    name, one per group) draws error bars; ``None`` or NaN there (one seed has no spread) draws none."""
+    x = np.arange(len(groups))
+    w = 0.8 / len(values)
+    for i, (name, vals) in enumerate(values.items()):
+        err = None if errors is None else [0.0 if v is None or not np.isfinite(v) else v for v in errors[name]]
+        ax.bar(x + (i - (len(values) - 1) / 2) * w, vals, w, yerr=err, capsize=2, color=colors[name], label=name)
+    ax.set_xticks(x, groups, rotation=rotation)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+
+
+def bar_figure(groups: Sequence[str], values: Mapping[str, Sequence[float]], title: str, *,
+               colors: Mapping[str, str], ylabel: str = "test accuracy (%)", width: float = 5.0, height: float = 3.4,
+               legend_size: float = 8) -> Any:
+    """One panel of :func:`grouped_bars_on` (bars per name in each group) with its legend and ``title``."""
+    fig, ax = new_figure(1, 1, width=width, height=height)
+    grouped_bars_on(ax, groups, values, colors=colors, title=title, ylabel=ylabel)
+    ax.legend(fontsize=legend_size)
+    return fig
+
+
+def series_panels(panels: Sequence[tuple[str, Mapping[str, Sequence[Any]]]], title: str, *,
+                styles: Mapping[str, Mapping[str, Any]], xlabel: str | Sequence[str], ylabel: str,
+                logy: bool = False, log_x: int | None = None, xticks: bool = False, invert_x: bool = False,
+                width: float = 4.2, height: float = 3.2, legend_size: float = 7, legend_panel: int = 0) -> Any:
+    """A row of panels, each ``(panel title, {line label: (xs, ys)})``, a line optionally
+    ``(xs, ys, keywords)``. A line is drawn with ``styles[label]`` (matplotlib keywords: colour,
+    marker, line style), else the style of the first name of ``styles`` the label starts with
+    (``"FedBN (mini-batches)"`` takes ``styles["FedBN"]``), then its own keywords. ``xlabel``: one for all panels or one per panel;
+    ``log_x``: a log x axis of that base; ``xticks``: a tick at every x of the panel; ``invert_x``:
+    largest x first. The first panel carries the y label, panel ``legend_panel`` the legend."""
+    fig, axes = new_figure(1, len(panels), width=width, height=height, squeeze=False)
+    xlabels = [xlabel] * len(panels) if isinstance(xlabel, str) else list(xlabel)
+    for ax, (ptitle, lines), xl in zip(axes[0], panels, xlabels, strict=True):
+        for label, (xs, ys, *own) in lines.items():
+            style = styles.get(label) or next((v for k, v in styles.items() if label.startswith(k)), {})
+            ax.plot(xs, ys, label=label, **{**style, **(own[0] if own else {})})
+        if logy:
+            ax.set_yscale("log")
+        if log_x is not None:
+            ax.set_xscale("log", base=log_x)
+        if xticks:
+            ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        if invert_x:
+            ax.invert_xaxis()
+        ax.set_xlabel(xl)
+        ax.set_title(ptitle)
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][legend_panel].legend(fontsize=legend_size)
+    fig.suptitle(title)
+    return fig
+
+
+def rows_figure(result: Result, title: str, *, columns: Sequence[str] | None = None,
+                 headers: Sequence[str] | None = None, width: float = 7.6, row_height: float = 0.25,
+                 pad: float = 0.8, col_widths: Sequence[float] | None = None,
+                 shade: Callable[[Mapping[str, Any]], bool] | None = None) -> Any:
+    """An entry's table drawn as a figure: one line per row of ``result.rows``, the cells of
+    ``columns`` (all of the first row's, by default) under ``headers`` (the column names, by
+    default); a row for which ``shade(row)`` holds is shaded (e.g. a printed row that differs)."""
+    rows = result.rows
+    columns = list(columns or rows[0])
+    fig, ax = new_figure(1, 1, width=width, height=row_height * len(rows) + pad)
+    ax.axis("off")
+    table = ax.table(cellText=[[str(r[c]) for c in columns] for r in rows], colLabels=list(headers or columns),
+                     loc="center", cellLoc="left", colWidths=col_widths)
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    for i, r in enumerate(rows, start=1):
+        if shade is not None and shade(r):
+            for j in range(len(columns)):
+                table[i, j].set_facecolor("#FBE3D6")
+    ax.set_title(title)
+    return fig
 
 
 def _mean_of(text: Any) -> float:

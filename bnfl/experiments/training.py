@@ -389,7 +389,7 @@ def domain_accuracies(run: Mapping[str, Any]) -> list[float]:
     if run.get("diverged"):
         n = len(run.get("domains") or [])
         return [float("nan")] * n
-    if "domain_acc" in run:  # bnfl.experiments.papers.fedbn.runs.fedbn_run
+    if "domain_acc" in run:  # recorded by bnfl.experiments.domain_protocol.FedBNProtocol
         return [float(v) for v in run["domain_acc"]]
     if "domain_acc_clients" in run:
         table = run["domain_acc_clients"]

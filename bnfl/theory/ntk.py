@@ -54,6 +54,8 @@ __all__ = [
     "lambda_min",
     "SyntheticClients",
     "make_synthetic_clients",
+    "bayes_accuracy",
+    "fit_target",
     "random_covariance",
     "train_gd",
     "plot_training_loss",
@@ -284,6 +286,34 @@ def make_synthetic_clients(
     covs = torch.stack([x[client == i].T @ x[client == i] / int((client == i).sum())
                         for i in range(2)])  # (2, d, d)
     return SyntheticClients(x=x, y=split.y_train.to(dtype), client=client, covs=covs)
+
+
+def bayes_accuracy(d: int, mean: float, rho: float) -> list[float]:
+    r"""Each client's Bayes accuracy on FedBN Fig. 9's data: two equally likely classes
+    :math:`N(\pm\mu, \Sigma)` with :math:`\mu = \text{mean}\cdot\mathbf 1_d` are best told apart by
+    the sign of :math:`\mu^\top\Sigma^{-1}x`, right with probability
+    :math:`\Phi(\sqrt{\mu^\top\Sigma^{-1}\mu})` (half the Mahalanobis distance between the class
+    means). Client 1: :math:`\Sigma = I`; client 2: :math:`\Sigma_{jk} = \rho^{|j-k|}` (FedBN App. F,
+    as :func:`bnfl.data.synthetic.fedbn_synthetic` and :func:`make_synthetic_clients` draw it)."""
+    # function-level: scipy.stats takes seconds to import, and only this function needs it
+    from scipy.stats import norm
+
+    mu = np.full(int(d), float(mean))
+    lag = np.abs(np.subtract.outer(np.arange(int(d)), np.arange(int(d))))
+    out = []
+    for cov in (np.eye(int(d)), float(rho) ** lag):
+        out.append(float(norm.cdf(np.sqrt(mu @ np.linalg.solve(cov, mu)))))
+    return out
+
+
+def fit_target(d: int, mean: float, rho: float, n_per_class: int) -> tuple[float, float]:
+    """The training accuracy (%) a model that fits the data should reach on FedBN Fig. 9's two clients:
+    the mean of the clients' Bayes accuracies (:func:`bayes_accuracy`) less two binomial standard
+    errors of a training set of that size (a finite sample can fall short of the Bayes rate by
+    chance); and that Bayes accuracy (%)."""
+    bayes = float(np.mean(bayes_accuracy(d, mean, rho)))
+    n = 2 * 2 * int(n_per_class)  # 2 clients x 2 classes
+    return 100.0 * (bayes - 2.0 * np.sqrt(bayes * (1.0 - bayes) / n)), 100.0 * bayes
 
 
 def train_gd(

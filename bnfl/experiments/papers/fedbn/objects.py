@@ -3,6 +3,9 @@
 - Table 2 (notation) against the docstrings of bnfl's FedBN theory;
 - Tables 3 and 9 (the digits CNN and AlexNet-BN) against the built models' layers, shapes and
   parameter counts, the printed duplicate / spurious rows shown beside ours;
+- Tables 4-8 (App. D.2): the client settings of the five digits experiments (clients per dataset,
+  samples per client, local epochs) as printed, beside the paper profile's configuration of the
+  registered entry that runs each experiment and the quick partition counted on the Q-DOM data;
 - Table 10 (ABIDE sites): the paper's arithmetic, and the Q-ABIDE generator's sites beside it;
 - Fig. 6 (App. D.1): example images and pixel histograms of the quick domains.
 """
@@ -14,16 +17,17 @@ import inspect
 from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
 
-from bnfl import models
+from bnfl import experiments as E
 from bnfl.data import load
+from bnfl.data import partition as P
+from bnfl.data.domains import ks_statistic, pixel_histograms
+from bnfl.experiments.architectures import architecture_check
 from bnfl.experiments.claims import at_least, within
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.drawing import drawn_by
+from bnfl.experiments.drawing import bar_figure, drawn_by, rows_figure
 from bnfl.experiments.papers.fedbn import numbers as N
-from bnfl.experiments.papers.fedbn.setups import Q_DOMAINS
+from bnfl.experiments.papers.fedbn.setups import Q_DOMAINS, Q_TRAIN_PER_DOMAIN
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
 from bnfl.experiments.training import load_data
 from bnfl.plots import new_figure
@@ -66,17 +70,14 @@ def _doc(path: str) -> str:
     raise ImportError(path)
 
 
-@entry(
-    "fedbn-tab2",
-    title="Notation table (App. A) against bnfl's docstrings",
-    summary=("Table 2 lists the symbols of FedBN's analysis. The symbols themselves are stripped from the "
-             "provided text; we reconstruct them from the equations and check that bnfl's theory "
-             "docstrings use the same ones."),
-    look_for=("Each row: the paper's description (as printed), the symbol, and the bnfl object whose "
-              "docstring writes it. Symbols not found are listed, not hidden."),
-    kind="exact",
-    configs=same_for_all_profiles({"sources": [list(s[:1]) + [list(s[1]), list(s[2])] for s in _NOTATION_SOURCES]}),
-)
+@entry("fedbn-tab2", title="Notation table (App. A) against bnfl's docstrings",
+       summary=("Table 2 lists the symbols of FedBN's analysis. The symbols themselves are stripped from the "
+                "provided text; we reconstruct them from the equations and check that bnfl's theory "
+                "docstrings use the same ones."),
+       look_for=("Each row: the paper's description (as printed), the symbol, and the bnfl object whose "
+                 "docstring writes it. Symbols not found are listed, not hidden."),
+       kind="exact",
+       configs=same_for_all_profiles({"sources": [list(s[:1]) + [list(s[1]), list(s[2])] for s in _NOTATION_SOURCES]}))
 def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     described = dict(N.NOTATION)
     rows, found = [], 0
@@ -95,145 +96,48 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             "notes": ["Not checked (generic words, no single bnfl docstring): " + ", ".join(unmatched)]}
 
 
-@plotter("fedbn-tab2")
-def plot_tab2(result: Result) -> Any:
-    rows = result.rows
-    fig, ax = new_figure(1, 1, width=6.0, height=0.25 * len(rows) + 0.8)
-    ax.axis("off")
-    table = ax.table(cellText=[[r["symbol [reconstructed]"], r["bnfl docstring"]] for r in rows],
-                     colLabels=["symbol", "bnfl docstring that writes it"], loc="center", cellLoc="left")
-    table.auto_set_font_size(False)
-    table.set_fontsize(7)
-    ax.set_title("FedBN Table 2: notation found in bnfl's docstrings")
-    return fig
+plotter("fedbn-tab2")(lambda r: rows_figure(r, "FedBN Table 2: notation found in bnfl's docstrings", width=6.0,
+                                               columns=["symbol [reconstructed]", "bnfl docstring"],
+                                               headers=["symbol", "bnfl docstring that writes it"]))
 
 
 # -- Tables 3 and 9: architectures ---------------------------------------------------------------
-def layer_rows(model: nn.Module) -> list[str]:
-    """One row per conv / FC layer in the paper's notation: ``Conv2D(3, 64, 5, 1, 2); BN(64), ReLU,
-    MaxPool2D(2, 2)``, the modules up to the next conv / FC listed after it."""
-    rows: list[list[str]] = []
-    for m in model.modules():
-        if list(m.children()):
-            continue
-        if isinstance(m, nn.Conv2d):
-            rows.append([f"Conv2D({m.in_channels}, {m.out_channels}, {m.kernel_size[0]}, {m.stride[0]}, "
-                         f"{m.padding[0]})"])
-        elif isinstance(m, nn.Linear):
-            rows.append([f"FC({m.in_features}, {m.out_features})"])
-        elif isinstance(m, nn.modules.batchnorm._BatchNorm):
-            rows[-1].append(f"BN({m.num_features})")
-        elif isinstance(m, nn.ReLU):
-            rows[-1].append("ReLU")
-        elif isinstance(m, nn.MaxPool2d):
-            rows[-1].append(f"MaxPool2D({m.kernel_size}, {m.stride})")
-        elif isinstance(m, nn.AdaptiveAvgPool2d):
-            size = m.output_size if isinstance(m.output_size, int) else m.output_size[0]
-            rows.append([f"AdaptiveAvgPool2D({size}, {size})"])
-    return [r[0] + ("; " + ", ".join(r[1:]) if len(r) > 1 else "") for r in rows]
+#: Where the parameter counts come from and why a printed row cannot be (both tables).
+_ERRATA = {"source": "inferred in CATALOG §4.2", "erratum": "printed in error (§5.8)"}
 
 
-def _flatten_width(model: nn.Module, shape: tuple[int, ...]) -> int:
-    """Input width of the first FC layer on an input of ``shape`` (a forward hook)."""
-    seen: list[int] = []
-    first = next(m for m in model.modules() if isinstance(m, nn.Linear))
-    handle = first.register_forward_hook(lambda m, i, o: seen.append(int(i[0].shape[1])))
-    model.eval()
-    with torch.no_grad():
-        model(torch.zeros(1, *shape))
-    handle.remove()
-    return seen[0]
-
-
-def _architecture(name: str, shape: tuple[int, int, int], printed: tuple[tuple[str, str], ...], bad_row: int,
-                  params: int, affine: int | None, flat: tuple[int, int, int]) -> dict[str, Any]:
-    model = models.build(name, num_classes=10, in_channels=shape[0], input_size=shape[1])
-    ours = layer_rows(model)
-    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    bn = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    n_affine = sum(m.weight.numel() + m.bias.numel() for m in bn)
-    n_stats = sum(m.running_mean.numel() + m.running_var.numel() for m in bn)
-    width = _flatten_width(model, shape)
-    expected = [text for i, (_, text) in enumerate(printed) if i != bad_row]
-    rows = []
-    j = 0
-    for i, (layer, text) in enumerate(printed):
-        if i == bad_row:
-            rows.append({"layer": layer, "paper (as printed)": text, "bnfl": "-", "note": "printed in error (§5.8)"})
-            continue
-        mine = ours[j] if j < len(ours) else ""
-        rows.append({"layer": layer, "paper (as printed)": text, "bnfl": mine,
-                     "note": "" if mine == text else "differs"})
-        j += 1
-    claims = [
-        at_least("layers-match", "bnfl's layers equal the printed rows (the erroneous row left out)",
-                 float(sum(a == b for a, b in zip(ours, expected, strict=False)) == len(expected) == len(ours)), 1.0,
-                 detail=f"{sum(a == b for a, b in zip(ours, expected, strict=False))} of {len(expected)} rows equal"),
-        within("params", f"trainable parameters = {params:,} [inferred in CATALOG §4.2]", n_params, params, 0,
-               detail=f"bnfl {n_params:,}"),
-        within("flatten", f"first FC input = {flat[0]}*{flat[1]}*{flat[2]} = {np.prod(flat)} at {shape[1]}x{shape[2]}",
-               width, int(np.prod(flat)), 0, detail=f"forward hook: {width}"),
-        at_least("printed-row-is-an-error", "the printed table has one row the architecture cannot have",
-                 float(printed[bad_row][1] not in ours or printed.count(printed[bad_row]) > 1), 1.0,
-                 kind="consistency", detail=f"row {bad_row + 1}: {printed[bad_row][1]}"),
-    ]
-    if affine is not None:
-        claims.append(within("bn-affine", f"BN affine parameters = {affine:,} (and as many statistics)",
-                             n_affine, affine, 0, detail=f"affine {n_affine:,}, running statistics {n_stats:,}"))
-    return {"rows": rows, "paper": [{"layer": a, "details": b} for a, b in printed], "claims": claims,
-            "series": {"params": n_params, "bn_affine": n_affine, "bn_stats": n_stats, "flatten": width,
-                       "layers": ours}}
-
-
-@entry(
-    "fedbn-tab3",
-    title="The digits CNN (Table 3) built by bnfl",
-    summary=("Table 3: five conv/FC blocks with BN after all but the last layer, 28x28x3 inputs. Printed "
-             "with layer 3 twice; the reference code and 6272 = 128*7*7 have one conv3."),
-    look_for="The printed rows beside the rows read off bnfl's built model, and its parameter counts.",
-    kind="exact", configs=same_for_all_profiles({"model": "digit_cnn", "shape": [3, 28, 28]}),
-)
+@entry("fedbn-tab3", title="The digits CNN (Table 3) built by bnfl",
+       summary=("Table 3: five conv/FC blocks with BN after all but the last layer, 28x28x3 inputs. Printed "
+                "with layer 3 twice; the reference code and 6272 = 128*7*7 have one conv3."),
+       look_for="The printed rows beside the rows read off bnfl's built model, and its parameter counts.",
+       kind="exact", configs=same_for_all_profiles({"model": "digit_cnn", "shape": [3, 28, 28]}))
 def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    out = _architecture(config["model"], tuple(config["shape"]), N.TABLE3, N.TABLE3_DUPLICATE_ROW,
-                        N.DIGIT_CNN_PARAMS, N.DIGIT_CNN_BN_AFFINE, (128, 7, 7))
+    out = architecture_check(config["model"], tuple(config["shape"]), N.TABLE3, N.TABLE3_DUPLICATE_ROW,
+                             params=N.DIGIT_CNN_PARAMS, affine=N.DIGIT_CNN_BN_AFFINE, flat=(128, 7, 7), **_ERRATA)
     out["notes"] = ["Table 3 prints layer 3 twice (CATALOG §5.8); bnfl builds one conv3, as the reference "
                     "code's DigitModel."]
     return out
 
 
-@entry(
-    "fedbn-tab9",
-    title="AlexNet-BN (Table 9) built by bnfl",
-    summary=("Table 9: AlexNet with BN after every conv and FC but the last, for Office-Caltech10 and "
-             "DomainNet at 256x256. Printed with a spurious Conv2D(64, 128, 5, 1, 2) row copied from "
-             "Table 3."),
-    look_for="The printed rows beside bnfl's, the spurious row marked, and the 57M parameters counted.",
-    kind="exact", configs=same_for_all_profiles({"model": "alexnet_bn", "shape": [3, 256, 256]}),
-)
+@entry("fedbn-tab9", title="AlexNet-BN (Table 9) built by bnfl",
+       summary=("Table 9: AlexNet with BN after every conv and FC but the last, for Office-Caltech10 and "
+                "DomainNet at 256x256. Printed with a spurious Conv2D(64, 128, 5, 1, 2) row copied from "
+                "Table 3."),
+       look_for="The printed rows beside bnfl's, the spurious row marked, and the 57M parameters counted.",
+       kind="exact", configs=same_for_all_profiles({"model": "alexnet_bn", "shape": [3, 256, 256]}))
 def compute_tab9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    out = _architecture(config["model"], tuple(config["shape"]), N.TABLE9, N.TABLE9_SPURIOUS_ROW,
-                        N.ALEXNET_BN_PARAMS, None, (256, 6, 6))
+    out = architecture_check(config["model"], tuple(config["shape"]), N.TABLE9, N.TABLE9_SPURIOUS_ROW,
+                             params=N.ALEXNET_BN_PARAMS, affine=None, flat=(256, 6, 6), **_ERRATA)
     out["notes"] = ["Table 9's third row breaks the 192 -> 384 channel chain (CATALOG §5.8); bnfl follows "
                     "the reference code's AlexNet."]
     return out
 
 
 def _plot_architecture(result: Result, title: str) -> Any:
-    rows = result.rows
-    fig, ax = new_figure(1, 1, width=8.0, height=0.3 * len(rows) + 1.0)
-    ax.axis("off")
-    cells = [[r["layer"], r["paper (as printed)"], r["bnfl"]] for r in rows]
-    table = ax.table(cellText=cells, colLabels=["layer", "paper (as printed)", "bnfl (built model)"],
-                     loc="center", cellLoc="left", colWidths=[0.06, 0.47, 0.47])
-    table.auto_set_font_size(False)
-    table.set_fontsize(7)
-    for i, r in enumerate(rows, start=1):
-        if r["note"]:
-            for j in range(3):
-                table[i, j].set_facecolor("#FBE3D6")
-    s = result.series
-    ax.set_title(f"{title}: {s['params']:,} parameters (shaded: rows that differ)")
-    return fig
+    return rows_figure(result, f"{title}: {result.series['params']:,} parameters (shaded: rows that differ)",
+                        columns=["layer", "paper (as printed)", "bnfl"], width=8.0, row_height=0.3, pad=1.0,
+                        headers=["layer", "paper (as printed)", "bnfl (built model)"], col_widths=[0.06, 0.47, 0.47],
+                        shade=lambda r: bool(r["note"]))
 
 
 plotter("fedbn-tab3")(drawn_by(_plot_architecture, "FedBN Table 3, digits CNN"))
@@ -284,48 +188,22 @@ def compute_tab10(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "site-specific feature shift; only its sizes and label ratios follow Table 10."]}
 
 
-@plotter("fedbn-tab10")
-def plot_tab10(result: Result) -> Any:
-    s = result.series
-    x = np.arange(len(s["sites"]))
-    fig, ax = new_figure(1, 1, width=4.6, height=3.2)
-    ax.bar(x - 0.2, s["paper_pct"], 0.4, color="#BBBBBB", label="paper (ASD %)")
-    ax.bar(x + 0.2, s["ours_pct"], 0.4, color="#0072B2", label="Q-ABIDE (positives %)")
-    ax.set_xticks(x, [f"{n}\n(n = {m})" for n, m in zip(s["sites"], s["sizes"], strict=True)])
-    ax.set_ylabel("positive class (%)")
-    ax.set_ylim(0, 100)
-    ax.legend()
-    ax.set_title("FedBN Table 10: ABIDE sites and the Q-ABIDE stand-in")
-    return fig
+plotter("fedbn-tab10")(lambda r: bar_figure(
+    [f"{n}\n(n = {m})" for n, m in zip(r.series["sites"], r.series["sizes"], strict=True)],
+    {"paper (ASD %)": r.series["paper_pct"], "Q-ABIDE (positives %)": r.series["ours_pct"]},
+    "FedBN Table 10: ABIDE sites and the Q-ABIDE stand-in", ylabel="positive class (%)", width=4.6, height=3.2,
+    colors={"paper (ASD %)": "#BBBBBB", "Q-ABIDE (positives %)": "#0072B2"}, legend_size=10))
 
 
 # -- Fig. 6: the domains ---------------------------------------------------------------------------
-def pixel_histograms(split: Any, bins: int = 32) -> tuple[np.ndarray, np.ndarray]:
-    """Per-domain normalised histograms of the training pixels: ``(edges, hist)`` with hist of shape
-    (domains, bins)."""
-    x = split.x_train.reshape(split.x_train.shape[0], -1).numpy()
-    d = split.domain_train.numpy()
-    edges = np.linspace(float(x.min()), float(x.max()), bins + 1)
-    hist = np.stack([np.histogram(x[d == j].ravel(), bins=edges)[0] for j in range(len(split.domains))])
-    return edges, hist / hist.sum(axis=1, keepdims=True)
-
-
-def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
-    """Kolmogorov-Smirnov distance between two histograms on the same bins (``max |CDF_a - CDF_b|``)."""
-    return float(np.max(np.abs(np.cumsum(a) - np.cumsum(b))))
-
-
-@entry(
-    "fedbn-fig6",
-    title="Example images and pixel histograms of the digit domains (App. D.1)",
-    summary=("Fig. 6: samples and pixel-value histograms of SVHN, USPS, SynthDigits, MNIST-M and MNIST show "
-             "the feature shift between the clients. Quick: the five Q-DOM domains."),
-    look_for=("The same digits drawn in five styles, and how differently their pixel values are "
-              "distributed: the shift FedBN's local BN absorbs."),
-    kind="exact",
-    configs={p: {"data": {"name": "digit_domains", "form": "image", "domains": list(Q_DOMAINS)}}
-             for p in ("smoke", "quick")} | {"paper": {"data": {"name": "digit5", "fraction": 0.1}}},
-)
+@entry("fedbn-fig6", title="Example images and pixel histograms of the digit domains (App. D.1)",
+       summary=("Fig. 6: samples and pixel-value histograms of SVHN, USPS, SynthDigits, MNIST-M and MNIST show "
+                "the feature shift between the clients. Quick: the five Q-DOM domains."),
+       look_for=("The same digits drawn in five styles, and how differently their pixel values are "
+                 "distributed: the shift FedBN's local BN absorbs."),
+       kind="exact",
+       configs={p: {"data": {"name": "digit_domains", "form": "image", "domains": list(Q_DOMAINS)}}
+                for p in ("smoke", "quick")} | {"paper": {"data": {"name": "digit5", "fraction": 0.1}}})
 def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     split = load_data(config["data"], data_root=ctx.data_root)
     edges, hist = pixel_histograms(split)
@@ -361,3 +239,105 @@ def plot_fig6(result: Result) -> Any:
     axes[1][0].set_ylabel("fraction")
     fig.suptitle("FedBN Fig. 6: examples and pixel histograms of the domains")
     return fig
+
+
+# -- Tables 4-8 (App. D.2): the client settings of the five digits experiments ---------------------
+#: table -> (entry that runs it, how its E / sizes / clients are read from the config).
+_WHERE: dict[str, tuple[str, str]] = {
+    "tab4": ("fedbn-fig3", "fixed"),
+    "tab5": ("fedbn-fig4", "E"),
+    "tab6": ("fedbn-fig4", "fractions"),
+    "tab7": ("fedbn-fig4", "n"),
+    "tab8": ("fedbn-fig5", "fixed"),
+}
+
+
+def _setting(config: dict[str, Any], knob: str) -> dict[str, Any]:
+    """(clients per dataset, samples per client, local epochs) stated by an entry's config."""
+    base = config["base"]
+    data = base["data"]
+    quick = data["name"] == "digit_domains"
+    # a domain's whole training split: quick the Q-DOM split (287), paper the 7438 digits (Table 14)
+    full = int(data.get("train_per_domain") or Q_TRAIN_PER_DOMAIN) if quick else N.DIGITS_TRAIN
+    samples = [full] if quick else [int(float(data.get("fraction", 0.1)) * N.DIGITS_TRAIN)]
+    clients, epochs = [1], [int(base["train"]["local_steps"])]
+    if knob == "E":
+        epochs = [int(e) for e in config["E"]]
+    elif knob == "fractions":
+        samples = [int(float(f) * full) for f in config["fractions"]]
+    elif knob == "n":  # each domain in `shards` shards (paper: 10 x 743 of the 7438 digits)
+        clients, samples = [int(n) for n in config["n"]], [full // int(config["shards"])]
+    return {"clients": clients, "samples": samples, "epochs": epochs}
+
+
+def _quick_partition(config: dict[str, Any], knob: str) -> dict[str, Any]:
+    """Clients per domain and samples per client of the quick partitions, counted on the data."""
+    split = load_data(config["base"]["data"])
+    dom = split.domain_train.numpy()
+    if knob == "n":
+        counts = [len(P.by_domain(dom, shards=int(config["shards"]), clients_per_domain=int(n))) // len(split.domains)
+                  for n in config["n"]]
+        size = int(np.median([len(c) for c in P.by_domain(dom, shards=int(config["shards"]))]))
+        return {"clients": counts, "samples": [size]}
+    parts = P.by_domain(dom)
+    return {"clients": [len(parts) // len(split.domains)], "samples": sorted({len(p) for p in parts})}
+
+
+def _fmt(v: list[Any]) -> str:
+    return ", ".join(str(x) for x in v)
+
+
+def _compute(table: str, profile: str) -> dict[str, Any]:
+    _, what, clients, samples, epochs = next(s for s in N.SETTINGS if s[0] == table)
+    eid, knob = _WHERE[table]
+    paper = _setting(E.get(eid).configs["paper"], knob)
+    quick_cfg = E.get(eid).configs["quick"]
+    quick = {**_setting(quick_cfg, knob), **_quick_partition(quick_cfg, knob)}
+    printed_samples = {"tab6": [int(p / 100 * N.DIGITS_TRAIN) for p in N.TABLE14_FRACTIONS],
+                       "tab7": [N.DIGITS_DEFAULT_SAMPLES]}.get(table, [int(samples)] if samples.isdigit() else [])
+    printed_clients = list(N.HETEROGENEITY_CLIENTS) if table == "tab7" else [int(clients)]
+    printed_epochs = [int(e) for e in epochs.split(",")]
+    ok = {"clients": paper["clients"] == printed_clients,
+          "samples": paper["samples"] == printed_samples,
+          "epochs": paper["epochs"] == printed_epochs}
+    rows = [{"setting": k, "paper (printed)": p, "paper profile of " + eid: _fmt(paper[k]), "quick (counted)": _fmt(quick.get(k, paper[k]))}
+            for k, p in (("clients", clients), ("samples", samples), ("epochs", epochs))]
+    claims = [at_least(f"paper-{k}", f"the paper profile of {eid} states the printed {k} per client / dataset",
+                       float(v), 1.0, detail=f"config {_fmt(paper[k])} vs printed "
+                       f"{_fmt({'clients': printed_clients, 'samples': printed_samples, 'epochs': printed_epochs}[k])}")
+              for k, v in ok.items()]
+    return {"rows": rows, "paper": [{"experiment": what, "clients per dataset": clients, "samples per client": samples,
+                                     "local epochs": epochs}], "claims": claims,
+            "series": {"table": table, "entry": eid, "paper": paper, "quick": quick},
+            "notes": [f"Samples per client: a fraction of {N.DIGITS_TRAIN} (the paper truncates every digits data set to "
+                      "7438 training samples); the quick column counts the Q-DOM partition (287 training digits per "
+                      "domain at 100%)."]}
+
+
+def _plot(result: Result) -> Any:
+    title = f"FedBN {result.id.split('-')[1].replace('tab', 'Table ')}: {result.paper[0]['experiment']}"
+    return rows_figure(result, title, row_height=0, pad=1.6)
+
+
+def _register(table: str, title: str) -> None:
+    eid = f"fedbn-{table}"
+
+    def compute(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
+        return _compute(table, ctx.profile)
+
+    compute.__name__ = f"compute_{table}"
+    entry(eid, title=title,
+          summary=(f"Table {table[3:]} (App. D.2): clients per dataset, samples per client and local epochs of "
+                   f"experiment {next(s[1] for s in N.SETTINGS if s[0] == table)}."),
+          look_for=(f"The printed setting beside the paper profile of {_WHERE[table][0]} (the entry that runs it) "
+                    "and the quick partition as built."),
+          kind="exact", configs=same_for_all_profiles({"table": table}))(compute)
+    plotter(eid)(_plot)
+
+
+for _t, _title in (("tab4", "Client settings: convergence rate (App. D.2)"),
+                   ("tab5", "Client settings: local update epochs (App. D.2)"),
+                   ("tab6", "Client settings: local dataset size (App. D.2)"),
+                   ("tab7", "Client settings: statistical heterogeneity (App. D.2)"),
+                   ("tab8", "Client settings: comparison with the state of the art (App. D.2)")):
+    _register(_t, _title)

@@ -16,35 +16,44 @@ Local work is counted in epochs (``local_unit = "epochs"``): E = 1 local epoch p
 trains "300 epochs"; the reference code runs 100 rounds of 1 local epoch (CATALOG §5.8). The
 paper profile follows the code (100 rounds); a sweep over E keeps the total T = R E epochs fixed
 (FedBN Sec. 3: "the system has T/E communication rounds").
+
+Runs: :func:`fedbn_run` / :func:`fedbn_runs` train through the shared training loop
+(:func:`bnfl.experiments.training.train` / ``train_seeds``: the context's engine, the seeds in
+lock-step on the batched engine, cached like any run) with the
+:class:`~bnfl.experiments.domain_protocol.FedBNProtocol` observer, which records each domain's
+accuracy under the protocol above (``domain_acc``), the per-round loss the reference code prints
+(``eval_loss``) and, given unseen domains, App. G's new-client accuracy (``unseen_acc``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.core import deep_merge
+# called as training.train*(...) so that tests can replace them on bnfl.experiments.training
+from bnfl.experiments import training
+from bnfl.experiments.core import Context, deep_merge
+from bnfl.experiments.domain_protocol import FedBNProtocol
 from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_CODE
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
 from bnfl.experiments.training import domain_accuracies, mean_over_clients
 from bnfl.methods import get
+from bnfl.plots import color_for
 
 __all__ = [
-    "FEDAVG_LIKE", "ROWS", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "domain_accuracies",
-    "domain_noise", "label", "local_epochs", "mean_over_clients", "profiles", "seed_means", "spec",
-    "variant",
+    "ROWS", "STYLES", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "fedbn_run", "fedbn_runs",
+    "label", "local_epochs", "profiles", "seed_means", "spec", "variant",
 ]
 
 #: The four methods of Fig. 5 / Tables 1, 11 (paper row name -> bnfl method id). SingleSet trains
 #: one model per client on its own data only (bnfl's ``singlenet``).
 ROWS: dict[str, str] = {"SingleSet": "singlenet", "FedAvg": "fedavg+bn", "FedProx": "fedprox", "FedBN": "fedbn"}
-#: Methods whose clients share one model (evaluated with the global model).
-FEDAVG_LIKE = ("fedavg+bn", "fedprox", "centralized")
 
+#: Each row name's line style in the figures: its method's colour.
+STYLES: dict[str, dict[str, Any]] = {name: {"color": color_for(mid)} for name, mid in ROWS.items()}
 #: Options the methods take in FedBN's experiments (FedProx mu: the reference code's default).
 METHOD_OPTIONS: dict[str, dict[str, Any]] = {"fedprox": {"method_options": {"mu": FEDPROX_MU}}}
 
@@ -69,28 +78,12 @@ def per_domain_stats(runs: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.
     return mean, std
 
 
-def domain_noise(*settings: Sequence[Mapping[str, Any]], n_test_per_domain: int,
-                 domains: Sequence[int] | None = None) -> dict[str, Any]:
-    """``noise=``/``noise_label=`` for a claim comparing ``settings`` on some domains: the larger of
-    the seed std of the compared settings on those domains (all domains when ``domains`` is None)
-    and one test sample of a domain's test set (``100/n`` pts)."""
-    stds = [s for runs in settings for j, s in enumerate(per_domain_stats(runs)[1])
-            if math.isfinite(s) and (domains is None or j in domains)]
-    res = 100.0 / n_test_per_domain
-    parts = [(res, f"one test sample = {res:.2f} pts of {n_test_per_domain} per domain")]
-    if stds:
-        parts.append((max(stds), f"seed std {max(stds):.2f} pts"))
-    value = max(v for v, _ in parts)
-    return {"noise": value, "noise_label": "; ".join(t for _, t in parts)}
-
-
 # -- quick-scale bases ---------------------------------------------------------------------------
 #: Q-DOM stand-ins for the five digits datasets (CATALOG fedbn-fig3: D0-D4). The most shifted
 #: domain is defined by the pixel histogram's distance to D0 (fedbn-fig5's check).
 Q_DOMAINS: tuple[str, ...] = ("clean", "contrast", "blur", "noise", "thick")
 #: 1797 digits / 5 domains = 359 -> 287 train / 72 test per domain.
 Q_TRAIN_PER_DOMAIN = 287
-Q_TEST_PER_DOMAIN = 72
 #: Q-DOM with D0-D4, Q-ALEX, one client per domain, B = 32, lr 0.01, E = 1 local epoch, R = 100.
 Q_DIGITS: dict[str, Any] = {
     "data": {"name": "digit_domains", "form": "image", "domains": list(Q_DOMAINS)},
@@ -144,3 +137,18 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
     ``base*`` key, then ``smoke``."""
     return profile_set(deep_merge(smoke_on_bases(quick, SMOKE), smoke or {}), quick, paper, note=SMOKE_NOTE,
                        declare_quick=False)
+
+
+# -- runs under FedBN's protocol ------------------------------------------------------------------
+def fedbn_run(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = (), curve: bool = True) -> dict[str, Any]:
+    """One run of ``spec`` under FedBN's protocol (module docstring): :func:`bnfl.experiments.training.train`
+    with the :class:`FedBNProtocol` observer, on the context's engine, cached like any run.
+    ``curve=False`` skips the per-round ``eval_loss`` (entries that read only final accuracies)."""
+    return training.train(ctx, spec, observers=[FedBNProtocol(unseen, curve=curve, data=spec["data"], data_root=ctx.data_root)])
+
+
+def fedbn_runs(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = (),
+               curve: bool = True) -> list[dict[str, Any]]:
+    """:func:`fedbn_run` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition),
+    the seeds in lock-step on the batched engine (:func:`bnfl.experiments.training.train_seeds`)."""
+    return training.train_seeds(ctx, spec, observers=[FedBNProtocol(unseen, curve=curve, data=spec["data"], data_root=ctx.data_root)])

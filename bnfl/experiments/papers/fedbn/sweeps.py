@@ -13,25 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.data.domains import most_shifted_domain
 from bnfl.data.fedbn_folders import DOMAINNET_TOP10
 from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS
 from bnfl.experiments.claims import linked, per_seed_claim
 from bnfl.experiments.core import Context, Result
-from bnfl.experiments.drawing import drawn_by
+from bnfl.experiments.drawing import drawn_by, grouped_bars_on, series_panels
 from bnfl.experiments.papers.fedbn import numbers as N
-from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, most_shifted_domain
-from bnfl.experiments.papers.fedbn.runs import fedbn_runs
-from bnfl.experiments.papers.fedbn.setups import (
-    Q_TRAIN_PER_DOMAIN,
-    ROWS,
-    SWEEP_SEEDS,
-    local_epochs,
-    per_domain_stats,
-    profiles,
-    seed_means,
-    spec,
-    variant,
-)
+from bnfl.experiments.papers.fedbn import setups as S
+from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.training import load_data
 from bnfl.plots import color_for, new_figure
@@ -45,29 +35,29 @@ _FIG4_QUICK = {**_QUICK, "E": list(N.E_GRID), "fractions": list(_FRACTIONS), "sh
                    "(budget)", "3 seeds in lock-step (the paper's figure shows single runs)"]}
 _FIG4_PAPER = {**_PAPER, "E": list(N.E_GRID), "fractions": [f / 100 for f in N.TABLE14_FRACTIONS], "shards": 10,
                "n": list(N.HETEROGENEITY_CLIENTS), "c_epochs": N.ROUNDS_CODE, "c_batch": N.BATCH}
-_FIG4 = profiles(_FIG4_QUICK, _FIG4_PAPER,
-                 smoke={**_SMOKE, "E": [1, 2], "fractions": [1.0, 0.5], "n": [1, 2], "c_epochs": 2})
+_FIG4 = S.profiles(_FIG4_QUICK, _FIG4_PAPER,
+                   smoke={**_SMOKE, "E": [1, 2], "fractions": [1.0, 0.5], "n": [1, 2], "c_epochs": 2})
 
 
 def _fraction_data(base: dict[str, Any], f: float) -> dict[str, Any]:
     if f >= 1.0:
         return base
     if base["data"]["name"] == "digit_domains":
-        return spec(base, {"data": {"train_per_domain": max(1, round(f * Q_TRAIN_PER_DOMAIN))}})
-    return spec(base, {"data": {"fraction": float(f)}})  # a fraction of the 7438 digits of each data set
+        return S.spec(base, {"data": {"train_per_domain": max(1, round(f * S.Q_TRAIN_PER_DOMAIN))}})
+    return S.spec(base, {"data": {"fraction": float(f)}})  # a fraction of the 7438 digits of each data set
 
 
 def _runs(ctx: Context, *parts: dict[str, Any], curve: bool = False) -> list[dict[str, Any]]:
     """The runs of one setting over the context's seeds (lock-step); ``curve``: with the per-round
     loss too."""
-    return fedbn_runs(ctx, spec(*parts), curve=curve)
+    return S.fedbn_runs(ctx, S.spec(*parts), curve=curve)
 
 
 def _panel_a(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
     """Method -> E -> per-seed mean accuracy over the domains. With the loss curves: these are
     fedbn-fig7's runs (its E = 1, 4, 16 at the same budget and seeds), trained once."""
-    return {k: {str(E): seed_means(_runs(ctx, config["base"], variant(k), local_epochs(int(E), int(config["epochs"])),
-                                         curve=True))
+    return {k: {str(E): S.seed_means(_runs(ctx, config["base"], S.variant(k), S.local_epochs(int(E), int(config["epochs"])),
+                                           curve=True))
                 for E in config["E"]} for k in ("FedAvg", "FedBN")}
 
 
@@ -75,18 +65,18 @@ def _panel_b(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list[l
     """Method -> fraction -> per-seed list of per-domain accuracies (seeds x domains)."""
     out: dict[str, dict[str, list[list[float]]]] = {}
     for k in ("SingleSet", "FedAvg", "FedBN"):
-        out[k] = {str(f): [r["domain_acc"] for r in _runs(ctx, _fraction_data(config["base"], float(f)), variant(k))]
+        out[k] = {str(f): [r["domain_acc"] for r in _runs(ctx, _fraction_data(config["base"], float(f)), S.variant(k))]
                   for f in config["fractions"]}
     return out
 
 
 def _panel_c(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
     """Method -> clients per domain -> per-seed mean accuracy over the domains."""
-    base = spec(config["base"], local_epochs(1, int(config["c_epochs"])),
-                {"train": {"batch_size": int(config["c_batch"])}})
+    base = S.spec(config["base"], S.local_epochs(1, int(config["c_epochs"])),
+                  {"train": {"batch_size": int(config["c_batch"])}})
     if base["data"]["name"] != "digit_domains":  # paper: n clients of 743 = a tenth of the 7438 digits each
-        base = spec(base, {"data": {"fraction": 1.0}})
-    return {k: {str(n): seed_means(_runs(ctx, base, variant(k), {"partition": {
+        base = S.spec(base, {"data": {"fraction": 1.0}})
+    return {k: {str(n): S.seed_means(_runs(ctx, base, S.variant(k), {"partition": {
         "kind": "by_domain", "shards": int(config["shards"]), "clients_per_domain": int(n)}}))
         for n in config["n"]} for k in ("FedAvg", "FedBN")}
 
@@ -95,18 +85,15 @@ def _avg(d: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
     return {k: {x: float(np.mean(v)) for x, v in row.items()} for k, row in d.items()}
 
 
-@entry(
-    "fedbn-fig4",
-    title="Digits analyses: local epochs, local dataset size, heterogeneity",
-    summary=("Fig. 4: (a) accuracy falls with the local epochs E for both methods and FedBN stays above FedAvg; "
-             "(b) accuracy drops once a client holds 20% or less of its data, and FedBN's margin over "
-             "SingleSet grows as data shrink; (c) FedBN beats FedAvg at every number of clients per dataset."),
-    look_for=("Three knobs turned one at a time on the digit domains. (a) E local epochs at a fixed budget of T "
-              "epochs; (b) the fraction of each domain's training split a client holds; (c) each domain split "
-              "into 10 shards, n of them as clients (more clients: less heterogeneity per client pair). Mean "
-              "accuracy over the domains, FedBN's per-client protocol."),
-    kind="training", seeds=HEADLINE_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS, configs=_FIG4,
-)
+@entry("fedbn-fig4", title="Digits analyses: local epochs, local dataset size, heterogeneity",
+       summary=("Fig. 4: (a) accuracy falls with the local epochs E for both methods and FedBN stays above FedAvg; "
+                "(b) accuracy drops once a client holds 20% or less of its data, and FedBN's margin over "
+                "SingleSet grows as data shrink; (c) FedBN beats FedAvg at every number of clients per dataset."),
+       look_for=("Three knobs turned one at a time on the digit domains. (a) E local epochs at a fixed budget of T "
+                 "epochs; (b) the fraction of each domain's training split a client holds; (c) each domain split "
+                 "into 10 shards, n of them as clients (more clients: less heterogeneity per client pair). Mean "
+                 "accuracy over the domains, FedBN's per-client protocol."),
+       kind="training", seeds=HEADLINE_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS, configs=_FIG4)
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     pa, b, pc = _panel_a(ctx, config), _panel_b(ctx, config), _panel_c(ctx, config)
     a, c = _avg(pa), _avg(pc)
@@ -139,21 +126,12 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fedbn-fig4")
 def plot_fig4(result: Result) -> Any:
-    s = result.series
-    fig, axes = new_figure(1, 3, width=3.4, height=3.0)
-    for ax, key, xlabel in zip(axes, ("a", "b", "c"), ("local epochs E", "fraction of the training split",
-                                                       "clients per domain"), strict=True):
-        for k, d in s[key].items():
-            xs = [float(x) for x in d]
-            ax.plot(xs, list(d.values()), marker="o", color=color_for(ROWS[k]), label=k)
-        if key != "b":
-            ax.set_xticks(xs)
-        ax.set_xlabel(xlabel)
-        ax.set_title(f"({key})")
-    axes[1].invert_xaxis()
-    axes[0].set_ylabel("mean test accuracy (%)")
-    axes[1].legend(fontsize=7)
-    fig.suptitle("FedBN Fig. 4: local epochs, dataset size, heterogeneity")
+    xs = {"a": "local epochs E", "b": "fraction of the training split", "c": "clients per domain"}
+    fig = series_panels([(f"({key})", {k: ([float(x) for x in d], list(d.values()), {"marker": "o"})
+                                     for k, d in result.series[key].items()}) for key in xs],
+                      "FedBN Fig. 4: local epochs, dataset size, heterogeneity", styles=S.STYLES, xlabel=list(xs.values()),
+                      ylabel="mean test accuracy (%)", xticks=True, width=3.4, height=3.0, legend_panel=1)
+    fig.axes[1].invert_xaxis()
     return fig
 
 
@@ -165,7 +143,7 @@ def plot_fig4(result: Result) -> Any:
     look_for=("Fig. 4(b) in numbers, per domain. The quick profile stops at 10%: 5% and 1% of a 287-sample "
               "split are 14 and 3 samples, less than one batch."),
     kind="training",
-    seeds=SWEEP_SEEDS,  # Fig. 4(b)'s runs
+    seeds=S.SWEEP_SEEDS,  # Fig. 4(b)'s runs
     configs=_FIG4,
 )
 def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
@@ -176,7 +154,7 @@ def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     b = {k: {f: np.mean(np.asarray(v, dtype=float), axis=0).tolist() for f, v in d.items()} for k, d in per.items()}
     fr = [str(f) for f in config["fractions"]]
     seeds = list(ctx.seeds)
-    domains = _runs(ctx, config["base"], variant("FedBN"))[0]["domains"]
+    domains = _runs(ctx, config["base"], S.variant("FedBN"))[0]["domains"]
     shares, rhos = [], []
     for i in range(len(seeds)):
         cells = [(per["FedBN"][f][i][j], per["FedAvg"][f][i][j]) for f in fr for j in range(len(domains))]
@@ -204,29 +182,19 @@ def compute_tab14(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             "notes": ["Paper curves in the figure are the means over its five datasets."]}
 
 
-@plotter("fedbn-tab14")
-def plot_tab14(result: Result) -> Any:
-    s = result.series
-    fig, (a, b) = new_figure(1, 2, width=4.2, height=3.2)
-    for ax, xs, data, title in ((a, s["fractions"], s["mean"], f"ours ({result.profile})"),
-                                (b, s["paper_fractions"], s["paper"], "paper (mean of 5 datasets)")):
-        for k, v in data.items():
-            ax.plot(xs, v, marker="o", color=color_for(ROWS[k]), label=k)
-        ax.set_xscale("log")
-        ax.invert_xaxis()
-        ax.set_xlabel("fraction of the training data")
-        ax.set_title(title)
-    a.set_ylabel("mean test accuracy (%)")
-    a.legend(fontsize=7)
-    fig.suptitle("FedBN Table 14: local dataset size")
-    return fig
+plotter("fedbn-tab14")(lambda r: series_panels(
+    [(f"ours ({r.profile})", {k: (r.series["fractions"], v, {"marker": "o"}) for k, v in r.series["mean"].items()}),
+     ("paper (mean of 5 datasets)", {k: (r.series["paper_fractions"], v, {"marker": "o"})
+                                     for k, v in r.series["paper"].items()})],
+    "FedBN Table 14: local dataset size", styles=S.STYLES, xlabel="fraction of the training data",
+    ylabel="mean test accuracy (%)", log_x=10, invert_x=True))
 
 
 # -- Table 13 / Fig. 8: batch size x local epochs ------------------------------------------------------
-_T13 = profiles({**_QUICK, "B": ["10", "50", "inf"], "E": list(N.E_GRID_TAB13),
-                 "deviations": _QUICK["deviations"] + ["3 seeds in lock-step (the paper prints single numbers)"]},
-                {**_PAPER, "B": list(N.B_GRID), "E": list(N.E_GRID_TAB13)},
-                smoke={**_SMOKE, "B": ["10", "inf"], "E": [1, 2]})
+_T13 = S.profiles({**_QUICK, "B": ["10", "50", "inf"], "E": list(N.E_GRID_TAB13),
+                   "deviations": _QUICK["deviations"] + ["3 seeds in lock-step (the paper prints single numbers)"]},
+                  {**_PAPER, "B": list(N.B_GRID), "E": list(N.E_GRID_TAB13)},
+                  smoke={**_SMOKE, "B": ["10", "inf"], "E": [1, 2]})
 
 
 def _batch(base: dict[str, Any], b: str) -> int:
@@ -234,7 +202,7 @@ def _batch(base: dict[str, Any], b: str) -> int:
         return int(b)
     data = base["data"]
     if data["name"] == "digit_domains":
-        return int(data.get("train_per_domain") or Q_TRAIN_PER_DOMAIN)
+        return int(data.get("train_per_domain") or S.Q_TRAIN_PER_DOMAIN)
     return int(round(float(data.get("fraction", 0.1)) * N.DIGITS_TRAIN))
 
 
@@ -244,7 +212,7 @@ def _t13(ctx: Context, config: dict[str, Any]) -> tuple[dict[tuple[str, int, str
     for b in config["B"]:
         for E in config["E"]:
             for k in ("FedAvg", "FedBN"):
-                runs = _runs(ctx, config["base"], variant(k), local_epochs(int(E), int(config["epochs"])),
+                runs = _runs(ctx, config["base"], S.variant(k), S.local_epochs(int(E), int(config["epochs"])),
                              {"train": {"batch_size": _batch(config["base"], b)}})
                 out[(b, int(E), k)] = np.array([r["domain_acc"] for r in runs], dtype=float)
                 domains = runs[0]["domains"]
@@ -259,7 +227,7 @@ def _t13(ctx: Context, config: dict[str, Any]) -> tuple[dict[tuple[str, int, str
     look_for=("Nine settings, following the original FedAvg paper's grid. FedBN's advantage should not depend on "
               "how the local work is cut. The most-shifted domain is the one whose pixels are farthest from the "
               "clean domain's."),
-    kind="training", seeds=SWEEP_SEEDS, configs=_T13,
+    kind="training", seeds=S.SWEEP_SEEDS, configs=_T13,
 )
 def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     per, domains = _t13(ctx, config)
@@ -303,33 +271,22 @@ def compute_tab13(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 def _plot_be(result: Result, title: str) -> Any:
     s = result.series
-    fig, axes = new_figure(1, 2, width=4.2, height=3.2)
-    for ax, data, name in ((axes[0], s["mean"], f"ours ({result.profile})"), (axes[1], s["paper"], "paper")):
-        for i, b in enumerate(s["B"]):
-            for k, key, ls in (("FedAvg", "fedavg+bn", "--"), ("FedBN", "fedbn", "-")):
-                ys = [data.get(f"{b}|{E}|{k}", np.nan) for E in s["E"]]
-                ax.plot(s["E"], ys, ls=ls, marker="os^"[i % 3], color=color_for(key),
-                        label=f"{k}, B = {'full' if b == 'inf' else b}")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(s["E"], [str(e) for e in s["E"]])
-        ax.set_xlabel("local epochs E")
-        ax.set_title(name)
-    axes[0].set_ylabel("mean test accuracy (%)")
-    axes[0].legend(fontsize=6)
-    fig.suptitle(title)
-    return fig
+    return series_panels(
+        [(name, {f"{k}, B = {'full' if b == 'inf' else b}": (s["E"], [data.get(f"{b}|{E}|{k}", np.nan) for E in s["E"]],
+                                                              {"ls": ls, "marker": "os^"[i % 3]})
+                 for i, b in enumerate(s["B"]) for k, ls in (("FedAvg", "--"), ("FedBN", "-"))})
+         for data, name in ((s["mean"], f"ours ({result.profile})"), (s["paper"], "paper"))],
+        title, styles=S.STYLES, xlabel="local epochs E", ylabel="mean test accuracy (%)", log_x=2, xticks=True,
+        legend_size=6)
 
 
 plotter("fedbn-tab13")(drawn_by(_plot_be, "FedBN Table 13: batch size x local epochs"))
 
 
-@entry(
-    "fedbn-fig8",
-    title="Test accuracy against local epochs for each batch size (App. E.4)",
-    summary="Fig. 8: Table 13 as curves: accuracy against E for B = 10, 50 and full batch, FedBN above FedAvg.",
-    look_for="The runs of fedbn-tab13, drawn against E. The catalog's check is Table 13's (counted there).",
-    kind="training", seeds=SWEEP_SEEDS, configs=_T13,
-)
+@entry("fedbn-fig8", title="Test accuracy against local epochs for each batch size (App. E.4)",
+       summary="Fig. 8: Table 13 as curves: accuracy against E for B = 10, 50 and full batch, FedBN above FedAvg.",
+       look_for="The runs of fedbn-tab13, drawn against E. The catalog's check is Table 13's (counted there).",
+       kind="training", seeds=S.SWEEP_SEEDS, configs=_T13)
 def compute_fig8(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     out = compute_tab13(ctx, config)
     out["claims"] = [linked(c, "fedbn-tab13") for c in out["claims"]]  # Table 13's runs and checks: counted there
@@ -341,25 +298,21 @@ plotter("fedbn-fig8")(drawn_by(_plot_be, "FedBN Fig. 8: accuracy against local e
 
 # -- Table 1: real-world feature shift ---------------------------------------------------------------
 _GROUP_QUICK = {
-    "Office": spec(_QUICK["base"], {"data": {"domains": ["clean", "contrast", "blur", "thick"], "train_per_domain": N.OFFICE_TRAIN}}),
-    "DomainNet": spec(_QUICK["base"], {"data": {"domains": ["clean", "contrast", "blur", "noise", "thick", "gain"],
-                                                "train_per_domain": N.DOMAINNET_TRAIN}}),
+    "Office": S.spec(_QUICK["base"], {"data": {"domains": ["clean", "contrast", "blur", "thick"], "train_per_domain": N.OFFICE_TRAIN}}),
+    "DomainNet": S.spec(_QUICK["base"], {"data": {"domains": ["clean", "contrast", "blur", "noise", "thick", "gain"],
+                                                  "train_per_domain": N.DOMAINNET_TRAIN}}),
     "ABIDE": {"data": {"name": "abide_sites"}, "model": {"name": "mlp", "hidden": list(N.ABIDE_HIDDEN)},
               "partition": {"kind": "by_domain"}, "rounds": N.ABIDE_EPOCHS,
               "train": {"batch_size": N.ABIDE_BATCH, "lr": 0.1, "local_steps": 1, "local_unit": "epochs",
                         "eval_every": N.ABIDE_EPOCHS}},
 }
+#: Office-Caltech10 and DomainNet (App. D.3): AlexNet-BN, 300 rounds, the digits' training (B = 32, lr 0.01, E = 1).
+_ALEX = {"model": {"name": "alexnet_bn"}, "partition": {"kind": "by_domain"}, "rounds": 300, "train": S.P_DIGITS["train"]}
 _GROUP_PAPER = {
     # App. D.3: 62 / 105 training images per client ("the smallest dataset"), DomainNet's top-10 classes
-    "Office": {"data": {"name": "office_caltech10", "size": 256, "train_per_domain": N.OFFICE_TRAIN},
-               "model": {"name": "alexnet_bn"},
-               "partition": {"kind": "by_domain"}, "rounds": 300,
-               "train": {"batch_size": N.BATCH, "lr": N.LR, "local_steps": 1, "local_unit": "epochs", "eval_every": 10}},
-    "DomainNet": {"data": {"name": "domainnet", "size": 256, "train_per_domain": N.DOMAINNET_TRAIN,
-                           "classes": list(DOMAINNET_TOP10)}, "model": {"name": "alexnet_bn"},
-                  "partition": {"kind": "by_domain"}, "rounds": 300,
-                  "train": {"batch_size": N.BATCH, "lr": N.LR, "local_steps": 1, "local_unit": "epochs",
-                            "eval_every": 10}},
+    "Office": S.spec(_ALEX, {"data": {"name": "office_caltech10", "size": 256, "train_per_domain": N.OFFICE_TRAIN}}),
+    "DomainNet": S.spec(_ALEX, {"data": {"name": "domainnet", "size": 256, "train_per_domain": N.DOMAINNET_TRAIN,
+                                         "classes": list(DOMAINNET_TOP10)}}),
     "ABIDE": {**_GROUP_QUICK["ABIDE"], "data": {"name": "abide"}},
 }
 _T1_DEV = ["Office proxy: Q-DOM with 4 domains, 62 training samples each; DomainNet proxy: 6 domains, 105 each "
@@ -377,36 +330,36 @@ _T1_DEV = ["Office proxy: Q-DOM with 4 domains, 62 training samples each; Domain
               "fMRI connectomes from four sites. The catalog's checks: FedBN best group mean in each group, and "
               "above FedAvg on at least 75% of the individual clients."),
     kind="training", seeds={"smoke": 1, "quick": 5, "paper": 5},
-    configs=profiles({"groups": _GROUP_QUICK, "deviations": _T1_DEV + [_QUICK["deviations"][0]]},
-                     {"groups": _GROUP_PAPER, "deviations": [
-                         "300 rounds (the Office code's default and the text's 300 epochs); no augmentation (the "
-                         "code: random flip and rotation of +-30 degrees) and no validation-based model selection "
-                         "(docs: FedBN reference code)",
-                         "train/test split: FedBN's own <domain>_train.pkl / _test.pkl where the folder holds them "
-                         "(the release's office_caltech_10/ or DomainNet/), else a seeded 80/20 split of each domain; "
-                         "then the first 62 (Office) / 105 (DomainNet) training images of each client (App. D.3); "
-                         "DomainNet: the release's top-10 classes"]},
-                     smoke={"groups": {g: {"rounds": 2, "train": {"eval_every": 2}} for g in _GROUP_QUICK}}),
+    configs=S.profiles({"groups": _GROUP_QUICK, "deviations": _T1_DEV + [_QUICK["deviations"][0]]},
+                       {"groups": _GROUP_PAPER, "deviations": [
+                           "300 rounds (the Office code's default and the text's 300 epochs); no augmentation (the "
+                           "code: random flip and rotation of +-30 degrees) and no validation-based model selection "
+                           "(docs: FedBN reference code)",
+                           "train/test split: FedBN's own <domain>_train.pkl / _test.pkl where the folder holds them "
+                           "(the release's office_caltech_10/ or DomainNet/), else a seeded 80/20 split of each domain; "
+                           "then the first 62 (Office) / 105 (DomainNet) training images of each client (App. D.3); "
+                           "DomainNet: the release's top-10 classes"]},
+                       smoke={"groups": {g: {"rounds": 2, "train": {"eval_every": 2}} for g in _GROUP_QUICK}}),
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows, claims, series = [], [], {}
     seeds = list(ctx.seeds)
     wins, total = [0] * len(seeds), 0
     for g, base in config["groups"].items():
-        runs = {k: fedbn_runs(ctx, spec(base, variant(k)), curve=False) for k in ROWS}
-        stats = {k: per_domain_stats(r) for k, r in runs.items()}
+        runs = {k: S.fedbn_runs(ctx, S.spec(base, S.variant(k)), curve=False) for k in S.ROWS}
+        stats = {k: S.per_domain_stats(r) for k, r in runs.items()}
         means = {k: float(np.mean(v[0])) for k, v in stats.items()}
         doms = runs["FedBN"][0]["domains"]
         best = max((k for k in means if k != "FedBN"), key=lambda k: means[k])
         n_test = sum(runs["FedBN"][0]["n_test_domain"])
         claims.append(per_seed_claim(f"{g.lower()}-best-mean", f"{g}: FedBN has the best group mean",
-                                     seed_means(runs["FedBN"]), 0.0, baseline=seed_means(runs[best]), seeds=seeds,
+                                     S.seed_means(runs["FedBN"]), 0.0, baseline=S.seed_means(runs[best]), seeds=seeds,
                                      n_test=n_test, detail=f"FedBN {means['FedBN']:.2f} vs {best} {means[best]:.2f}"))
         for i in range(len(seeds)):
             wins[i] += sum(a >= b for a, b in zip(runs["FedBN"][i]["domain_acc"], runs["FedAvg"][i]["domain_acc"],
                                                    strict=True))
         total += len(doms)
-        for k in ROWS:
+        for k in S.ROWS:
             rows.append({"group": g, "method": k, **{d: f"{m:.1f}" + ("" if not np.isfinite(s) else f" ({s:.1f})")
                                                      for d, m, s in zip(doms, *stats[k], strict=True)},
                          "mean": round(means[k], 2)})
@@ -432,13 +385,8 @@ def plot_tab1(result: Result) -> Any:
     groups = list(s["ours"])
     fig, axes = new_figure(1, 2, width=4.6, height=3.3)
     for ax, data, title in ((axes[0], s["ours"], f"ours ({result.profile}: proxies)"), (axes[1], s["paper"], "paper")):
-        x = np.arange(len(groups))
-        for i, k in enumerate(ROWS):
-            vals = [data[g][k] if g in data else data[k][g] for g in groups]
-            ax.bar(x + (i - 1.5) * 0.2, vals, 0.2, color=color_for(ROWS[k]), label=k)
-        ax.set_xticks(x, groups)
-        ax.set_ylim(0, 100)
-        ax.set_title(title)
+        grouped_bars_on(ax, groups, {k: [data[g][k] if g in data else data[k][g] for g in groups] for k in S.ROWS},
+                     colors={k: color_for(mid) for k, mid in S.ROWS.items()}, title=title)
     axes[0].set_ylabel("mean test accuracy (%)")
     axes[0].legend(fontsize=7)
     fig.suptitle("FedBN Table 1: group means on real-world feature shift")

@@ -15,8 +15,10 @@ import numpy as np
 
 from bnfl.experiments.claims import at_least, at_most, per_seed_claim, within
 from bnfl.experiments.core import Context, Result
+from bnfl.experiments.drawing import series_panels
+from bnfl.experiments.papers.fedbn.setups import STYLES
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
-from bnfl.plots import color_for, new_figure
+from bnfl.plots import new_figure
 from bnfl.theory.fedbn_toy import (
     averaged_model_losses,
     error_surface,
@@ -26,40 +28,12 @@ from bnfl.theory.fedbn_toy import (
     make_toy_clients,
     toy_loss,
 )
-from bnfl.theory.ntk import make_synthetic_clients, train_gd
+from bnfl.theory.ntk import bayes_accuracy, fit_target, make_synthetic_clients, train_gd
 
 _TOY = {"scales": [1.0, 3.0], "w_true": 2.0, "noise": 0.1, "n": 500, "seed": 0, "w_grid": [-6.0, 6.0, 1201]}
 #: Fig. 9's data (bnfl.theory.ntk.make_synthetic_clients): dimension, class mean, client 2's AR(1)
 #: correlation, samples per class and client.
 _SYNTH = {"d": 10, "mean": 1.0, "rho": 0.8, "n_per_class": 100}
-
-
-def bayes_accuracy(d: int, mean: float, rho: float) -> list[float]:
-    r"""Each client's Bayes accuracy on Fig. 9's data: two equally likely classes
-    :math:`N(\pm\mu, \Sigma)` with :math:`\mu = \text{mean}\cdot\mathbf 1_d` are best told apart by
-    the sign of :math:`\mu^\top\Sigma^{-1}x`, right with probability
-    :math:`\Phi(\sqrt{\mu^\top\Sigma^{-1}\mu})` (half the Mahalanobis distance between the class
-    means). Client 1: :math:`\Sigma = I`; client 2: :math:`\Sigma_{jk} = \rho^{|j-k|}` (FedBN App. F,
-    as :func:`bnfl.data.synthetic.fedbn_synthetic` draws it)."""
-    # function-level: scipy.stats takes seconds to import, and only this function needs it
-    from scipy.stats import norm
-
-    mu = np.full(int(d), float(mean))
-    lag = np.abs(np.subtract.outer(np.arange(int(d)), np.arange(int(d))))
-    out = []
-    for cov in (np.eye(int(d)), float(rho) ** lag):
-        out.append(float(norm.cdf(np.sqrt(mu @ np.linalg.solve(cov, mu)))))
-    return out
-
-
-def fit_target(d: int, mean: float, rho: float, n_per_class: int) -> tuple[float, float]:
-    """The training accuracy (%) a model that fits the data should reach on Fig. 9's two clients:
-    the mean of the clients' Bayes accuracies (:func:`bayes_accuracy`) less two binomial standard
-    errors of a training set of that size (a finite sample can fall short of the Bayes rate by
-    chance); and that Bayes accuracy (%)."""
-    bayes = float(np.mean(bayes_accuracy(d, mean, rho)))
-    n = 2 * 2 * int(n_per_class)  # 2 clients x 2 classes
-    return 100.0 * (bayes - 2.0 * np.sqrt(bayes * (1.0 - bayes) / n)), 100.0 * bayes
 
 
 def _grid(spec: list[float]) -> np.ndarray:
@@ -72,19 +46,16 @@ def _clients(config: dict[str, Any], variant: str) -> list[Any]:
                             n=config["n"], variant=variant, seed=config["seed"])
 
 
-@entry(
-    "fedbn-fig1",
-    title="Toy example: the two clients' loss over w, without and with local BN",
-    summary=("Fig. 1: two clients whose inputs differ in scale. Without BN their loss landscapes have "
-             "different minima, so averaging the two models is poor; with local BN the landscapes "
-             "align and the averaged model fits both."),
-    look_for=("Left: without BN client 2's minimum sits at w*/3, client 1's at w*; the average of the two "
-              "optima fits neither. Right: each client divides its inputs by its own standard deviation "
-              "(a BN layer kept local) and both minima move to w*. The printed recipe (targets from the "
-              "raw inputs) would give both clients the same optimum already without BN, which is why "
-              "the figures need the latent-scale reading (CATALOG §4.1)."),
-    kind="exact", configs=same_for_all_profiles(_TOY),
-)
+@entry("fedbn-fig1", title="Toy example: the two clients' loss over w, without and with local BN",
+       summary=("Fig. 1: two clients whose inputs differ in scale. Without BN their loss landscapes have "
+                "different minima, so averaging the two models is poor; with local BN the landscapes "
+                "align and the averaged model fits both."),
+       look_for=("Left: without BN client 2's minimum sits at w*/3, client 1's at w*; the average of the two "
+                 "optima fits neither. Right: each client divides its inputs by its own standard deviation "
+                 "(a BN layer kept local) and both minima move to w*. The printed recipe (targets from the "
+                 "raw inputs) would give both clients the same optimum already without BN, which is why "
+                 "the figures need the latent-scale reading (CATALOG §4.1)."),
+       kind="exact", configs=same_for_all_profiles(_TOY))
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     w = _grid(config["w_grid"])
     out: dict[str, Any] = {}
@@ -131,36 +102,24 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "Optima are grid minimisers on w > 0 (the loss is even in w)."]}
 
 
-@plotter("fedbn-fig1")
-def plot_fig1(result: Result) -> Any:
-    s = result.series
-    w = np.asarray(s["w"])
-    fig, axes = new_figure(1, 3, width=3.4, height=2.9)
-    colors = ("#0072B2", "#D55E00")
-    panels = (("latent/no BN", "(a) no BN"), ("latent/local BN", "(b) local BN"),
-              ("printed/no BN", "(c) printed recipe, no BN"))
-    for ax, (key, title) in zip(axes, panels, strict=True):
-        for i, curve in enumerate(s[key]):
-            ax.plot(w, curve, color=colors[i], label=f"client {i + 1}")
-        ax.set_title(title)
-        ax.set_xlabel("w")
-    axes[0].set_ylabel("local squared loss")
-    axes[0].legend()
-    fig.suptitle("FedBN Fig. 1: toy loss landscapes of two clients (latent-scale reading)")
-    return fig
+#: The two toy clients' colours in Fig. 1.
+_CLIENTS = {"client 1": {"color": "#0072B2"}, "client 2": {"color": "#D55E00"}}
+plotter("fedbn-fig1")(lambda r: series_panels(
+    [(title, {f"client {i + 1}": (r.series["w"], curve) for i, curve in enumerate(r.series[key])})
+     for key, title in (("latent/no BN", "(a) no BN"), ("latent/local BN", "(b) local BN"),
+                        ("printed/no BN", "(c) printed recipe, no BN"))],
+    "FedBN Fig. 1: toy loss landscapes of two clients (latent-scale reading)", styles=_CLIENTS, xlabel="w",
+    ylabel="local squared loss", width=3.4, height=2.9, legend_size=10))
 
 
-@entry(
-    "fedbn-fig2",
-    title="Toy example: error surface of one client over (w, gamma)",
-    summary=("Fig. 2: client 2's loss over the model weight w and the BN scale gamma. At the optimal w a "
-             "wrong gamma hurts and vice versa; averaging both w and gamma gives a high error, while the "
-             "averaged w with the client's own gamma works well."),
-    look_for=("The loss depends on w/gamma only: its minimum is a valley through the origin. FedAvg "
-              "averages gamma too and lands off the valley (high error); FedBN keeps gamma local and the "
-              "averaged w stays on it."),
-    kind="exact", configs=same_for_all_profiles(_TOY | {"gamma_grid": [0.5, 4.0, 141], "w_grid": [0.05, 6.0, 240]}),
-)
+@entry("fedbn-fig2", title="Toy example: error surface of one client over (w, gamma)",
+       summary=("Fig. 2: client 2's loss over the model weight w and the BN scale gamma. At the optimal w a "
+                "wrong gamma hurts and vice versa; averaging both w and gamma gives a high error, while the "
+                "averaged w with the client's own gamma works well."),
+       look_for=("The loss depends on w/gamma only: its minimum is a valley through the origin. FedAvg "
+                 "averages gamma too and lands off the valley (high error); FedBN keeps gamma local and the "
+                 "averaged w stays on it."),
+       kind="exact", configs=same_for_all_profiles(_TOY | {"gamma_grid": [0.5, 4.0, 141], "w_grid": [0.05, 6.0, 240]}))
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     clients = _clients(config, "latent")
     w, g = _grid(config["w_grid"]), _grid(config["gamma_grid"])
@@ -206,24 +165,21 @@ def plot_fig2(result: Result) -> Any:
     return fig
 
 
-@entry(
-    "fedbn-fig9",
-    title="Synthetic data (App. F): training loss of FedAvg and FedBN on model (1)",
-    summary=("Fig. 9: two clients, each with two Gaussian classes, the second client's features "
-             "correlated. A two-layer ReLU network with BN trained by full-batch gradient descent: "
-             "FedBN's training loss falls faster than FedAvg's; both fit the data."),
-    look_for=("Both methods start from the same function. FedBN keeps one BN scale per client and "
-              "neuron (the model f* of eq. 1), which is what Corollary 4.6 says converges faster; the "
-              "gap between the curves is the effect of that extra freedom."),
-    kind="exact",
-    # ``{...} | _SYNTH``, not ``{..., **_SYNTH}``: Sphinx's source parser (viewcode) cannot read a
-    # ``**`` inside a decorator's arguments, and the module would have no source page
-    configs={"smoke": {"steps": 60, "m": 100} | _SYNTH,
-             "quick": {"steps": 600, "m": 100} | _SYNTH,
-             "paper": {"steps": 600, "m": 100} | _SYNTH},
-    # seeded gradient descent (data and initialisation drawn per seed): an interval over seeds
-    seeds={"smoke": 2, "quick": 5, "paper": 5},
-)
+@entry("fedbn-fig9", title="Synthetic data (App. F): training loss of FedAvg and FedBN on model (1)",
+       summary=("Fig. 9: two clients, each with two Gaussian classes, the second client's features "
+                "correlated. A two-layer ReLU network with BN trained by full-batch gradient descent: "
+                "FedBN's training loss falls faster than FedAvg's; both fit the data."),
+       look_for=("Both methods start from the same function. FedBN keeps one BN scale per client and "
+                 "neuron (the model f* of eq. 1), which is what Corollary 4.6 says converges faster; the "
+                 "gap between the curves is the effect of that extra freedom."),
+       kind="exact",
+       # ``{...} | _SYNTH``, not ``{..., **_SYNTH}``: Sphinx's source parser (viewcode) cannot read a
+       # ``**`` inside a decorator's arguments, and the module would have no source page
+       configs={"smoke": {"steps": 60, "m": 100} | _SYNTH,
+                "quick": {"steps": 600, "m": 100} | _SYNTH,
+                "paper": {"steps": 600, "m": 100} | _SYNTH},
+       # seeded gradient descent (data and initialisation drawn per seed): an interval over seeds
+       seeds={"smoke": 2, "quick": 5, "paper": 5})
 def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(s) for s in ctx.seeds]
     d, mean, rho, npc = int(config["d"]), float(config["mean"]), float(config["rho"]), int(config["n_per_class"])
@@ -269,15 +225,8 @@ def compute_fig9(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "the curves and the table are means over seeds."]}
 
 
-@plotter("fedbn-fig9")
-def plot_fig9(result: Result) -> Any:
-    fig, ax = new_figure(1, 1, width=4.8, height=3.4)
-    for name, key in (("FedAvg", "fedavg+bn"), ("FedBN", "fedbn")):
-        loss = result.series[name]["loss"]
-        ax.plot(range(len(loss)), loss, color=color_for(key), label=name)
-    ax.set_yscale("log")
-    ax.set_xlabel("gradient step")
-    ax.set_ylabel("training loss")
-    ax.legend()
-    ax.set_title("FedBN Fig. 9: two-client synthetic data, model (1)")
-    return fig
+plotter("fedbn-fig9")(lambda r: series_panels(
+    [("FedBN Fig. 9: two-client synthetic data, model (1)",
+      {k: (range(len(v["loss"])), v["loss"]) for k, v in r.series.items()})],
+    "", styles=STYLES, xlabel="gradient step", ylabel="training loss", logy=True, width=4.8, height=3.4,
+    legend_size=10))

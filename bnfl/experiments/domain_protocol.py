@@ -1,9 +1,8 @@
-"""FedBN runs: FedBN's per-client protocol recorded during and after training.
+"""FedBN's per-client evaluation protocol (FedBN Sec. 5 and App. G) as an observer of the shared
+training loop (:mod:`bnfl.experiments.observers`): what :func:`bnfl.experiments.training.domain_accuracies`
+reads as ``domain_acc``, for any entry that trains on domain partitions under this protocol.
 
-:func:`fedbn_run` / :func:`fedbn_runs` train through the shared training loop
-(:func:`bnfl.experiments.training.train` / ``train_seeds``: the context's engine, the seeds in
-lock-step on the batched engine, cached like any run) with the :class:`FedBNProtocol` observer,
-which records what the FedBN entries read besides the standard summary:
+:class:`FedBNProtocol` records, besides the standard summary:
 
 - ``domain_acc``: each domain's test accuracy (%) under FedBN's protocol: a personalised client
   (FedBN, SingleSet) with its own model, a shared-model client (FedAvg, FedProx, centralized)
@@ -15,7 +14,7 @@ which records what the FedBN entries read besides the standard summary:
 - ``unseen_acc`` (``unseen`` given): accuracy on unseen-domain test sets (FedBN App. G: Q-DOM styles
   such as "thin", or "morpho:global" / "morpho:local" read from ``<data root>/morpho_mnist``). A new
   FedBN client uses the average of the trained clients' BN affine parameters and its own batch
-  statistics (the BN statistics of its whole test set); shared-model methods use the global model.
+  statistics (:func:`new_client_model`); shared-model methods use the global model.
 """
 
 from __future__ import annotations
@@ -31,13 +30,9 @@ from torch import nn
 
 from bnfl.data import morpho_mnist
 from bnfl.data.domains import unseen_domain_test
-
-# called as training.train*(...) so that tests can replace them on bnfl.experiments.training
-from bnfl.experiments import training
-from bnfl.experiments.core import Context
 from bnfl.experiments.observers import Observer
 
-__all__ = ["FedBNProtocol", "fedbn_run", "fedbn_runs", "new_client_model"]
+__all__ = ["FedBNProtocol", "adaptation_split", "new_client_model"]
 
 
 def _bn_layers(model: nn.Module) -> list[tuple[str, nn.modules.batchnorm._BatchNorm]]:
@@ -162,21 +157,3 @@ class FedBNProtocol(Observer):
                 out["unseen_acc"][style] = round(_eval(model, x[held], y[held])[0], 3)
             out["n_test_unseen"] = int(held.numel())
         return out
-
-
-def _protocol(ctx: Context, spec: Mapping[str, Any], unseen: Sequence[str], curve: bool) -> FedBNProtocol:
-    return FedBNProtocol(unseen, curve=curve, data=spec["data"], data_root=ctx.data_root)
-
-
-def fedbn_run(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = (), curve: bool = True) -> dict[str, Any]:
-    """One run of ``spec`` under FedBN's protocol (module docstring): :func:`bnfl.experiments.training.train`
-    with the :class:`FedBNProtocol` observer, on the context's engine, cached like any run.
-    ``curve=False`` skips the per-round ``eval_loss`` (entries that read only final accuracies)."""
-    return training.train(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
-
-
-def fedbn_runs(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] = (),
-               curve: bool = True) -> list[dict[str, Any]]:
-    """:func:`fedbn_run` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition),
-    the seeds in lock-step on the batched engine (:func:`bnfl.experiments.training.train_seeds`)."""
-    return training.train_seeds(ctx, spec, observers=[_protocol(ctx, spec, unseen, curve)])
