@@ -44,3 +44,19 @@ def test_a_stored_one_seed_result_plots_its_per_domain_bars():
         fig = E.plot(eid, dataclasses.replace(stored, series=one_seed))
         assert fig.axes
         matplotlib.pyplot.close(fig)
+
+
+def test_ours_beside_paper_figure_is_one_labelled_panel_with_its_legend_and_title():
+    from bnfl.experiments.drawing import ours_beside_paper_figure
+
+    fig = ours_beside_paper_figure(["GN", "BN"], [50.0, None], [60.0, 40.0], title="Table X (smoke profile)",
+                                   profile="smoke", ylabel="mean IoU (%)", width=4.6, height=3.2)
+    (ax,) = fig.axes
+    assert fig._suptitle.get_text() == "Table X (smoke profile)"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ours (smoke)", "paper"]
+    assert ax.get_ylabel() == "mean IoU (%)" and [t.get_text() for t in ax.get_xticklabels()] == ["GN", "BN"]
+    assert tuple(fig.get_size_inches()) == (4.6, 3.2)
+    matplotlib.pyplot.close(fig)
+    default = ours_beside_paper_figure(["a"], [1.0], [2.0], title="t", profile="quick")
+    assert default.axes[0].get_ylabel() == "test accuracy (%)"
+    matplotlib.pyplot.close(default)

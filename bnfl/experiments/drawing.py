@@ -21,7 +21,7 @@ from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
 __all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "iid_noniid_plot",
-           "lines_against", "ours_beside_paper"]
+           "lines_against", "ours_beside_paper", "ours_beside_paper_figure"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -112,6 +112,31 @@ def ours_beside_paper(ax: Any, names: Sequence[str], ours: Sequence[Any], paper:
     ax.set_xticks(x, names, rotation=rotation, ha="right", fontsize=fontsize)
     ax.set_ylim(0, 100)
     ax.set_ylabel("test accuracy (%)")
+
+
+def ours_beside_paper_figure(names: Sequence[str], ours: Sequence[Any], paper: Sequence[Any], *, title: str,
+                             profile: str, paper_label: str = "paper", yerr: Sequence[Any] | None = None,
+                             ylabel: str | None = None, width: float = 6.0, height: float = 3.4) -> Any:
+    """A one-panel figure of :func:`ours_beside_paper` with its legend and the suptitle ``title``.
+
+    Parameters
+    ----------
+    names, ours, paper, profile, paper_label, yerr
+        As :func:`ours_beside_paper` takes them.
+    title : str
+        The figure's suptitle.
+    ylabel : str, optional
+        The y axis' label; default ``"test accuracy (%)"``.
+    width, height : float, default 6.0, 3.4
+        The panel's size in inches.
+    """
+    fig, ax = new_figure(1, 1, width=width, height=height)
+    ours_beside_paper(ax, names, ours, paper, profile=profile, paper_label=paper_label, yerr=yerr)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    fig.suptitle(title)
+    return fig
 
 
 def _mean_of(text: Any) -> float:
