@@ -105,11 +105,6 @@ def observed_run(ctx: Context, spec: Mapping[str, Any], **opts: Any) -> dict[str
 
 
 def observed_runs(ctx: Context, spec: Mapping[str, Any], **opts: Any) -> list[dict[str, Any]]:
-    """:func:`observed_run` once per seed of ``ctx.seeds``."""
-    runs = []
-    for s in ctx.seeds:
-        one = dict(spec)
-        one["seed"] = int(s)
-        one["partition"] = {"seed": int(s), **dict(one["partition"])}
-        runs.append(observed_run(ctx, one, **opts))
-    return runs
+    """:func:`observed_run` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition)."""
+    return [observed_run(ctx, {**spec, "seed": int(s), "partition": {"seed": int(s), **dict(spec["partition"])}}, **opts)
+            for s in ctx.seeds]
