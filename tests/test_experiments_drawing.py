@@ -60,3 +60,20 @@ def test_ours_beside_paper_figure_is_one_labelled_panel_with_its_legend_and_titl
     default = ours_beside_paper_figure(["a"], [1.0], [2.0], title="t", profile="quick")
     assert default.axes[0].get_ylabel() == "test accuracy (%)"
     matplotlib.pyplot.close(default)
+
+
+def test_grouped_bars_centres_one_bar_per_series_on_each_group():
+    from bnfl.experiments.drawing import grouped_bars
+    from bnfl.plots import color_for
+
+    fig, ax = new_figure(1, 1, width=4.0, height=3.0)
+    grouped_bars(ax, ["IID", "Shards"], {"FedAvg+BN": [60.0, 40.0], "FixBN": [61.0, 55.0]},
+                 colors={"FedAvg+BN": "fedavg+bn"})
+    bn, fix = ax.containers
+    assert [p.get_height() for p in bn.patches] == [60.0, 40.0] and [p.get_height() for p in fix.patches] == [61.0, 55.0]
+    for tick, a, b in zip(ax.get_xticks(), bn.patches, fix.patches, strict=True):  # centred on the group's tick
+        assert math.isclose((a.get_x() + b.get_x() + b.get_width()) / 2, tick, abs_tol=1e-9)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["IID", "Shards"]
+    assert matplotlib.colors.same_color(bn.patches[0].get_facecolor(), color_for("fedavg+bn"))
+    assert matplotlib.colors.same_color(fix.patches[0].get_facecolor(), color_for("FixBN"))
+    matplotlib.pyplot.close(fig)

@@ -20,8 +20,8 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.setups import label as method_label
 from bnfl.plots import color_for, marker_for, new_figure
 
-__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "iid_noniid_plot",
-           "lines_against", "ours_beside_paper", "ours_beside_paper_figure"]
+__all__ = ["bars_vs_paper", "curve_panels", "domains_plot", "drawn_by", "fedtan_ii_plot", "grouped_bars",
+           "iid_noniid_plot", "lines_against", "ours_beside_paper", "ours_beside_paper_figure"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -137,6 +137,31 @@ def ours_beside_paper_figure(names: Sequence[str], ours: Sequence[Any], paper: S
     ax.legend(fontsize=8)
     fig.suptitle(title)
     return fig
+
+
+def grouped_bars(ax: Any, groups: Sequence[str], bars: Mapping[str, Sequence[float]], *,
+                 colors: Mapping[str, str] | None = None, fontsize: int = 8) -> None:
+    """One group of bars per name of ``groups`` on ``ax``, one bar in it per series of ``bars``
+    (``{series label: one value per group}``), side by side and centred on the group's tick.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    groups : sequence of str
+        The tick labels, in the order of each series' values.
+    bars : mapping
+        Series label -> values; the legend shows the labels.
+    colors : mapping, optional
+        Series label -> the key :func:`bnfl.plots.color_for` colours it by (a method id); default the
+        label itself.
+    fontsize : int, default 8
+        Of the tick labels.
+    """
+    x = np.arange(len(groups))
+    w = 0.8 / len(bars)
+    for i, (name, vals) in enumerate(bars.items()):
+        ax.bar(x + (i - (len(bars) - 1) / 2) * w, vals, w, color=color_for((colors or {}).get(name, name)), label=name)
+    ax.set_xticks(x, groups, fontsize=fontsize)
 
 
 def _mean_of(text: Any) -> float:

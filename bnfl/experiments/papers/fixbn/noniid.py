@@ -20,7 +20,12 @@ from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GRO
 from bnfl.experiments.claims import Claim, at_least, info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
-from bnfl.experiments.drawing import drawn_by, ours_beside_paper, ours_beside_paper_figure
+from bnfl.experiments.drawing import (
+    drawn_by,
+    grouped_bars,
+    ours_beside_paper,
+    ours_beside_paper_figure,
+)
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import setups as fedtan_setups
 from bnfl.experiments.papers.fixbn.numbers import FEDTAN_CROSSCHECK, TABLE2, TABLE3, TABLE4, TABLE5
@@ -45,7 +50,7 @@ from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import label, spec
 from bnfl.experiments.training import mean_std
 from bnfl.experiments.tuning import tuned_runs
-from bnfl.plots import color_for, new_figure
+from bnfl.plots import new_figure
 
 NORMS = ("fedavg+bn", "fedavg+gn", "fixbn")
 #: The rows GN, BN, FixBN of Tables 2 and 3.
@@ -199,14 +204,9 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 def plot_fig3(result: Result) -> Any:
     s = result.series
     fig, axes = new_figure(1, len(s["bars"]), width=5.0, height=3.2, squeeze=False)
-    x = np.arange(len(s["partitions"]))
-    for ax, (setting, groups) in zip(axes[0], s["bars"].items(), strict=True):
-        w = 0.8 / len(groups)
-        for i, (name, vals) in enumerate(groups.items()):
-            key = {"FedAvg+BN": "fedavg+bn", "FedAvg+GN": "fedavg+gn", "FixBN": "fixbn"}.get(name, name)
-            ax.bar(x + (i - (len(groups) - 1) / 2) * w, vals, w, color=color_for(key), label=name)
-        ax.set_xticks(x, s["partitions"], fontsize=8)
-        ax.set_ylabel("test accuracy (%)")
+    for ax, (setting, bars) in zip(axes[0], s["bars"].items(), strict=True):
+        grouped_bars(ax, s["partitions"], bars, colors={label(k): k for k in NORMS})
+        ax.set(ylabel="test accuracy (%)")
         ax.set_title(setting, fontsize=9)
         ax.legend(fontsize=7)
     fig.suptitle(f"FixBN Fig. 3: non-IID partitions ({result.profile} profile)")
