@@ -16,16 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments import drawing
 from bnfl.experiments.calibration import HEADLINE_SEED_COUNTS, HEADLINE_SEED_GROUPS, chance
 from bnfl.experiments.claims import Claim, at_least, info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
-from bnfl.experiments.drawing import (
-    drawn_by,
-    grouped_bars,
-    ours_beside_paper,
-    ours_beside_paper_figure,
-)
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import setups as fedtan_setups
 from bnfl.experiments.papers.fixbn.numbers import FEDTAN_CROSSCHECK, TABLE2, TABLE3, TABLE4, TABLE5
@@ -205,7 +200,7 @@ def plot_fig3(result: Result) -> Any:
     s = result.series
     fig, axes = new_figure(1, len(s["bars"]), width=5.0, height=3.2, squeeze=False)
     for ax, (setting, bars) in zip(axes[0], s["bars"].items(), strict=True):
-        grouped_bars(ax, s["partitions"], bars, colors={label(k): k for k in NORMS})
+        drawing.grouped_bars(ax, s["partitions"], bars, colors={label(k): k for k in NORMS})
         ax.set(ylabel="test accuracy (%)")
         ax.set_title(setting, fontsize=9)
         ax.legend(fontsize=7)
@@ -215,9 +210,9 @@ def plot_fig3(result: Result) -> Any:
 
 def _three_bars(result: Result, title: str, ylabel: str) -> Any:
     """GN, BN and FixBN, ours beside the paper's (Tables 2 and 3)."""
-    return ours_beside_paper_figure(["GN", "BN", "FixBN"], result.series["ours"], result.series["paper"],
-                                    title=f"{title} ({result.profile} profile)", profile=result.profile,
-                                    ylabel=ylabel, width=4.6, height=3.2)
+    return drawing.ours_beside_paper_figure(["GN", "BN", "FixBN"], result.series["ours"], result.series["paper"],
+                                            title=f"{title} ({result.profile} profile)", profile=result.profile,
+                                            ylabel=ylabel, width=4.6, height=3.2)
 
 
 # -- Table 2 ----------------------------------------------------------------------------------------
@@ -287,7 +282,7 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             "series": {"ours": [m[k] for k in TABLE_KEYS], "paper": [parse_mean_std(a)[0] for _, a, _ in TABLE2]}}
 
 
-plotter("fixbn-tab2")(drawn_by(_three_bars, "FixBN Table 2: class-non-IID ImageNet", "test accuracy (%)"))
+plotter("fixbn-tab2")(drawing.drawn_by(_three_bars, "FixBN Table 2: class-non-IID ImageNet", "test accuracy (%)"))
 
 # -- Table 3 ----------------------------------------------------------------------------------------
 _T3_QUICK = {"base": {"data": {"name": "digit_segmentation"}, "model": {"name": "q_fcn"},
@@ -349,7 +344,7 @@ def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "skipped; the paper's figure panel compares with its ResNet-18 rows."]}
 
 
-plotter("fixbn-tab3")(drawn_by(_three_bars, "FixBN Table 3: segmentation, mean IoU", "mean IoU (%)"))
+plotter("fixbn-tab3")(drawing.drawn_by(_three_bars, "FixBN Table 3: segmentation, mean IoU", "mean IoU (%)"))
 
 # -- Table 4 ----------------------------------------------------------------------------------------
 #: Table 4 rows -> bnfl method ids (FedDNA = FedAvg+Algorithm 2, CATALOG §0.2; Centralized+FixBN = pooled-data
@@ -422,8 +417,8 @@ def plot_tab4(result: Result) -> Any:
     fig, axes = new_figure(1, 2, width=5.0, height=3.4, squeeze=False)
     for ax, col, ours, paper in zip(axes[0], ("IID", "Non-IID"), s["ours"], s["paper"], strict=True):
         # stored JSON writes NaN (a cell with no number) as null: no bar
-        ours_beside_paper(ax, [n.split(" (")[0] for n in s["names"]], ours, paper, profile=result.profile,
-                          rotation=40, fontsize=7)
+        drawing.ours_beside_paper(ax, [n.split(" (")[0] for n in s["names"]], ours, paper, profile=result.profile,
+                                  rotation=40, fontsize=7)
         ax.set_title(col)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"FixBN Table 4: FL normaliser methods ({result.profile} profile)")
@@ -505,5 +500,5 @@ def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 @plotter("fixbn-tab5")
 def plot_tab5(result: Result) -> Any:
     s = result.series
-    return ours_beside_paper_figure(s["names"], s["ours"], s["paper"], yerr=s["std"], profile=result.profile,
-                                    title=f"FixBN Table 5: normalisation layers, Shards ({result.profile} profile)")
+    return drawing.ours_beside_paper_figure(s["names"], s["ours"], s["paper"], yerr=s["std"], profile=result.profile,
+                                            title=f"FixBN Table 5: normalisation layers, Shards ({result.profile} profile)")
