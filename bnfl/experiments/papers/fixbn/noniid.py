@@ -63,9 +63,11 @@ T5_GRID = (0.01, 0.02, 0.05, 0.1, 0.2)
 
 # -- Fig. 3 -----------------------------------------------------------------------------------------
 _Q3_ROUNDS = round(rounds_for_epochs(32, Q_DIG_TRAIN, 20, 20, 5))  # 23
+#: 32 epochs of Q-DIG at E = 20 (quick); 128 epochs of CIFAR-10 at E = 100, 640 rounds (paper, Sec. 6.1).
+_Q3_BUDGET = {"rounds": _Q3_ROUNDS, "train": {"local_steps": 20, "eval_every": _Q3_ROUNDS}}
+_C10_BUDGET = {"rounds": round(rounds_for_epochs(128, 50_000, 20, 100, 5)), "train": {"local_steps": 100, "eval_every": 32}}
 _QT_ROUNDS = round(rounds_for_epochs(8, 5000, 20, 20, 10))  # 10
-_F3_QUICK = {"settings": {"Q-DIG / Q-MLP-BN": spec(Q_MLP, DECAY, {"rounds": _Q3_ROUNDS,
-                                                               "train": {"local_steps": 20, "eval_every": _Q3_ROUNDS}}),
+_F3_QUICK = {"settings": {"Q-DIG / Q-MLP-BN": spec(Q_MLP, DECAY, _Q3_BUDGET),
                           "Tiny analogue: Q-GAUSS(100) / Q-MLP-BN": spec(
                               {"data": {"name": "gaussian_mixture", "num_classes": 100, "n_train": 5000},
                                "model": {"name": "q_mlp_bn"}, "partition": {"num_clients": 10}}, DECAY,
@@ -73,8 +75,7 @@ _F3_QUICK = {"settings": {"Q-DIG / Q-MLP-BN": spec(Q_MLP, DECAY, {"rounds": _Q3_
              "tiny_shards_k": 20,
              # Issue 36: the headline comparison (FixBN >= GN on the shards) on a convolutional net, GN over
              # channels as in the paper, each method at its own rate tuned with Table 5's grid, seeds and budget.
-             "conv": {"base": spec(Q_RES, DECAY, {"partition": SHARDS, "rounds": _Q3_ROUNDS,
-                                                  "train": {"local_steps": 20, "eval_every": _Q3_ROUNDS}}),
+             "conv": {"base": spec(Q_RES, DECAY, {"partition": SHARDS}, _Q3_BUDGET),
                       "grid": list(T5_GRID)},
              "deviations": [f"Q-DIG + Q-MLP-BN instead of Q-RES (5x slower per step), E = 20, 32 epochs = {_Q3_ROUNDS} "
                             "rounds (CATALOG quick recipe otherwise); Tiny-ImageNet analogue: Q-GAUSS(100) with 5000 training samples, "
@@ -83,8 +84,7 @@ _F3_QUICK = {"settings": {"Q-DIG / Q-MLP-BN": spec(Q_MLP, DECAY, {"rounds": _Q3_
                             "rounds: FixBN and FedAvg+GN each at its own learning rate, tuned on a 20% validation split "
                             f"over {list(T5_GRID)} with seeds 0-2 (Table 5's grid; the paper states one rate)"]}
 _F3_PAPER = {"settings": {
-    "CIFAR-10 / ResNet-20": spec(P_C10, DECAY, {"rounds": round(rounds_for_epochs(128, 50_000, 20, 100, 5)),
-                                                "train": {"local_steps": 100, "eval_every": 32}}),
+    "CIFAR-10 / ResNet-20": spec(P_C10, DECAY, _C10_BUDGET),
     "Tiny-ImageNet / ResNet-18": spec(P_TINY, DECAY, {"rounds": round(rounds_for_epochs(128, 100_000, 20, 100, 10)),
                                                       "train": {"local_steps": 100, "eval_every": 32}})},
     "tiny_shards_k": 40}
@@ -436,8 +436,7 @@ _T5_QUICK = {"base": spec(Q_RES, DECAY, {"partition": SHARDS, "rounds": _Q5_ROUN
                             "GN+WN is GN with weight standardisation (WS, Qiao et al. 2019)",
                             "each layer at its own learning rate, tuned on a 20% validation split of the training "
                             f"set over {list(T5_GRID)} with seeds 0-2 (the paper tunes none and states one rate)"]}
-_T5_PAPER = {"base": spec(P_C10, DECAY, {"partition": SHARDS, "rounds": round(rounds_for_epochs(128, 50_000, 20, 100, 5)),
-                                         "train": {"local_steps": 100, "eval_every": 32}}),
+_T5_PAPER = {"base": spec(P_C10, DECAY, {"partition": SHARDS}, _C10_BUDGET),
              "fixup_model": "resnet20_fixup", "deviations": ["GN+WN run as GN with weight standardisation (WS)"]}
 _T5_SMOKE = {"base": _SMOKE_RUN, "tune": {"grid": [0.02, 0.1], "seeds": [0]}}
 
