@@ -168,21 +168,21 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         rows += [{"setting": setting, "partition": p, "method": label(k), "test acc (%)": fmt_mean_std(*final_stats(r))}
                  for (p, k), r in runs.items()]
         bars[setting] = {label(k): [m[(p, k)] for p in parts] for k in NORMS}
-        ev = Seeds(ctx.seeds, next(iter(runs.values())))
-        ours = [ev.versus(f"{setting}-{p}-fixbn-bn", f"{setting}, {p}: FixBN >= BN - 0.5", runs[(p, "fixbn")],
+        ev = Seeds(ctx.seeds, next(iter(runs.values())))  # this setting's claims: judged where its BN control trains
+        mine = [ev.versus(f"{setting}-{p}-fixbn-bn", f"{setting}, {p}: FixBN >= BN - 0.5", runs[(p, "fixbn")],
                           runs[(p, "fedavg+bn")], -0.5, names=("FixBN", "BN"),
                           why=("where every method scores near chance (the 100-class Gaussian stand-in) sub-point "
                                "gaps are a few test samples")) for p in parts]
-        ours += [ev.versus(f"{setting}-{p}-fixbn-gn", f"{setting}, {p}: FixBN >= GN", runs[(p, "fixbn")],
+        mine += [ev.versus(f"{setting}-{p}-fixbn-gn", f"{setting}, {p}: FixBN >= GN", runs[(p, "fixbn")],
                            runs[(p, "fedavg+gn")], names=("FixBN", "GN"), why=_gn_why(setting))
                  for p in ("Dir(0.1)", "Shards") if p in parts]
         diffs = {p: m[(p, "fedavg+bn")] - m[(p, "fedavg+gn")] for p in parts}
         best = max(diffs, key=lambda p: diffs[p])
-        ours.append(ev.at_least(f"{setting}-bn-beats-gn", f"{setting}: BN > GN in at least one partition (the "
+        mine.append(ev.at_least(f"{setting}-bn-beats-gn", f"{setting}: BN > GN in at least one partition (the "
                                 "partition with the largest mean BN - GN, per seed)", finals(runs[(best, "fedavg+bn")]),
                                 0.0, baseline=finals(runs[(best, "fedavg+gn")]),
                                 detail="BN - GN: " + ", ".join(f"{p} {d:+.2f}" for p, d in diffs.items())))
-        claims += _untestable(ours, setting, chance(ctx, base), m)
+        claims += _untestable(mine, setting, chance(ctx, base), m)
     series: dict[str, Any] = {"partitions": parts, "bars": bars}
     if config.get("conv"):
         conv_claims, conv_rows, series["conv_rates"] = _conv_claims(ctx, config["conv"])
