@@ -27,7 +27,7 @@ from bnfl.experiments.papers.fixbn.numbers import (
     TABLE1,
     TEXT_GAP,
 )
-from bnfl.experiments.papers.fixbn.runs import observed_runs
+from bnfl.experiments.papers.fixbn.runs import Recalibration, StatisticsDynamics, observed_runs
 from bnfl.experiments.papers.fixbn.setups import (
     DECAY,
     P_C10,
@@ -87,7 +87,7 @@ def _e1_spec(config: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 def e1_runs(ctx: Context, config: Mapping[str, Any]) -> dict[str, list]:
     """Runs of :data:`E1_KEYS`; FedAvg+BN also logs its statistics and re-accumulates them."""
-    return {k: observed_runs(ctx, _e1_spec(config, k), recalibrate=True, stats_window=config["stats_window"])
+    return {k: observed_runs(ctx, _e1_spec(config, k), StatisticsDynamics(config["stats_window"]), Recalibration())
             if k == "fedavg+bn" else train_runs(ctx, _e1_spec(config, k)) for k in E1_KEYS}
 
 

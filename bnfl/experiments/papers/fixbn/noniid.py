@@ -24,7 +24,7 @@ from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import setups as fedtan_setups
 from bnfl.experiments.papers.fixbn.numbers import FEDTAN_CROSSCHECK, TABLE2, TABLE3, TABLE4, TABLE5
-from bnfl.experiments.papers.fixbn.runs import observed_runs
+from bnfl.experiments.papers.fixbn.runs import Segmentation, observed_runs
 from bnfl.experiments.papers.fixbn.setups import (
     DECAY,
     P_C10,
@@ -318,7 +318,7 @@ _T3_PAPER = {"base": {"data": {"name": "cityscapes"}, "model": {"name": "deeplab
 def compute_tab3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows, claims, ours = [], [], []
     for backbone, extra in config["backbones"].items():
-        runs = {k: observed_runs(ctx, spec(config["base"], extra, variant(k)), segmentation=True) for k in TABLE_KEYS}
+        runs = {k: observed_runs(ctx, spec(config["base"], extra, variant(k)), Segmentation()) for k in TABLE_KEYS}
         miou = {k: mean_std([r["miou"] for r in rs]) for k, rs in runs.items()}  # (mean, std) over seeds
         rows += [{"Backbone": backbone, "Method": label(k), "mean IoU ours": fmt_mean_std(*miou[k]),
                   "pixel acc ours": round(float(np.mean([r["pixel_acc"] for r in runs[k]])), 2),
