@@ -161,3 +161,36 @@ def test_bar_figure_is_one_panel_of_grouped_bars_with_its_legend():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["A", "B"]
     assert ax.get_title() == "T" and ax.get_ylabel() == "share (%)" and len(ax.patches) == 6
     matplotlib.pyplot.close(fig)
+
+
+def test_ours_beside_paper_figure_is_one_labelled_panel_with_its_legend_and_title():
+    from bnfl.experiments.drawing import ours_beside_paper_figure
+
+    fig = ours_beside_paper_figure(["GN", "BN"], [50.0, None], [60.0, 40.0], title="Table X (smoke profile)",
+                                   profile="smoke", ylabel="mean IoU (%)", width=4.6, height=3.2)
+    (ax,) = fig.axes
+    assert fig._suptitle.get_text() == "Table X (smoke profile)"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ours (smoke)", "paper"]
+    assert ax.get_ylabel() == "mean IoU (%)" and [t.get_text() for t in ax.get_xticklabels()] == ["GN", "BN"]
+    assert tuple(fig.get_size_inches()) == (4.6, 3.2)
+    matplotlib.pyplot.close(fig)
+    default = ours_beside_paper_figure(["a"], [1.0], [2.0], title="t", profile="quick")
+    assert default.axes[0].get_ylabel() == "test accuracy (%)"
+    matplotlib.pyplot.close(default)
+
+
+def test_grouped_bars_centres_one_bar_per_series_on_each_group():
+    from bnfl.experiments.drawing import series_bars
+    from bnfl.plots import color_for
+
+    fig, ax = new_figure(1, 1, width=4.0, height=3.0)
+    series_bars(ax, ["IID", "Shards"], {"FedAvg+BN": [60.0, 40.0], "FixBN": [61.0, 55.0]},
+                 colors={"FedAvg+BN": "fedavg+bn"})
+    bn, fix = ax.containers
+    assert [p.get_height() for p in bn.patches] == [60.0, 40.0] and [p.get_height() for p in fix.patches] == [61.0, 55.0]
+    for tick, a, b in zip(ax.get_xticks(), bn.patches, fix.patches, strict=True):  # centred on the group's tick
+        assert math.isclose((a.get_x() + b.get_x() + b.get_width()) / 2, tick, abs_tol=1e-9)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["IID", "Shards"]
+    assert matplotlib.colors.same_color(bn.patches[0].get_facecolor(), color_for("fedavg+bn"))
+    assert matplotlib.colors.same_color(fix.patches[0].get_facecolor(), color_for("FixBN"))
+    matplotlib.pyplot.close(fig)

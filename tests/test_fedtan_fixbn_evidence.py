@@ -34,6 +34,18 @@ def test_paired_claim_stores_its_interval():
     assert c3.verdict == "fail"
 
 
+def test_versus_judges_two_methods_runs_paired_by_seed_and_names_their_means():
+    ev = Seeds(SEEDS, [_run([50.0])])
+    fix, bn = [_run([70.0, v]) for v in (80.0, 82.0, 81.0)], [_run([60.0, v]) for v in (70.0, 71.5, 70.5)]
+    c = ev.versus("fixbn-bn", "FixBN >= BN + 8", fix, bn, 8.0, names=("FixBN", "BN"))
+    same = ev.at_least("fixbn-bn", "FixBN >= BN + 8", [80.0, 82.0, 81.0], 8.0, baseline=[70.0, 71.5, 70.5])
+    assert c.verdict == same.verdict == "pass" and c.interval == same.interval
+    assert c.detail == "FixBN 81.00 vs BN 70.67"
+    below = ev.versus("bn-fixbn", "BN <= FixBN - 8", bn, fix, -8.0, names=("BN", "FixBN"), below=True, why="w")
+    assert below.verdict == "pass" and below.detail == "BN 70.67 vs FixBN 81.00"
+    assert ev.versus("x", "BN >= FixBN", bn, fix, names=("BN", "FixBN"), why="BN trails").why.startswith("BN trails")
+
+
 def test_within_and_monotone_use_intervals():
     ev = Seeds(SEEDS, [_run([50.0])])
     w = ev.within("near", "|a - b| <= 2", [90.0, 91.0, 90.5], [90.2, 90.8, 90.4], 2.0)

@@ -139,3 +139,26 @@ def test_centralized_fixbn_pools_the_data_and_freezes_after_t_star():
     h = sim.run()
     assert [r["frozen_stats"] for r in h.rows] == [False, False, True, True]
     assert sim.channel.counters()["rounds"] == 0
+
+
+def test_fixbn_observers_record_on_the_sequential_engine_and_plan_in_a_dry_run():
+    """fixbn-fig1/tab1/fig2's FedAvg+BN runs: the statistics log and the re-accumulated accuracy come
+    from observers of the one training loop, trained sequentially even where the context batches."""
+    from bnfl.experiments.core import Context
+    from bnfl.experiments.dryrun import stand_in
+    from bnfl.experiments.observers import observer_keys
+    from bnfl.experiments.papers.fixbn.runs import (
+        Recalibration,
+        Segmentation,
+        StatisticsDynamics,
+        observed_runs,
+    )
+
+    spec = {**SPEC, "method": "fedavg+bn", "train": {k: v for k, v in SPEC["train"].items() if k != "batched"}}
+    ctx = Context(profile="smoke", seeds=[0, 1], batched="auto")
+    runs = observed_runs(ctx, spec, StatisticsDynamics(2), Recalibration())
+    assert [r["method"] for r in runs] == ["fedavg+bn"] * 2 and all("batched" not in r for r in runs)  # sequential
+    assert all(len(r["stats_global_l1"]) == 3 and 0 <= r["recalibrated_acc"] <= 100 for r in runs)
+    assert runs[0]["test_acc"] != runs[1]["test_acc"] or runs[0]["train_loss"] != runs[1]["train_loss"]  # two seeds
+    planned = stand_in({"spec": spec, "observers": observer_keys([StatisticsDynamics(2), Segmentation()])}, None)
+    assert len(planned["stats_local_l1"]) == 3 and {"miou", "pixel_acc"} <= set(planned)

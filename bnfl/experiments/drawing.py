@@ -22,8 +22,8 @@ from bnfl.plots import color_for, marker_for, new_figure
 
 __all__ = ["accuracy_lines", "arrow", "bar_figure", "bars_vs_paper", "bars_with_printed", "box", "curve_panels",
            "domains_plot", "drawn_by", "fedtan_ii_plot", "fedtan_ii_table_plot", "grouped_bars", "grouped_bars_on",
-           "iid_noniid_plot", "line_panels", "lines_against", "ours_beside_paper", "panels_plot", "rows_figure",
-           "series_panels", "table_figure"]
+           "iid_noniid_plot", "line_panels", "lines_against", "ours_beside_paper", "ours_beside_paper_figure",
+           "panels_plot", "rows_figure", "series_bars", "series_panels", "table_figure"]
 
 
 def drawn_by(draw: Callable[..., Any], *args: Any) -> Callable[[Result], Any]:
@@ -374,6 +374,31 @@ def series_panels(panels: Sequence[tuple[str, Mapping[str, Sequence[Any]]]], tit
     return fig
 
 
+def ours_beside_paper_figure(names: Sequence[str], ours: Sequence[Any], paper: Sequence[Any], *, title: str,
+                             profile: str, paper_label: str = "paper", yerr: Sequence[Any] | None = None,
+                             ylabel: str | None = None, width: float = 6.0, height: float = 3.4) -> Any:
+    """A one-panel figure of :func:`ours_beside_paper` with its legend and the suptitle ``title``.
+
+    Parameters
+    ----------
+    names, ours, paper, profile, paper_label, yerr
+        As :func:`ours_beside_paper` takes them.
+    title : str
+        The figure's suptitle.
+    ylabel : str, optional
+        The y axis' label; default ``"test accuracy (%)"``.
+    width, height : float, default 6.0, 3.4
+        The panel's size in inches.
+    """
+    fig, ax = new_figure(1, 1, width=width, height=height)
+    ours_beside_paper(ax, names, ours, paper, profile=profile, paper_label=paper_label, yerr=yerr)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
 def rows_figure(result: Result, title: str, *, columns: Sequence[str] | None = None,
                  headers: Sequence[str] | None = None, width: float = 7.6, row_height: float = 0.25,
                  pad: float = 0.8, col_widths: Sequence[float] | None = None,
@@ -395,6 +420,31 @@ def rows_figure(result: Result, title: str, *, columns: Sequence[str] | None = N
                 table[i, j].set_facecolor("#FBE3D6")
     ax.set_title(title)
     return fig
+
+
+def series_bars(ax: Any, groups: Sequence[str], bars: Mapping[str, Sequence[float]], *,
+                 colors: Mapping[str, str] | None = None, fontsize: int = 8) -> None:
+    """One group of bars per name of ``groups`` on ``ax``, one bar in it per series of ``bars``
+    (``{series label: one value per group}``), side by side and centred on the group's tick.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    groups : sequence of str
+        The tick labels, in the order of each series' values.
+    bars : mapping
+        Series label -> values; the legend shows the labels.
+    colors : mapping, optional
+        Series label -> the key :func:`bnfl.plots.color_for` colours it by (a method id); default the
+        label itself.
+    fontsize : int, default 8
+        Of the tick labels.
+    """
+    x = np.arange(len(groups))
+    w = 0.8 / len(bars)
+    for i, (name, vals) in enumerate(bars.items()):
+        ax.bar(x + (i - (len(bars) - 1) / 2) * w, vals, w, color=color_for((colors or {}).get(name, name)), label=name)
+    ax.set_xticks(x, groups, fontsize=fontsize)
 
 
 def _mean_of(text: Any) -> float:

@@ -1,8 +1,8 @@
 """``bnfl run <id> --dry-run``: what an entry would run, and whether its data is in place, without training.
 
 An entry declares its runs by computing them: its ``compute(ctx, config)`` asks for each training run
-through ``ctx.cache`` (:func:`bnfl.experiments.training.train`, FedBN's ``fedbn_run``, FixBN's
-``observed_run`` all key the cache by the run's full spec). A dry run therefore calls ``compute``
+through ``ctx.cache`` (:func:`bnfl.experiments.training.train` with or without observers, FedBN's
+``fedbn_run``, all key the cache by the run's full spec). A dry run therefore calls ``compute``
 with a :class:`PlanCache`, which records every run it is asked for and answers with a stand-in
 summary (chance accuracy at every evaluated round) instead of training: nothing in the entries
 changes, and every entry, whatever its loops, is planned by the code that runs it. The plan's
@@ -181,7 +181,9 @@ def stand_in(key: Mapping[str, Any], data_root: str | None) -> dict[str, Any]:
             out["domain_acc_clients"] = [[chance] * (d + 1) for _ in range(k)]
         else:
             out["domain_acc_global"] = [chance] * (d + 1)
-    observed = key.get("observed") or {}
+    observed = dict(key.get("observed") or {})
+    for obs in key.get("observers") or ():  # an observer's key names what it records (FixBN's runs)
+        observed.update(obs)
     if observed.get("stats_window"):
         out.update({s: [0.0] * rounds for s in ("stats_global_l1", "stats_local_l1", "stats_window_var")})
     if observed.get("segmentation"):

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from bnfl.experiments.claims import Claim, at_least, info, monotone, per_seed_claim, within
-from bnfl.experiments.curves import fmt_mean_std, rounds_to
+from bnfl.experiments.curves import final_stats, fmt_mean_std, rounds_to
 from bnfl.experiments.interval_claims import interval_monotone, interval_within
 from bnfl.experiments.intervals import estimate
 from bnfl.experiments.training import final
@@ -126,6 +126,33 @@ class Seeds:
         one = self.one_sample or 0.0
         return monotone(name, statement, [float(np.mean(c)) for c in columns], increasing=increasing,
                         tolerance=max(tolerance, one), allowed_violations=allowed_violations, labels=labels, why=why)
+
+    def versus(self, name: str, statement: str, runs: Sequence[Mapping[str, Any]],
+               baseline: Sequence[Mapping[str, Any]], threshold: float = 0.0, *, names: tuple[str, str],
+               below: bool = False, why: str = "", kind: str = "reproduction") -> Claim:
+        """One method's runs against another's (one run per seed each) by their final test accuracy:
+        :meth:`at_least` the paired difference ``runs - baseline`` (:meth:`at_most` with ``below``),
+        its detail ``"<names[0]> <mean> vs <names[1]> <mean>"`` (seed means, 2 decimals).
+
+        Parameters
+        ----------
+        name, statement : str
+            As :meth:`at_least`.
+        runs, baseline : sequence of run summaries
+            One per seed of :attr:`seeds`, in that order.
+        threshold : float, default 0.0
+            In accuracy points.
+        names : (str, str)
+            How the detail names ``runs`` and ``baseline``.
+        below : bool, default False
+            Claim ``<= threshold`` instead of ``>= threshold``.
+        why, kind : str
+            As :meth:`at_least`.
+        """
+        judge = self.at_most if below else self.at_least
+        detail = f"{names[0]} {final_stats(runs)[0]:.2f} vs {names[1]} {final_stats(baseline)[0]:.2f}"
+        return judge(name, statement, finals(runs), threshold, baseline=finals(baseline), detail=detail, why=why,
+                     kind=kind)
 
 
 def first_hits(ev: Seeds, runs: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]], *,

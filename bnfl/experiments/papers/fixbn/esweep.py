@@ -21,21 +21,19 @@ from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fixbn.numbers import E_GRID, FIG5_CAPTION
 from bnfl.experiments.papers.fixbn.setups import (
     DECAY,
-    IID,
     P_C10,
     P_TINY,
+    PARTITIONS,
     Q_LENET,
     Q_MLP,
     SEEDS,
     SHARDS,
-    dirichlet,
-    label,
     profiles,
     rounds_for_steps,
-    spec,
     variant,
 )
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.setups import label, spec
 from bnfl.experiments.tuning import TUNE_SEEDS, VALIDATION, tune_rate
 from bnfl.plots import color_for, new_figure
 
@@ -81,27 +79,35 @@ _F4_SMOKE = {"e_grid": [1, 2], "steps": 2, "base": {"train": {"batch_size": 8}},
              "tune": {"seeds": [0], "grid": [0.02, 0.2]}}
 
 
+def _momentum_cell(config: Mapping[str, Any], norm: str, mode: str, e: int) -> dict[str, Any]:
+    """Run spec of one Fig. 4 cell: ``norm`` with momentum ``mode`` at E = ``e``, fixed steps per client."""
+    return cell_spec(config["base"], momentum_variant(norm, mode), config["partition"], e, "steps", config["steps"])
+
+
 def tuned_runs(ctx: Context, config: Mapping[str, Any]) -> tuple[dict[tuple[str, str, int], list],
                                                                  dict[tuple[str, str, int], float]]:
     """Runs of every (norm, momentum, E <= 5) cell at its own rate, tuned on a validation split with
     the same grid, seeds and budget (:func:`bnfl.experiments.tuning.tune_rate`), and the rates."""
     cells = [(n, mode, e) for n in F4_NORMS for mode, _ in F4_MODES for e in config["e_grid"] if e <= 5]
     tune = config["tune"]
-    rates = {(n, mode, e): tune_rate(ctx, cell_spec(config["base"], momentum_variant(n, mode), config["partition"], e,
-                                                    "steps", config["steps"]),
-                                     tune["grid"], seeds=tune["seeds"], validation=tune["validation"]).rate
-             for n, mode, e in cells}
-    runs = {(n, mode, e): train_runs(ctx, cell_spec(spec(config["base"], {"train": {"lr": rates[(n, mode, e)]}}),
-                                                    momentum_variant(n, mode), config["partition"], e, "steps",
-                                                    config["steps"]))
-            for n, mode, e in cells}
-    return runs, rates
+    rates = {c: tune_rate(ctx, _momentum_cell(config, *c), tune["grid"], seeds=tune["seeds"],
+                          validation=tune["validation"]).rate for c in cells}
+    return {c: train_runs(ctx, spec(_momentum_cell(config, *c), {"train": {"lr": rates[c]}})) for c in cells}, rates
 
 
-def momentum_runs(ctx: Context, config: Mapping[str, Any]) -> dict[tuple[str, str, int], list]:
-    return {(n, mode, e): train_runs(ctx, cell_spec(config["base"], momentum_variant(n, mode), config["partition"],
-                                                    e, "steps", config["steps"]))
-            for n in F4_NORMS for mode, _ in F4_MODES for e in config["e_grid"]}
+def _against_e(es: list[int], lines: list[tuple[str, list[float], str, str]], title: str, *, width: float,
+               height: float, **legend: Any) -> Any:
+    """Test accuracy against E on a log axis (fixed steps per client): ``lines`` of (label, accuracy per E,
+    matplotlib format, colour)."""
+    fig, ax = new_figure(1, 1, width=width, height=height)
+    for name, ys, fmt, color in lines:
+        ax.plot(es, ys, fmt, color=color, label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("local steps per round E (fixed steps per client)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.legend(**legend)
+    fig.suptitle(title)
+    return fig
 
 
 @entry(
@@ -122,28 +128,23 @@ def momentum_runs(ctx: Context, config: Mapping[str, Any]) -> dict[tuple[str, st
     configs=profiles(_F4_QUICK, _F4_PAPER, _F4_SMOKE),
 )
 def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    runs = momentum_runs(ctx, config)
     es = list(config["e_grid"])
+    runs = {(n, mode, e): train_runs(ctx, _momentum_cell(config, n, mode, e))
+            for n in F4_NORMS for mode, _ in F4_MODES for e in es}
     m = {k: final_stats(r)[0] for k, r in runs.items()}
     rows = [{"norm": label(n), "momentum": name, **{f"E={e}": round(m[(n, mode, e)], 2) for e in es}}
             for n in F4_NORMS for mode, name in F4_MODES]
-    f = {k: finals(r) for k, r in runs.items()}
     ev = Seeds(ctx.seeds, runs[("fixbn", "reset", es[0])])
-    claims = []
-    e0 = es[0]
-    for e in es[1:]:  # E = es[0] is judged once, by "fixbn-small-e" below (the same two run sets)
-        claims.append(ev.at_least(f"fixbn-bn-E{e}", f"E = {e}: FixBN >= BN (plain)", f[("fixbn", "reset", e)], 0.0,
-                                  baseline=f[("fedavg+bn", "reset", e)],
-                                  detail=f"FixBN {m[('fixbn', 'reset', e)]:.2f} vs BN {m[('fedavg+bn', 'reset', e)]:.2f}",
-                                  why=("with many local steps client drift dominates for every normaliser and "
-                                       "FixBN and BN are a few test samples apart")))
-    claims.append(ev.at_least("fixbn-small-e", f"E = {e0}: FixBN >= BN + 10", f[("fixbn", "reset", e0)], 10.0,
-                              baseline=f[("fedavg+bn", "reset", e0)],
-                              detail=f"FixBN {m[('fixbn', 'reset', e0)]:.2f} vs BN {m[('fedavg+bn', 'reset', e0)]:.2f}",
-                              why=("FixBN does beat BN here, by less than the paper's 10 pts: the digits MLP suffers "
-                                   "less from mismatched BN statistics than ResNet-20 on CIFAR-10")))
+    # E = es[0] is judged once, by "fixbn-small-e" below (the same two run sets)
+    claims = [ev.versus(f"fixbn-bn-E{e}", f"E = {e}: FixBN >= BN (plain)", runs[("fixbn", "reset", e)],
+                        runs[("fedavg+bn", "reset", e)], names=("FixBN", "BN"),
+                        why=("with many local steps client drift dominates for every normaliser and FixBN and BN are "
+                             "a few test samples apart")) for e in es[1:]]
+    claims.append(ev.versus("fixbn-small-e", f"E = {es[0]}: FixBN >= BN + 10", runs[("fixbn", "reset", es[0])],
+                            runs[("fedavg+bn", "reset", es[0])], 10.0, names=("FixBN", "BN"),
+                            why=("FixBN does beat BN here, by less than the paper's 10 pts: the digits MLP suffers less "
+                                 "from mismatched BN statistics than ResNet-20 on CIFAR-10")))
     tuned, rates = tuned_runs(ctx, config) if "tune" in config else ({}, {})
-    t = {k: finals(r) for k, r in tuned.items()}
     tm = {k: final_stats(r)[0] for k, r in tuned.items()}
     # At E = 1 with every client in every round, the average of the clients' momentum buffers obeys the
     # server momentum's recursion: local and global momentum are one algorithm, judged once (local).
@@ -152,19 +153,19 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     for n in F4_NORMS:
         for mode, name in F4_MODES[1:]:
             for e in [x for x in es if x <= 5 and not (x == 1 and mode == "global" and full)]:
+                cell, plain = (n, mode, e), (n, "reset", e)
                 if tuned:  # each side at its own tuned rate: the gain is not a larger effective rate
                     claims.append(ev.at_least(
                         f"{n}-{mode}-E{e}", f"E = {e}: {label(n)} with {name} momentum >= plain (each at its own "
-                        "tuned rate)", t[(n, mode, e)], 0.0, baseline=t[(n, "reset", e)],
-                        detail=(f"{tm[(n, mode, e)]:.2f} at lr {rates[(n, mode, e)]:g} vs plain "
-                                f"{tm[(n, 'reset', e)]:.2f} at lr {rates[(n, 'reset', e)]:g}"),
+                        "tuned rate)", finals(tuned[cell]), 0.0, baseline=finals(tuned[plain]),
+                        detail=f"{tm[cell]:.2f} at lr {rates[cell]:g} vs plain {tm[plain]:.2f} at lr {rates[plain]:g}",
                         why=("with its rate tuned, plain SGD (momentum restarted every round) takes steps as large "
                              "as maintained momentum's, and within the short quick budget the two reach the "
                              "same accuracy")))
                 else:
                     claims.append(ev.at_least(f"{n}-{mode}-E{e}", f"E = {e}: {label(n)} with {name} momentum >= plain",
-                                              f[(n, mode, e)], 0.0, baseline=f[(n, "reset", e)],
-                                              detail=f"{m[(n, mode, e)]:.2f} vs plain {m[(n, 'reset', e)]:.2f}"))
+                                              finals(runs[cell]), 0.0, baseline=finals(runs[plain]),
+                                              detail=f"{m[cell]:.2f} vs plain {m[plain]:.2f}"))
     names = dict(F4_MODES)
     rows += [{"norm": label(n), "momentum": names[mode], "tuned at E": e, "lr": lr, "test acc (%)": round(tm[(n, mode, e)], 2)}
              for (n, mode, e), lr in rates.items()]
@@ -172,7 +173,7 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     claims.append(info("bn-vs-gn", "BN - GN (plain) per E: the paper's 'BN > GN' (reported)", float(np.mean(order)),
                        detail=", ".join(f"E={e}: {d:+.2f}" for e, d in zip(es, order, strict=True))))
     series = {f"{label(n)} {name}": [m[(n, mode, e)] for e in es] for n in F4_NORMS for mode, name in F4_MODES}
-    return {"rows": rows, "paper": [], "claims": claims, "deviations": list(config.get("deviations", [])),
+    return {"rows": rows, "claims": claims, "deviations": list(config.get("deviations", [])),
             "series": {"e": es, "lines": series,
                        "tuned_rates": {f"{label(n)} {names[mode]} E={e}": lr for (n, mode, e), lr in rates.items()}},
             "notes": ["The momentum claims compare each variant at its own rate, tuned on a 20% validation split "
@@ -186,19 +187,12 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 
 @plotter("fixbn-fig4")
 def plot_fig4(result: Result) -> Any:
-    s = result.series
-    fig, ax = new_figure(1, 1, width=5.6, height=3.6)
     colors = {"FedAvg+BN": "#0072B2", "FedAvg+GN": "#009E73", "FixBN": "#117733"}
-    styles = {"plain": "-", "* local": "--", "† global": ":"}
-    for name, ys in s["lines"].items():
-        norm, _, mode = name.partition(" ")
-        ax.plot(s["e"], ys, styles[mode], marker="o", color=colors.get(norm, "#777777"), label=name)
-    ax.set_xscale("log")
-    ax.set_xlabel("local steps per round E (fixed steps per client)")
-    ax.set_ylabel("test accuracy (%)")
-    ax.legend(fontsize=6, ncols=3)
-    fig.suptitle(f"FixBN Fig. 4: maintained momentum, Shards ({result.profile} profile)")
-    return fig
+    styles = {"plain": "o-", "* local": "o--", "† global": "o:"}
+    lines = [(name, ys, styles[name.partition(" ")[2]], colors.get(name.partition(" ")[0], "#777777"))
+             for name, ys in result.series["lines"].items()]
+    return _against_e(result.series["e"], lines, f"FixBN Fig. 4: maintained momentum, Shards ({result.profile} profile)",
+                      width=5.6, height=3.6, fontsize=6, ncols=3)
 
 
 # -- Fig. 5 / Fig. 6: GN vs BN heat maps --------------------------------------------------------------
@@ -211,25 +205,18 @@ _F5_QUICK = {
     "deviations": ["reduced grid (CATALOG): Q-MLP-BN (ResNet-20 stand-in; Q-RES is 5x slower per step) over "
                    "{IID, Dir(0.3), Shards} x E in {1, 5, 25, 100} x {200 local steps per client, 4 rounds}; Q-LeNet "
                    "on {IID, Shards} with the fixed-steps budget only"]}
+#: The paper's grid: every partition of Fig. 3, both budgets, for each model.
+_PAPER_GRID = {"partitions": [p for p, _ in PARTITIONS], "budgets": ["steps", "rounds"]}
 _F5_PAPER = {
-    "grids": {"CIFAR-10 / ResNet-20": {"base": spec(P_C10, DECAY), "partitions": ["IID", "Dir(0.6)", "Dir(0.3)",
-                                                                                "Dir(0.1)", "Shards"],
-                                       "budgets": ["steps", "rounds"]},
-              "CIFAR-10 / LeNet": {"base": spec(P_C10, DECAY, {"model": {"name": "lenet"}}),
-                                   "partitions": ["IID", "Dir(0.6)", "Dir(0.3)", "Dir(0.1)", "Shards"],
-                                   "budgets": ["steps", "rounds"]},
-              "Tiny-ImageNet / ResNet-18": {"base": spec(P_TINY, DECAY), "partitions": ["IID", "Dir(0.6)", "Dir(0.3)",
-                                                                                       "Dir(0.1)", "Shards"],
-                                            "budgets": ["steps", "rounds"], "shards_k": 40, "steps": 128_000}},
+    "grids": {"CIFAR-10 / ResNet-20": {"base": spec(P_C10, DECAY), **_PAPER_GRID},
+              "CIFAR-10 / LeNet": {"base": spec(P_C10, DECAY, {"model": {"name": "lenet"}}), **_PAPER_GRID},
+              "Tiny-ImageNet / ResNet-18": {"base": spec(P_TINY, DECAY), **_PAPER_GRID, "shards_k": 40,
+                                            "steps": 128_000}},
     "e_grid": list(E_GRID), "steps": 64_000, "rounds": 128,
     "deviations": ["fixed 128 epochs = 64,000 local steps per client on CIFAR-10 (128,000 on Tiny-ImageNet, 10 "
                    "clients); E = 2500 at the epoch budget gives 25.6 rounds, run as 26"]}
 _F5_SMOKE = {"e_grid": [1, 2], "steps": 2, "rounds": 1,
-             "grids": {"Q-MLP-BN": {"base": {"train": {"batch_size": 8}}, "partitions": ["Shards"]},
-                       "Q-LeNet": {"base": {"train": {"batch_size": 8}}, "partitions": ["Shards"]}}}
-
-_PARTS = {"IID": IID, "Dir(0.6)": dirichlet(0.6), "Dir(0.3)": dirichlet(0.3), "Dir(0.1)": dirichlet(0.1),
-          "Shards": SHARDS}
+             "grids": {g: {"base": {"train": {"batch_size": 8}}, "partitions": ["Shards"]} for g in ("Q-MLP-BN", "Q-LeNet")}}
 
 
 def heat_runs(ctx: Context, config: Mapping[str, Any]) -> dict[tuple[str, str, str, int, str], list]:
@@ -237,14 +224,11 @@ def heat_runs(ctx: Context, config: Mapping[str, Any]) -> dict[tuple[str, str, s
     out = {}
     for g, grid in config["grids"].items():
         for p in grid["partitions"]:
-            part = dict(_PARTS[p])
-            if p == "Shards" and "shards_k" in grid:
-                part["k"] = grid["shards_k"]
+            part = {**dict(PARTITIONS)[p], **({"k": grid["shards_k"]} if p == "Shards" and "shards_k" in grid else {})}
             for b in grid.get("budgets", ["steps"]):
                 amount = grid.get("steps", config["steps"]) if b == "steps" else config["rounds"]
-                for e in config["e_grid"]:
-                    for n in ("fedavg+gn", "fedavg+bn"):
-                        out[(g, p, n, e, b)] = train_runs(ctx, cell_spec(grid["base"], variant(n), part, e, b, amount))
+                out |= {(g, p, n, e, b): train_runs(ctx, cell_spec(grid["base"], variant(n), part, e, b, amount))
+                        for e in config["e_grid"] for n in ("fedavg+gn", "fedavg+bn")}
     return out
 
 
@@ -281,9 +265,7 @@ def _gap_falls(ev: Seeds, runs: Mapping[tuple, list], g: str, p: str, es: Sequen
     look_for=("Red cells are where GN beats BN. The paper finds them only in the corner of extreme label skew "
               "(Shards) and small E; elsewhere BN is as good or better. Under the fixed-steps budget, GN's "
               "advantage should shrink as E grows."),
-    kind="training",
-    seeds=SEEDS,
-    configs=profiles(_F5_QUICK, _F5_PAPER, _F5_SMOKE),
+    kind="training", seeds=SEEDS, configs=profiles(_F5_QUICK, _F5_PAPER, _F5_SMOKE),
 )
 def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = heat_runs(ctx, config)
@@ -293,34 +275,32 @@ def compute_fig5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             for (g, p, b), d in gaps.items()]
     ev = Seeds(ctx.seeds, next(iter(runs.values())))
     claims = []
-    cells = [(g, p, b, e, v) for (g, p, b), d in gaps.items() for e, v in zip(es, d, strict=True)]
     for g in config["grids"]:
-        mine = [c for c in cells if c[0] == g]
-        top = max(mine, key=lambda c: c[4])
-        corner = [c for c in mine if c[1] == "Shards" and c[3] == es[0] and c[2] == "steps"]
-        if corner:
+        mine = {(p, b, e): v for (h, p, b), d in gaps.items() if h == g for e, v in zip(es, d, strict=True)}
+        top = max(mine, key=lambda c: mine[c])
+        corner = ("Shards", "steps", es[0])
+        if corner in mine:
             # Per seed: the corner's gap minus the largest gap of the other cells of this grid.
-            others = [_seed_gaps(runs, c[0], c[1], c[3], c[2]) for c in mine if c is not corner[0]]
+            others = [_seed_gaps(runs, g, p, e, b) for p, b, e in mine if (p, b, e) != corner]
             here = _seed_gaps(runs, g, "Shards", es[0], "steps")
             margin = [h - max(col) for h, col in zip(here, zip(*others, strict=True), strict=True)] if others else here
             claims.append(ev.at_least(f"{g}-corner", f"{g}: GN - BN is largest in the (Shards, smallest E) cell (per "
                                       "seed: the corner minus the largest other cell)", margin, 0.0,
-                                      detail=f"(Shards, E={es[0]}, steps): {corner[0][4]:+.2f}; largest: ({top[1]}, "
-                                             f"E={top[3]}, {top[2]}) {top[4]:+.2f} (seed means)",
+                                      detail=f"(Shards, E={es[0]}, steps): {mine[corner]:+.2f}; largest: ({top[0]}, "
+                                             f"E={top[2]}, {top[1]}) {mine[top]:+.2f} (seed means)",
                                       why="on this reduced grid the largest GN - BN cell is elsewhere"))
-        for p in config["grids"][g]["partitions"]:
-            if (g, p, "steps") in gaps:
-                claims.append(_gap_falls(ev, runs, g, p, es, f"{g}-{p}-gap-falls"))
-        share = float(np.mean([c[4] <= 0 for c in mine]))
-        claims.append(info(f"{g}-bn-share", f"{g}: share of cells with BN >= GN (paper: most)", share,
-                           detail=f"{sum(c[4] <= 0 for c in mine)} of {len(mine)} cells"))
+        claims += [_gap_falls(ev, runs, g, p, es, f"{g}-{p}-gap-falls") for p in config["grids"][g]["partitions"]
+                   if (g, p, "steps") in gaps]
+        claims.append(info(f"{g}-bn-share", f"{g}: share of cells with BN >= GN (paper: most)",
+                           float(np.mean([v <= 0 for v in mine.values()])),
+                           detail=f"{sum(v <= 0 for v in mine.values())} of {len(mine)} cells"))
     a, k, r, ep = FIG5_CAPTION
     claims.append(at_least("caption-arithmetic", "caption: 20 E x 5 clients x 3200 rounds x batch 20 = 128 epochs of "
                            "CIFAR-10", -abs(a * k * r * 20 - ep * 50_000), 0.0,
                            detail=f"{a}*{k}*{r} = {a * k * r} steps; x 20 = {a * k * r * 20} = 128 x 50,000; without "
                                   "the batch factor it is not 128 epochs (CATALOG §5.6)", kind="consistency"))
     acc = {f"{g}|{p}|{n}|{e}|{b}": final_stats(rs)[0] for (g, p, n, e, b), rs in runs.items()}
-    return {"rows": rows, "paper": [], "claims": claims, "deviations": list(config.get("deviations", [])),
+    return {"rows": rows, "claims": claims, "deviations": list(config.get("deviations", [])),
             "series": {"e": es, "gaps": {f"{g}|{p}|{b}": d for (g, p, b), d in gaps.items()}, "acc": acc},
             "notes": ["Caption arithmetic: '20 E x 5 clients x 3200 rounds = 128 epochs' counts 320,000 SGD steps; "
                       "it equals 128 epochs of 50,000 images only with the implicit batch of 20 (CATALOG §5.6).",
@@ -361,9 +341,7 @@ def plot_fig5(result: Result) -> Any:
     look_for=("Two lines against E (the Fig. 5 fixed-steps runs, Shards). GN falls as the clients drift further "
               "between averagings; BN should hold or even rise. The catalog warns that BN rising with E is only "
               "weakly reproducible at small scale: it is reported, not asserted."),
-    kind="training",
-    seeds=SEEDS,
-    configs=profiles(_F5_QUICK, _F5_PAPER, _F5_SMOKE),
+    kind="training", seeds=SEEDS, configs=profiles(_F5_QUICK, _F5_PAPER, _F5_SMOKE),
 )
 def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = heat_runs(ctx, config)
@@ -385,7 +363,7 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         info("bn-rises", f"{g}, {p}: Acc(BN) at the largest E minus at the smallest (paper: BN improves with E)",
              bn[-1] - bn[0], detail=", ".join(f"E={e}: {v:.2f}" for e, v in zip(es, bn, strict=True))),
     ]
-    return {"rows": rows, "paper": [], "claims": claims, "deviations": list(config.get("deviations", [])),
+    return {"rows": rows, "claims": claims, "deviations": list(config.get("deviations", [])),
             "series": {"e": es, "gn": gn, "bn": bn, "setting": f"{g}, {p}"},
             "notes": ["The same runs as fixbn-fig5's fixed-steps cells (run cache)."]}
 
@@ -393,12 +371,5 @@ def compute_fig6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 @plotter("fixbn-fig6")
 def plot_fig6(result: Result) -> Any:
     s = result.series
-    fig, ax = new_figure(1, 1, width=4.8, height=3.4)
-    ax.plot(s["e"], s["gn"], "o-", color=color_for("fedavg+gn"), label="GN")
-    ax.plot(s["e"], s["bn"], "s-", color=color_for("fedavg+bn"), label="BN")
-    ax.set_xscale("log")
-    ax.set_xlabel("local steps per round E (fixed steps per client)")
-    ax.set_ylabel("test accuracy (%)")
-    ax.legend(fontsize=8)
-    fig.suptitle(f"FixBN Fig. 6: {s['setting']} ({result.profile} profile)")
-    return fig
+    return _against_e(s["e"], [("GN", s["gn"], "o-", color_for("fedavg+gn")), ("BN", s["bn"], "s-", color_for("fedavg+bn"))],
+                      f"FixBN Fig. 6: {s['setting']} ({result.profile} profile)", width=4.8, height=3.4, fontsize=8)

@@ -9,21 +9,17 @@ halfway (FixBN) and keeping the SGD momentum (FixBN*).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from bnfl.experiments.calibration import (
-    DECIDING_SEED_COUNTS,
-    HEADLINE_SEED_GROUPS,
-    chance,
-    headroom_share,
-)
+from bnfl.experiments import calibration
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import final_stats, fmt_mean_std, train_runs
-from bnfl.experiments.drawing import ours_beside_paper
+from bnfl.experiments.drawing import ours_beside_paper_figure
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fixbn.numbers import (
     DECOUPLED_ACC,
@@ -31,20 +27,20 @@ from bnfl.experiments.papers.fixbn.numbers import (
     TABLE1,
     TEXT_GAP,
 )
-from bnfl.experiments.papers.fixbn.runs import observed_runs
+from bnfl.experiments.papers.fixbn.runs import Recalibration, StatisticsDynamics, observed_runs
 from bnfl.experiments.papers.fixbn.setups import (
     DECAY,
     P_C10,
     Q_MLP,
     SEEDS,
     SHARDS,
-    label,
     profiles,
     spec,
     variant,
 )
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
+from bnfl.experiments.setups import label
 from bnfl.experiments.tuning import tuned_runs
 from bnfl.plots import color_for, new_figure
 
@@ -83,23 +79,16 @@ FIG1_CONFIGS = {**E1_CONFIGS, "quick": {**E1_CONFIGS["quick"], "star_tune": {"gr
 E1_KEYS = ("centralized", "centralized+gn", "fedavg+bn", "fedavg+gn", "fixbn", "fixbn-local", "decoupled-bn")
 
 
+def _e1_spec(config: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The E = 1 run spec of method ``key``; FixBN* keeps its clients' SGD momentum across rounds."""
+    star = {"train": {"momentum": config["star_momentum"]}} if key == "fixbn-local" else {}
+    return spec(config["base"], variant(key), star)
+
+
 def e1_runs(ctx: Context, config: Mapping[str, Any]) -> dict[str, list]:
     """Runs of :data:`E1_KEYS`; FedAvg+BN also logs its statistics and re-accumulates them."""
-    base = config["base"]
-    out = {}
-    for k in E1_KEYS:
-        s = spec(base, variant(k))
-        if k == "fixbn-local":
-            s = spec(s, {"train": {"momentum": config["star_momentum"]}})
-        if k == "fedavg+bn":
-            out[k] = observed_runs(ctx, s, recalibrate=True, stats_window=config["stats_window"])
-        else:
-            out[k] = train_runs(ctx, s)
-    return out
-
-
-def _m(runs: list) -> float:
-    return final_stats(runs)[0]
+    return {k: observed_runs(ctx, _e1_spec(config, k), StatisticsDynamics(config["stats_window"]), Recalibration())
+            if k == "fedavg+bn" else train_runs(ctx, _e1_spec(config, k)) for k in E1_KEYS}
 
 
 def _bn_gap(ev: Seeds, f: Mapping[str, list[float]], chance_level: float) -> Claim:
@@ -107,8 +96,8 @@ def _bn_gap(ev: Seeds, f: Mapping[str, list[float]], chance_level: float) -> Cla
     # At least half the paper's gap (Table 1: 89.30 -> 42.93) as a share of the room above chance, on
     # this stand-in's room (``chance_level``: 100 / its number of classes).
     top = parse_mean_std(TABLE1[1][1])[0]
-    gap = round(headroom_share(top - parse_mean_std(TABLE1[1][2])[0], top, float(np.mean(f["centralized"])),
-                               chance=chance_level), 1)
+    gap = round(calibration.headroom_share(top - parse_mean_std(TABLE1[1][2])[0], top,
+                                           float(np.mean(f["centralized"])), chance=chance_level), 1)
     return ev.at_least("bn-gap", f"BN: centralized - FL >= {gap:.1f} pts (half the paper's gap, as a share of the "
                        "room above chance)", f["centralized"], gap, baseline=f["fedavg+bn"],
                        detail=f"Centralized+BN {np.mean(f['centralized']):.2f}, FedAvg+BN {np.mean(f['fedavg+bn']):.2f}")
@@ -131,13 +120,13 @@ def _gn_gap(ev: Seeds, f: Mapping[str, list[float]]) -> Claim:
               "far below although the clients communicate after every step. FixBN (freeze the statistics "
               "at half the rounds) recovers most of the gap; FixBN* also keeps each client's SGD momentum "
               "across rounds. The paper does not print FixBN's bar values."),
-    kind="training", seeds=DECIDING_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS, configs=FIG1_CONFIGS,
+    kind="training", seeds=calibration.DECIDING_SEED_COUNTS, seed_groups=calibration.HEADLINE_SEED_GROUPS,
+    configs=FIG1_CONFIGS,
 )
 def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = e1_runs(ctx, config)
-    m = {k: _m(r) for k, r in runs.items()}
-    rows = [{"method": label(k), "test acc (%)": fmt_mean_std(*final_stats(r))} for k, r in runs.items()
-            if k != "decoupled-bn"]
+    shown = [k for k in runs if k != "decoupled-bn"]
+    m = {k: final_stats(r)[0] for k, r in runs.items()}
     f = {k: finals(r) for k, r in runs.items()}
     ev = Seeds(ctx.seeds, runs["centralized"])
     gap = m["centralized"] - m["fedavg+bn"]
@@ -147,35 +136,35 @@ def compute_fig1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               for c, a, x in zip(f["centralized"], f["fedavg+bn"], f["fixbn"], strict=True)]
     claims = [
         # The same runs and statements as fixbn-tab1's gaps: counted there.
-        linked(_bn_gap(ev, f, chance(ctx, config["base"])), "fixbn-tab1"),
+        linked(_bn_gap(ev, f, calibration.chance(ctx, config["base"])), "fixbn-tab1"),
         ev.at_least("fixbn-closes", "FixBN closes >= 70% of the BN gap (per seed: (FixBN - FedAvg+BN) / (Central - "
                     "FedAvg+BN))", shares, 0.7,
                     detail=f"(FixBN {m['fixbn']:.2f} - FedAvg+BN {m['fedavg+bn']:.2f}) / gap {gap:.2f} = {closed:.2f} "
                            "(means)"),
         linked(_gn_gap(ev, f), "fixbn-tab1"),
-        _star(ctx, ev, config, f, m),
+        _star(ctx, ev, config, runs),
     ]
     paper = [{"method": f"{n} centralized", "acc (%)": c} for n, c, _ in TABLE1] + \
             [{"method": f"{n} FL", "acc (%)": f} for n, _, f in TABLE1] + \
             [{"method": "FixBN, FixBN*", "acc (%)": "not printed (bars only)"}]
-    return {"rows": rows, "paper": paper, "claims": claims, "deviations": list(config.get("deviations", [])),
-            "series": {"bars": {label(k): m[k] for k in runs if k != "decoupled-bn"}},
+    return {"rows": [{"method": label(k), "test acc (%)": fmt_mean_std(*final_stats(runs[k]))} for k in shown],
+            "paper": paper, "claims": claims, "deviations": list(config.get("deviations", [])),
+            "series": {"bars": {label(k): m[k] for k in shown}},
             "notes": ["FixBN* keeps each client's SGD momentum (0.9) across rounds; the other E = 1 runs use no "
                       "momentum, as the paper's Table 1."]}
 
 
-def _star(ctx: Context, ev: Seeds, config: Mapping[str, Any], f: Mapping[str, list[float]],
-          m: Mapping[str, float]) -> Claim:
+def _star(ctx: Context, ev: Seeds, config: Mapping[str, Any], runs: Mapping[str, list]) -> Claim:
     """FixBN* (maintained local momentum) >= FixBN - 0.5; with ``star_tune``, each at its own tuned rate
     (the gain is then not a larger effective step)."""
     tune = config.get("star_tune")
     if not tune:
-        return ev.at_least("star", "FixBN* (local momentum) >= FixBN - 0.5", f["fixbn-local"], -0.5,
-                           baseline=f["fixbn"], detail=f"FixBN* {m['fixbn-local']:.2f} vs FixBN {m['fixbn']:.2f}")
+        return ev.versus("star", "FixBN* (local momentum) >= FixBN - 0.5", runs["fixbn-local"], runs["fixbn"], -0.5,
+                         names=("FixBN*", "FixBN"))
     sides, rates = {}, {}
-    for k, extra in (("fixbn-local", {"train": {"momentum": config["star_momentum"]}}), ("fixbn", {})):
-        rates[k], runs = tuned_runs(ctx, spec(config["base"], variant(k), extra), tune)
-        sides[k] = finals(runs)
+    for k in ("fixbn-local", "fixbn"):
+        rates[k], tuned = tuned_runs(ctx, _e1_spec(config, k), tune)
+        sides[k] = finals(tuned)
     return ev.at_least("star", "FixBN* (local momentum) >= FixBN - 0.5 (each at its own tuned rate)",
                        sides["fixbn-local"], -0.5, baseline=sides["fixbn"],
                        detail=(f"FixBN* {np.mean(sides['fixbn-local']):.2f} at {rates['fixbn-local'].describe()} vs "
@@ -184,16 +173,13 @@ def _star(ctx: Context, ev: Seeds, config: Mapping[str, Any], f: Mapping[str, li
 
 @plotter("fixbn-fig1")
 def plot_fig1(result: Result) -> Any:
-    fig, ax = new_figure(1, 1, width=6.0, height=3.4)
     bars = result.series["bars"]
     paper = {"Centralized+GN": TABLE1[0][1], "FedAvg+GN": TABLE1[0][2], "Centralized+BN": TABLE1[1][1],
              "FedAvg+BN": TABLE1[1][2]}
-    ours_beside_paper(ax, list(bars), list(bars.values()),
-                      [parse_mean_std(paper[n])[0] if n in paper else np.nan for n in bars],
-                      profile=result.profile, paper_label="paper (Table 1)")
-    ax.legend(fontsize=8)
-    fig.suptitle(f"FixBN Fig. 1: E = 1, non-IID ({result.profile} profile)")
-    return fig
+    return ours_beside_paper_figure(list(bars), list(bars.values()),
+                                    [parse_mean_std(paper[n])[0] if n in paper else np.nan for n in bars],
+                                    title=f"FixBN Fig. 1: E = 1, non-IID ({result.profile} profile)",
+                                    profile=result.profile, paper_label="paper (Table 1)")
 
 
 @entry(
@@ -207,43 +193,39 @@ def plot_fig1(result: Result) -> Any:
               "weights, then training in eval mode) and re-accumulating the BN statistics of the final "
               "FedAvg+BN model on the pooled training data. Neither closes the gap in the paper: the "
               "statistics are not the whole problem."),
-    kind="training", seeds=DECIDING_SEED_COUNTS, seed_groups=HEADLINE_SEED_GROUPS, configs=E1_CONFIGS,
+    kind="training", seeds=calibration.DECIDING_SEED_COUNTS, seed_groups=calibration.HEADLINE_SEED_GROUPS,
+    configs=E1_CONFIGS,
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     runs = e1_runs(ctx, config)
-    m = {k: _m(r) for k, r in runs.items()}
-    recal = float(np.mean([r["recalibrated_acc"] for r in runs["fedavg+bn"] if "recalibrated_acc" in r] or [np.nan]))
-    rows = [
-        {"Norm": "GN", "Centralized ours": fmt_mean_std(*final_stats(runs["centralized+gn"])),
-         "FL ours": fmt_mean_std(*final_stats(runs["fedavg+gn"])), "Centralized paper": TABLE1[0][1],
-         "FL paper": TABLE1[0][2]},
-        {"Norm": "BN", "Centralized ours": fmt_mean_std(*final_stats(runs["centralized"])),
-         "FL ours": fmt_mean_std(*final_stats(runs["fedavg+bn"])), "Centralized paper": TABLE1[1][1],
-         "FL paper": TABLE1[1][2]},
-        {"Norm": "BN, decoupled statistics (Sec. 3.3)", "FL ours": fmt_mean_std(*final_stats(runs["decoupled-bn"])),
-         "FL paper": DECOUPLED_ACC},
-        {"Norm": "BN, statistics re-accumulated on pooled data (Sec. 3.4)", "FL ours": f"{recal:.2f}",
-         "FL paper": f"gain {RECALIBRATION_GAIN}"},
-    ]
+    m = {k: final_stats(r)[0] for k, r in runs.items()}
     f = {k: finals(r) for k, r in runs.items()}
+    ours = {k: fmt_mean_std(*final_stats(r)) for k, r in runs.items()}
+    recal = float(np.mean([r["recalibrated_acc"] for r in runs["fedavg+bn"] if "recalibrated_acc" in r] or [np.nan]))
+    rows = [{"Norm": norm, "Centralized ours": ours[central], "FL ours": ours[fl], "Centralized paper": p_central,
+             "FL paper": p_fl} for (norm, p_central, p_fl), (central, fl)
+            in zip(TABLE1, (("centralized+gn", "fedavg+gn"), ("centralized", "fedavg+bn")), strict=True)]
+    rows += [{"Norm": "BN, decoupled statistics (Sec. 3.3)", "FL ours": ours["decoupled-bn"], "FL paper": DECOUPLED_ACC},
+             {"Norm": "BN, statistics re-accumulated on pooled data (Sec. 3.4)", "FL ours": f"{recal:.2f}",
+              "FL paper": f"gain {RECALIBRATION_GAIN}"}]
     ev = Seeds(ctx.seeds, runs["centralized"])
-    recal_s = [float(r.get("recalibrated_acc", np.nan)) for r in runs["fedavg+bn"]]
     pc, pf = parse_mean_std(TABLE1[1][1])[0], parse_mean_std(TABLE1[1][2])[0]
     claims = [
         _gn_gap(ev, f),
-        _bn_gap(ev, f, chance(ctx, config["base"])),
-        ev.at_least("decoupled-above-fedavg", "decoupled BN >= FedAvg+BN", f["decoupled-bn"], 0.0,
-                    baseline=f["fedavg+bn"], detail=f"decoupled {m['decoupled-bn']:.2f} vs FedAvg+BN {m['fedavg+bn']:.2f}"),
+        _bn_gap(ev, f, calibration.chance(ctx, config["base"])),
+        ev.versus("decoupled-above-fedavg", "decoupled BN >= FedAvg+BN", runs["decoupled-bn"], runs["fedavg+bn"],
+                  names=("decoupled", "FedAvg+BN")),
         ev.at_least("decoupled-below-central", "decoupled BN <= Centralized+BN", f["centralized"], 0.0,
                     baseline=f["decoupled-bn"],
                     detail=f"decoupled {m['decoupled-bn']:.2f} vs Centralized+BN {m['centralized']:.2f}"),
-        ev.at_most("recalibration-gain", "re-accumulating the statistics gains <= 2 pts", recal_s, 2.0,
+        ev.at_most("recalibration-gain", "re-accumulating the statistics gains <= 2 pts",
+                   [float(r.get("recalibrated_acc", np.nan)) for r in runs["fedavg+bn"]], 2.0,
                    baseline=f["fedavg+bn"], detail=f"FedAvg+BN {m['fedavg+bn']:.2f} -> {recal:.2f} after re-accumulation"),
         within("text-gap", f"the text's '{TEXT_GAP}' BN gap vs Table 1 ({pc} - {pf})", pc - pf, 45.0, 2.0,
                detail=f"{pc} - {pf} = {pc - pf:.2f} pts vs 'about 45%' (CATALOG §5.6)", kind="consistency"),
     ]
-    paper = [{"Norm": n, "Centralized Acc.": c, "FL Acc.": f} for n, c, f in TABLE1]
-    return {"rows": rows, "paper": paper, "claims": claims, "deviations": list(config.get("deviations", [])),
+    return {"rows": rows, "paper": [{"Norm": n, "Centralized Acc.": c, "FL Acc.": f} for n, c, f in TABLE1],
+            "claims": claims, "deviations": list(config.get("deviations", [])),
             "series": {"ours": {"GN": [m["centralized+gn"], m["fedavg+gn"]], "BN": [m["centralized"], m["fedavg+bn"]],
                                 "decoupled": m["decoupled-bn"], "recalibrated": recal}},
             "notes": ["Sec. 3.2 says 'about 45%'; Table 1 gives 89.30 - 42.93 = 46.37 pts (CATALOG §5.6).",
@@ -254,15 +236,12 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
 @plotter("fixbn-tab1")
 def plot_tab1(result: Result) -> Any:
     s = result.series["ours"]
-    fig, ax = new_figure(1, 1, width=6.0, height=3.4)
-    names = ["GN central.", "GN FL", "BN central.", "BN FL", "BN decoupled", "BN re-accum."]
-    ours = [*s["GN"], *s["BN"], s["decoupled"], s["recalibrated"]]
     paper = [parse_mean_std(TABLE1[0][1])[0], parse_mean_std(TABLE1[0][2])[0], parse_mean_std(TABLE1[1][1])[0],
              parse_mean_std(TABLE1[1][2])[0], 52.0, np.nan]
-    ours_beside_paper(ax, names, ours, paper, profile=result.profile, paper_label="paper (Table 1; 52% from Sec. 3.3)")
-    ax.legend(fontsize=8)
-    fig.suptitle(f"FixBN Table 1: E = 1, non-IID ({result.profile} profile)")
-    return fig
+    return ours_beside_paper_figure(["GN central.", "GN FL", "BN central.", "BN FL", "BN decoupled", "BN re-accum."],
+                                    [*s["GN"], *s["BN"], s["decoupled"], s["recalibrated"]], paper,
+                                    title=f"FixBN Table 1: E = 1, non-IID ({result.profile} profile)",
+                                    profile=result.profile, paper_label="paper (Table 1; 52% from Sec. 3.3)")
 
 
 # -- Fig. 2: statistics dynamics and the freezing round ------------------------------------------
@@ -283,17 +262,11 @@ _F_SMOKE = {**_E1_SMOKE, "freeze": {"rounds": 4, "train": {"local_steps": 2, "ev
             "freeze_percent": [0, 50, 100]}
 
 
-def _stats_ratios(run: Mapping[str, Any], k: int) -> tuple[float, float, float]:
-    """One run's Fig. 2 (a)/(b) ratios: global change first/last ``k`` rounds, local distance / global
-    change at the end, windowed variance end / max (``inf``/NaN where a denominator is 0)."""
-    def arr(key: str) -> np.ndarray:
-        return np.array([np.nan if v is None else v for v in run[key]], float)
-
-    g, loc, var = arr("stats_global_l1"), arr("stats_local_l1"), arr("stats_window_var")
-    first, last = float(np.nanmean(g[:k])), float(np.nanmean(g[-k:]))
+def _dynamics(g: np.ndarray, loc: np.ndarray, var: np.ndarray, k: int) -> tuple[float, ...]:
+    """Fig. 2 (a)/(b) of one curve of each: the global change over the first and the last ``k`` rounds,
+    the local distance over the last ``k``, the windowed variance at the end and its maximum."""
     vmax = float(np.nanmax(var)) if np.isfinite(var).any() else float("nan")
-    return (first / last if last > 0 else float("inf"), float(np.nanmean(loc[-k:])) / last if last > 0 else float("inf"),
-            float(var[-1]) / vmax if vmax > 0 else float("nan"))
+    return float(np.nanmean(g[:k])), float(np.nanmean(g[-k:])), float(np.nanmean(loc[-k:])), float(var[-1]), vmax
 
 
 @entry(
@@ -312,17 +285,14 @@ def _stats_ratios(run: Mapping[str, Any], k: int) -> tuple[float, float, float]:
 )
 def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     bn = e1_runs(ctx, config)["fedavg+bn"]
-    g = np.array([[np.nan if v is None else v for v in r["stats_global_l1"]] for r in bn], float).mean(0)
-    loc = np.array([[np.nan if v is None else v for v in r["stats_local_l1"]] for r in bn], float).mean(0)
-    var = np.array([[np.nan if v is None else v for v in r["stats_window_var"]] for r in bn], float).mean(0)
-    n = len(g)
-    k = max(1, n // 20)  # 5% of the rounds
-    first, last = float(np.nanmean(g[:k])), float(np.nanmean(g[-k:]))
-    loc_last = float(np.nanmean(loc[-k:]))
-    var_end, var_max = float(var[-1]), float(np.nanmax(var)) if np.isfinite(var).any() else float("nan")
-    freeze = {}
-    for pct in config["freeze_percent"]:
-        freeze[pct] = train_runs(ctx, spec(config["freeze"], variant("fixbn", switch_fraction=pct / 100)))
+    # (seeds, rounds) each: the statistics log of every FedAvg+BN seed
+    g, loc, var = (np.array([[np.nan if v is None else v for v in r[key]] for r in bn], float)
+                   for key in ("stats_global_l1", "stats_local_l1", "stats_window_var"))
+    k = max(1, g.shape[1] // 20)  # 5% of the rounds
+    first, last, loc_last, var_end, var_max = _dynamics(g.mean(0), loc.mean(0), var.mean(0), k)
+    per = [_dynamics(*seed, k) for seed in zip(g, loc, var, strict=True)]  # per seed, as the means above
+    freeze = {p: train_runs(ctx, spec(config["freeze"], variant("fixbn", switch_fraction=p / 100)))
+              for p in config["freeze_percent"]}
     acc = {p: final_stats(r)[0] for p, r in freeze.items()}
     rows = [{"T* (% of rounds)": p, "final acc (%)": fmt_mean_std(*final_stats(r)),
              "late train loss": float(np.mean([np.mean([v for v in x["train_loss"][-5:] if v is not None]) for x in r]))}
@@ -331,20 +301,20 @@ def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                  "(b) window variance end / max": f"{var_end:.3g} / {var_max:.3g}"})
     best = max([p for p in acc if 0 < p < 100] or list(acc), key=lambda p: acc[p])
     ev = Seeds(ctx.seeds, bn)
-    per = [_stats_ratios(r, k) for r in bn]  # per seed: (first / last, local / last, end / max)
     fz = {p: finals(r) for p, r in freeze.items()}
     half = fz.get(50, fz[max(acc)])
     claims = [
         ev.at_least("global-converges", "(a) the global statistics' change falls >= 10x from the first to the last 5% "
-                    "of rounds (per seed)", [p[0] for p in per], 10.0,
+                    "of rounds (per seed)", [a / b if b > 0 else math.inf for a, b, *_ in per], 10.0,
                     detail=f"mean L1 change {first:.4g} (first 5%) -> {last:.4g} (last 5%), seed means",
                     why=("the global statistics settle within the first few percent of rounds, so the first-5% "
                          "window already sits near the floor that mini-batch noise sets")),
         ev.at_least("local-stays-far", "(a) the local mini-batch distance stays >= 2x the global change at the end "
-                    "(per seed)", [p[1] for p in per], 2.0,
+                    "(per seed)", [c / b if b > 0 else math.inf for _, b, c, *_ in per], 2.0,
                     detail=f"local {loc_last:.4g} vs global {last:.4g} (last 5%, seed means)"),
         ev.at_most("window-variance", "(b) windowed variance at the end <= 0.1 x its maximum (per seed)",
-                   [p[2] for p in per], 0.1, detail=f"end {var_end:.4g}, max {var_max:.4g} (seed means)",
+                   [e / v if v > 0 else math.nan for *_, e, v in per], 0.1,
+                   detail=f"end {var_end:.4g}, max {var_max:.4g} (seed means)",
                    why=("non-iid clients keep drifting their local statistics, so the windowed variance keeps a "
                         "floor above 10% of its early peak on this proxy")),
         ev.at_least("freeze-half-beats-never", "(c) acc(T* = 50%) > acc(T* = 100%, never frozen)",
@@ -356,10 +326,10 @@ def compute_fig2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                     why=("on this proxy the statistics settle so early that freezing them at once costs nothing and "
                          "removes the noisy local statistics sooner; earlier freezing wins")),
     ]
-    loss = {p: np.array([x["train_loss"] for x in r], float).mean(0).tolist() for p, r in freeze.items()}
-    return {"rows": rows, "paper": [], "claims": claims, "deviations": list(config.get("deviations", [])),
-            "series": {"global": g.tolist(), "local": loc.tolist(), "var": var.tolist(),
-                       "freeze_acc": {str(p): a for p, a in acc.items()}, "freeze_loss": {str(p): v for p, v in loss.items()}},
+    loss = {str(p): np.array([x["train_loss"] for x in r], float).mean(0).tolist() for p, r in freeze.items()}
+    return {"rows": rows, "claims": claims, "deviations": list(config.get("deviations", [])),
+            "series": {"global": g.mean(0).tolist(), "local": loc.mean(0).tolist(), "var": var.mean(0).tolist(),
+                       "freeze_acc": {str(p): a for p, a in acc.items()}, "freeze_loss": loss},
             "notes": ["(a)-(b) come from the Fig. 1 FedAvg+BN run through bnfl.fl.statistics_log.StatisticsLog: "
                       "S = all BN running means and variances; local = a client's fixed probe batch under the "
                       "current global weights; window = 10% of the rounds at quick scale (200 in the paper).",
@@ -375,18 +345,13 @@ def plot_fig2(result: Result) -> Any:
     x = np.arange(1, len(s["global"]) + 1)
     a.plot(x, s["global"], color=color_for("fedavg+bn"), label="global: |S(t) - S(t-1)|")
     a.plot(x, s["local"], color="#D55E00", label="local: |S_m,B - S(t)| (mean over clients)")
-    a.set_yscale("log")
-    a.set_xlabel("round")
-    a.set_title("(a) statistics distances (L1)")
+    a.set(yscale="log", xlabel="round", title="(a) statistics distances (L1)")
     a.legend(fontsize=7)
     b.plot(x, s["var"], color="#009E73")
-    b.set_xlabel("round")
-    b.set_title("(b) windowed variance of local stats")
+    b.set(xlabel="round", title="(b) windowed variance of local stats")
     pcts = sorted(int(p) for p in s["freeze_acc"])
     c.plot(pcts, [s["freeze_acc"][str(p)] for p in pcts], "o-", color=color_for("fixbn"), label="final accuracy")
-    c.set_xlabel("T*: freezing round (% of rounds)")
-    c.set_ylabel("test accuracy (%)")
-    c.set_title("(c) freezing round")
+    c.set(xlabel="T*: freezing round (% of rounds)", ylabel="test accuracy (%)", title="(c) freezing round")
     c2 = c.twinx()
     c2.plot(pcts, [float(np.mean(s["freeze_loss"][str(p)][-5:])) for p in pcts], "s--", color="#777777",
             label="late train loss")

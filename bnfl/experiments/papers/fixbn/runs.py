@@ -1,31 +1,31 @@
-"""FixBN runs that need more than :func:`bnfl.experiments.training.train` records.
+"""FixBN runs that record more than :func:`bnfl.experiments.training.train` does.
 
-Three analyses look inside a finished or running simulation: the per-round statistics log of
-Fig. 2 (:class:`bnfl.fl.statistics_log.StatisticsLog` as a round hook), the re-accumulation of
-the global model's BN statistics on the pooled training data (Sec. 3.4,
-:func:`bnfl.nn.recalibrate.recalibrate_bn`), and segmentation metrics (pixel accuracy, mean IoU;
-Table 3). :func:`observed_run` builds the run with the one builder (:func:`bnfl.fl.build`),
-attaches what is asked, runs it and caches the summary like any training run.
+Three analyses look inside a running or finished simulation, each an observer of the one training
+loop (:mod:`bnfl.experiments.observers`): the per-round statistics log of Fig. 2
+(:class:`bnfl.fl.statistics_log.StatisticsLog` as a round hook), the re-accumulation of the global
+model's BN statistics on the pooled training data (Sec. 3.4, :func:`bnfl.nn.recalibrate.recalibrate_bn`),
+and segmentation metrics (pixel accuracy, mean IoU; Table 3). :func:`observed_runs` trains with
+them and caches the summaries like any training run.
 """
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from bnfl import fl
 from bnfl.data import IGNORE_INDEX
-from bnfl.experiments.core import Context, config_hash
-from bnfl.experiments.training import canonical, load_data
+from bnfl.experiments.core import Context
+from bnfl.experiments.observers import Observer
+from bnfl.experiments.training import train_seeds
 from bnfl.fl.engine import accuracy
 from bnfl.fl.statistics_log import StatisticsLog
 from bnfl.nn.recalibrate import recalibrate_bn
 
-__all__ = ["observed_run", "observed_runs", "segmentation_scores"]
+__all__ = ["Recalibration", "Segmentation", "StatisticsDynamics", "observed_runs", "segmentation_scores"]
 
 
 @torch.no_grad()
@@ -53,63 +53,54 @@ def segmentation_scores(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
     return {"pixel_acc": float(100 * tp.sum() / conf.sum()), "miou": float(100 * (tp[seen] / union[seen]).mean())}
 
 
-def _run(spec: dict[str, Any], opts: Mapping[str, Any], *, device: str, data_root: str | None) -> dict[str, Any]:
-    start = time.perf_counter()
-    split = load_data(spec["data"], data_root=data_root)
-    # sequential: these runs were never batched (their committed numbers are the sequential engine's)
-    cfg = fl.RunConfig.from_dict({**spec, "device": device, "train": {**spec["train"], "progress": False,
-                                                                      "batched": "off"}})
-    sim = fl.build(cfg, data_root=data_root, split=split)
-    if opts.get("stats_window"):
-        sim.round_hooks.append(StatisticsLog(int(opts["stats_window"])))
-    diverged = False
-    try:
-        history = sim.run()
-    except fl.DivergenceError as err:
-        history, diverged = err.history, True
-    rows = history.rows
-    out: dict[str, Any] = {"method": spec["method"], "diverged": diverged, "n_test": int(sim.y_test.shape[0]),
-                           "train_loss": [None if r["train_loss"] is None else round(float(r["train_loss"]), 5)
-                                          for r in rows]}
-    if opts.get("stats_window"):
-        for k in ("stats_global_l1", "stats_local_l1", "stats_window_var"):
-            out[k] = [None if not np.isfinite(r[k]) else float(r[k]) for r in rows]
-    model = sim.global_model()
-    if opts.get("segmentation"):
-        out.update(segmentation_scores(model, sim.x_test, sim.y_test, split.num_classes,
-                                       ignore_index=split.meta.get("ignore_index")))
-        out["test_acc"] = [out["pixel_acc"]]
-    else:
-        evaluated = [r for r in rows if "test_acc" in r]
-        out["round"] = [int(r["round"]) for r in evaluated]
-        out["test_acc"] = [round(100 * float(r["test_acc"]), 3) for r in evaluated]
-        if opts.get("recalibrate") and not diverged:
-            recalibrate_bn(model, sim.x_train, batch_size=sim.config.batch_size)
-            out["recalibrated_acc"] = round(100 * accuracy(model, sim.x_test, sim.y_test)[0], 3)
-    out["seconds"] = round(time.perf_counter() - start, 2)
-    return out
+class StatisticsDynamics(Observer):
+    """Fig. 2 (a)/(b): per round, the change of the global statistics, a client's mini-batch distance from
+    them and their variance over the last ``window`` rounds (:class:`bnfl.fl.statistics_log.StatisticsLog`)."""
+
+    fields = ("stats_global_l1", "stats_local_l1", "stats_window_var")
+
+    def __init__(self, window: int) -> None:
+        self.window = int(window)
+
+    def key(self) -> Mapping[str, Any]:
+        return {"stats_window": self.window}
+
+    def attach(self, sim: Any) -> None:
+        sim.round_hooks.append(StatisticsLog(self.window))
+
+    def record(self, sim: Any, split: Any, history: Any, *, diverged: bool) -> Mapping[str, Any]:
+        return {k: [None if not np.isfinite(r[k]) else float(r[k]) for r in history.rows] for k in self.fields}
 
 
-def observed_run(ctx: Context, spec: Mapping[str, Any], **opts: Any) -> dict[str, Any]:
-    """One run of ``spec`` with the analyses in ``opts`` (``stats_window``, ``recalibrate``,
-    ``segmentation``), cached in ``ctx.cache`` under its spec and options."""
-    spec = canonical(spec)
-    key = {"spec": spec, "device": ctx.device, "observed": dict(opts)}
+class Recalibration(Observer):
+    """Sec. 3.4: the accuracy of the final global model once its BN statistics are re-accumulated on the
+    pooled training data (``recalibrated_acc``; none for a run that diverged)."""
 
-    def compute() -> dict[str, Any]:
-        return _run(spec, opts, device=ctx.device, data_root=ctx.data_root)
+    def key(self) -> Mapping[str, Any]:
+        return {"recalibrate": True}
 
-    out = compute() if ctx.cache is None else ctx.cache.get_or_compute(key, compute)
-    ctx.runs_used[config_hash(key)] = float(out.get("seconds", 0.0))
-    return out
+    def record(self, sim: Any, split: Any, history: Any, *, diverged: bool) -> Mapping[str, Any]:
+        if diverged:
+            return {}
+        model = sim.global_model()  # a copy: the simulation keeps its state
+        recalibrate_bn(model, sim.x_train, batch_size=sim.config.batch_size)
+        return {"recalibrated_acc": round(100 * accuracy(model, sim.x_test, sim.y_test)[0], 3)}
 
 
-def observed_runs(ctx: Context, spec: Mapping[str, Any], **opts: Any) -> list[dict[str, Any]]:
-    """:func:`observed_run` once per seed of ``ctx.seeds``."""
-    runs = []
-    for s in ctx.seeds:
-        one = dict(spec)
-        one["seed"] = int(s)
-        one["partition"] = {"seed": int(s), **dict(one["partition"])}
-        runs.append(observed_run(ctx, one, **opts))
-    return runs
+class Segmentation(Observer):
+    """Table 3: pixel accuracy and mean IoU of the final global model (:func:`segmentation_scores`); its
+    ``test_acc`` is the pixel accuracy."""
+
+    def key(self) -> Mapping[str, Any]:
+        return {"segmentation": True}
+
+    def record(self, sim: Any, split: Any, history: Any, *, diverged: bool) -> Mapping[str, Any]:
+        scores = segmentation_scores(sim.global_model(), sim.x_test, sim.y_test, split.num_classes,
+                                     ignore_index=split.meta.get("ignore_index"))
+        return {**scores, "test_acc": [scores["pixel_acc"]]}
+
+
+def observed_runs(ctx: Context, spec: Mapping[str, Any], *observers: Observer) -> list[dict[str, Any]]:
+    """``spec`` trained once per seed of ``ctx.seeds`` with ``observers`` recording, on the sequential
+    engine: these runs were never batched, and their committed numbers are the sequential engine's."""
+    return train_seeds(dataclasses.replace(ctx, batched="off", stack="seeds"), spec, observers=observers)

@@ -20,13 +20,11 @@ from typing import Any
 from bnfl.experiments.augmentation import FIXBN_NOTE, uses_augmentation
 from bnfl.experiments.core import deep_merge
 from bnfl.experiments.papers.fixbn.numbers import BATCH, LR, LR_FRACTIONS, MOMENTUM
-from bnfl.experiments.setups import acc_noise, label, method_row, profile_set, seeds, spec
+from bnfl.experiments.setups import label, profile_set, seeds, spec
 from bnfl.methods import get
 
-__all__ = [
-    "DECAY", "IID", "SEEDS", "SHARDS", "acc_noise", "dirichlet", "label", "method_row", "profiles", "rounds_for_epochs",
-    "rounds_for_steps", "spec", "variant",
-]
+__all__ = ["DECAY", "IID", "PARTITIONS", "SEEDS", "SHARDS", "dirichlet", "label", "profiles", "rounds_for_epochs",
+           "rounds_for_steps", "spec", "variant"]
 
 #: lr x0.1 at 50% and 75% of the rounds (Sec. 6.1), SGD momentum 0.9, batch 20.
 DECAY: dict[str, Any] = {"train": {"momentum": MOMENTUM, "lr": LR, "fractions": list(LR_FRACTIONS), "gamma": 0.1,
