@@ -141,7 +141,7 @@ def test_the_uneven_setting_is_what_it_says():
     sizes = [len(c) for c in sim.client_indices]
     assert len(set(sizes)) == len(sizes) and min(sizes) < SPEC["train"]["batch_size"] <= max(sizes), sizes
     small = [c for c, n in enumerate(sizes) if n < SPEC["train"]["batch_size"]]
-    rounds = [set(map(int, p)) for p in sim._participants[:3]]
+    rounds = [set(map(int, p)) for p in sim.participation[:3]]
     assert all(len(p) == 3 for p in rounds) and any(small[0] in p and len(p - set(small)) for p in rounds)
 
 

@@ -203,3 +203,12 @@ def test_decoupled_statistics_are_recomputed_every_round():
                 assert float(v.abs().sum()) > 0.1, (r, name)
             if name.endswith("running_var"):
                 assert not torch.allclose(v, torch.ones_like(v)), (r, name)
+
+
+def test_history_writes_its_two_files_and_says_its_final_accuracy(tmp_path):
+    h = fl.History(rows=[{"round": 1, "test_acc": 0.5}, {"round": 2, "test_acc": 0.875}])
+    assert h.write(tmp_path / "run") == tmp_path / "run" / "history.json"
+    assert fl.History.from_json(tmp_path / "run" / "history.json").rows == h.rows
+    assert (tmp_path / "run" / "history.csv").read_text().splitlines()[0] == "round,test_acc"
+    assert h.final_accuracy() == "87.50%"
+    assert fl.History().final_accuracy() == "-" and fl.History(rows=[{"round": 1}]).final_accuracy() == "-"

@@ -222,7 +222,7 @@ def test_alpha_sharing_averaged_starts_a_new_client_from_the_server_average():
     for sharing in ("local", "averaged"):
         alg = fl.HBN(alpha_sharing=sharing, final_round=False)
         sim = _sim(alg, rounds=2, local_steps=2)
-        sim._participants = [np.array([0, 1]), np.array([1, 2])]
+        sim.participation = [np.array([0, 1]), np.array([1, 2])]
         start = {}
         orig = alg.client_start
 
@@ -269,7 +269,7 @@ def test_eval_stats_recompute_tests_with_the_rounds_clients_statistics_and_leave
     sim.run()
     for k in base.global_state:  # the server's statistics and the training are unchanged
         assert torch.equal(sim.global_state[k], base.global_state[k]), k
-    clients = [int(c) for c in sim._participants[-1]]
+    clients = [int(c) for c in sim.participation[-1]]
     model = _mlp()
     parts = []
     for c in clients:

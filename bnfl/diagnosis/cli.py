@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
-import torch
 from torch import nn
 
-from bnfl import _safe_torch, models
+from bnfl import _safe_torch
 from bnfl.diagnosis import diagnose, report
 from bnfl.fl import FederatedData, _rundir
-from bnfl.fl.builder import check_labels
+from bnfl.fl.builder import build_model
 from bnfl.fl.config import as_config, load_data, partition
 from bnfl.methods import get
 
@@ -55,21 +54,13 @@ def load_setting(cfg: Any, *, checkpoint: str | Path | None = None, data_root: s
     split = load_data(cfg, data_root)
     clients, _ = partition(cfg, split)
     data = FederatedData.from_split(split, clients)
-    mopts = dict(cfg.model)
-    name = mopts.pop("name")
     if checkpoint is not None and method.norm != "bn":
         raise ValueError(f"the config's method {method.id!r} trains a model with norm {method.norm!r}; a checkpoint "
                          "can be diagnosed only from a BN method (norm 'bn')")
-    mopts["norm"] = "bn"  # diagnose BN even where the config's method replaces it (the diagnosis says what to use)
-    mopts.setdefault("num_classes", split.num_classes)
-    check_labels(split, mopts["num_classes"], given="num_classes" in cfg.model)
-    torch.manual_seed(cfg.seed)  # the same initialisation as bnfl train (bnfl.fl.config.build)
-    try:
-        model = models.build_for(name, split.input_shape, **mopts)
+    try:  # BN even where the config's method replaces it (the diagnosis says what to use)
+        name, model = build_model(cfg, split, norm="bn")
     except TypeError as err:
-        raise ValueError(f"model: bad option for {name}: {err}") from None
-    except ValueError as err:
-        raise ValueError(f"model: {err}") from None
+        raise ValueError(str(err)) from None
     if checkpoint is not None:
         _load_checkpoint(model, Path(checkpoint), cfg, name)
     tc = cfg.train_config()

@@ -57,6 +57,7 @@ from bnfl.fl.engine import (
     accuracy,
     ema_global_stats,
 )
+from bnfl.fl.run_state import RunState
 from bnfl.fl.schedules import Schedule
 from bnfl.fl.state import state_groups
 
@@ -64,7 +65,7 @@ __all__ = [
     "ALGORITHMS", "ClientContext", "FBN", "HBN", "ServerContext", "RunConfig", "build", "load_config", "run", "Algorithm", "Centralized", "Channel", "CommVolume", "CoupledStep",
     "CoupledFirstStep", "MomentumPolicy", "RoundPlan",
     "DivergenceError", "FedACG", "FedAdam", "FedSAM", "FedWon", "MOON", "FedAvg", "FedAvgAlg2", "FedBN", "FedProx", "FedTAN", "FedTAN2",
-    "FederatedData", "FixBN", "History", "Schedule", "Scaffold", "SiloBN", "Simulation",
+    "FederatedData", "FixBN", "History", "RunState", "Schedule", "Scaffold", "SiloBN", "Simulation",
     "SingleNet", "TrainConfig", "accuracy", "comm_volume", "coupled_first_step", "ema_global_stats", "hbn_client_stats",
     "hbn_reference_stats", "make_algorithm", "state_bytes", "state_groups", "weighted_sum",
     "DistributedSimulation", "init_from_env",

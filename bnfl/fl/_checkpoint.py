@@ -4,6 +4,7 @@ bitwise on CPU, and a checkpoint of another run is refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import warnings
@@ -14,6 +15,7 @@ import torch
 
 from bnfl.fl import _rundir
 from bnfl.fl._history_file import HistoryFile, read_rows
+from bnfl.fl.run_state import RunState
 
 
 def to_device(value: Any, device: torch.device) -> Any:
@@ -29,14 +31,15 @@ def to_device(value: Any, device: torch.device) -> Any:
 
 
 class CheckpointMixin:
-    """``state_dict``/``load_state_dict`` and the checkpoint files of a Simulation."""
+    """``state_dict``/``load_state_dict`` and the checkpoint files of a Simulation: its
+    :class:`~bnfl.fl.RunState` (``run_state``), the clients' state, the channel's counters, the
+    history's place and the random generators."""
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue the run (plain tensors, dicts, lists and numbers). The
         history's rows are not in it (they are in ``history.json``): only their count."""
         return {
-            "round": self.round, "global_state": self.global_state, **self._clients_state(),
-            "server_state": self.server.state, "algorithm": self.algorithm.state_dict(),
+            **self.run_state.to_checkpoint(), **self._clients_state(), "algorithm": self.algorithm.state_dict(),
             "channel": self.channel.counters(), "history_rows": len(self.history.rows),
             # the newest row too: a kill between the checkpoint and history.json's append loses nothing
             "last_row": self.history.rows[-1] if self.history.rows else None,
@@ -64,17 +67,13 @@ class CheckpointMixin:
     def load_state_dict(self, s: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (the history's rows: :meth:`load_checkpoint`, or ``s["history"]``
         in checkpoints of older bnfl)."""
-        self.round = int(s["round"])
-        self.global_state = s["global_state"]
+        self._adopt(RunState.from_checkpoint(s))
         self.client_local = {int(k): v for k, v in s["client_local"].items()}
-        # the algorithm's state: each client's (ClientContext.state) and the server's (ServerContext.state);
+        # the algorithm's state: each client's (ClientContext.state) and the server's (in the RunState);
         # momentum buffers are part of them (the algorithm's momentum policy)
         self.client_algorithm = {int(k): dict(v) for k, v in s.get("client_algorithm", {}).items()}
-        self.server.state = dict(s.get("server_state", {}))
         for k, v in s.get("client_momentum", {}).items():  # checkpoints of older bnfl kept them apart
             self.client_algorithm.setdefault(int(k), {})["optimizer.momentum"] = v
-        if s.get("global_momentum"):
-            self.server.state["optimizer.momentum"] = s["global_momentum"]
         self.cursors = {int(k): list(v) for k, v in s["cursors"].items()}
         self.algorithm.load_state_dict(s["algorithm"])
         self.channel.load_counters(s["channel"])
@@ -128,11 +127,12 @@ class CheckpointMixin:
         self.load_state_dict(s)
         if rows is not None:
             self.history = type(self.history)(rows=rows[:n], meta=self.history.meta)
-        self.global_state = {k: v.to(self.device) for k, v in self.global_state.items()}
+        state = self.run_state
+        self._adopt(dataclasses.replace(state, global_state={k: v.to(self.device) for k, v in state.global_state.items()},
+                                        server_state=to_device(state.server_state, self.device)))
         self.client_local = {c: {k: v.to(self.device) for k, v in s.items()} for c, s in self.client_local.items()}
         self.history.meta.update(self.clients.meta())
         self.client_algorithm = {c: to_device(v, self.device) for c, v in self.client_algorithm.items()}
-        self.server.state = to_device(self.server.state, self.device)
         return True
 
     def _start(self, *, resume: bool, overwrite: bool) -> bool:

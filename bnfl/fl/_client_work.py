@@ -69,8 +69,12 @@ class ClientWork(LocalOptimizerMixin):
         self.local_keys = [k for k in keys if k in local]
         self.download_keys = [k for k in keys if k not in local]
         self.upload_keys = [k for k in keys if k not in local and k not in server]
-        self.global_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        self.init_local = {k: self.global_state[k].clone() for k in self.local_keys}
+        #: the global state under the clients' own: what a client starts a round from where it
+        #: received nothing (and a coupled first step loads), and what :meth:`client_state` lays its
+        #: local state over. The run's global state between rounds; its start state during one
+        #: (:func:`bnfl.fl.engine.run_round`'s ``publish``); on a Flower node, what the server sent.
+        self.base_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.init_local = {k: self.base_state[k].clone() for k in self.local_keys}
         self.client_local: dict[int, dict[str, Tensor]] = {}
         self.client_algorithm: dict[int, dict[str, Any]] = {}  # each client's ClientContext.state
         self.cursors = {c: [0, 0] for c in range(self.num_clients)}  # epoch, batch position
@@ -149,8 +153,8 @@ class ClientWork(LocalOptimizerMixin):
 
     # -- client state --------------------------------------------------------------------------
     def client_state(self, c: int) -> dict[str, Tensor]:
-        """Full state_dict of client ``c``'s model: global values, then its local state."""
-        state = dict(self.global_state)
+        """Full state_dict of client ``c``'s model: :attr:`base_state`, then its local state."""
+        state = dict(self.base_state)
         state.update(self.client_local.get(c, self.init_local))
         return state
 
@@ -208,7 +212,8 @@ class ClientWork(LocalOptimizerMixin):
         (cloned unless ``copy_upload`` is False: the caller's tensors are the round's own), the
         algorithm's ``extra()`` upload and what :meth:`Algorithm.final_momentum
         <bnfl.fl.Algorithm.final_momentum>` returns of ``momentum()``. A plan whose server trains
-        (pooled data) takes ``trained`` as the global state."""
+        (pooled data) uploads the whole trained model besides (not through the channel: the plan
+        sends nothing), which the round takes as the global state (:func:`bnfl.fl.engine.run_round`)."""
         plan = self.plan
         if self.local_keys:
             self.client_local[c] = {k: trained[k].detach().clone() for k in self.local_keys}
@@ -219,7 +224,7 @@ class ClientWork(LocalOptimizerMixin):
         if client.state or c in self.client_algorithm:  # the client's algorithm state goes back to the store
             self.client_algorithm[c] = client.state
         if plan.server_trains:
-            self.global_state = {k: trained[k].detach().clone() for k in self.global_state}
+            up.update({k: trained[k].detach().clone() for k in self.base_state})
         return up
 
     def client_statistics(self, c: int, state: Mapping[str, Tensor], kind: str) -> dict[str, Tensor]:

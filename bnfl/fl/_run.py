@@ -293,6 +293,20 @@ class History:
     def to_dict(self) -> dict[str, Any]:
         return {"meta": self.meta, "rows": self.rows}
 
+    def write(self, folder: str | os.PathLike) -> Path:
+        """Write ``history.json`` and ``history.csv`` into ``folder`` (made if missing); returns the
+        JSON file's path."""
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        self.to_json(out / "history.json")
+        self.to_csv(out / "history.csv")
+        return out / "history.json"
+
+    def final_accuracy(self) -> str:
+        """The last round's test accuracy as a percentage (``"87.50%"``), ``"-"`` where none was measured."""
+        acc = self.rows[-1].get("test_acc") if self.rows else None
+        return "-" if acc is None else f"{100 * acc:.2f}%"
+
     def to_json(self, path: str | os.PathLike) -> None:
         """Write ``{"meta": ..., "rows": [...]}``, one row per line.
 

@@ -103,6 +103,33 @@ def check_labels(split: Any, num_classes: Any, *, given: bool) -> None:
 ENGINES = ("auto", "simulation", "distributed", "flower")
 
 
+def build_model(cfg: RunConfig, split: Any, *, norm: str) -> tuple[str, nn.Module]:
+    """The config's model (``cfg.model``) for ``split``'s inputs and classes with normalisation
+    ``norm``, initialised from ``cfg.seed`` as ``bnfl train`` initialises it; returns the model's
+    name and the model.
+
+    Raises
+    ------
+    TypeError
+        An option the model's builder does not take (one line naming the model).
+    ValueError
+        A value the builder refuses, or labels outside the model's classes (:func:`check_labels`).
+    """
+    mopts = dict(cfg.model)
+    name = mopts.pop("name")
+    mopts["norm"] = norm
+    mopts.setdefault("num_classes", split.num_classes)
+    check_labels(split, mopts["num_classes"], given="num_classes" in cfg.model)
+    torch.manual_seed(cfg.seed)
+    try:
+        model = models.build_for(name, split.input_shape, **mopts)
+    except TypeError as err:
+        raise TypeError(f"model: bad option for {name}: {err}") from None
+    except ValueError as err:
+        raise ValueError(f"model: {err}") from None
+    return name, model
+
+
 def resolve_engine(engine: str | None) -> str:
     """``"simulation"``, ``"distributed"`` or ``"flower"``; ``None``/``"auto"``: distributed when
     started by torchrun, else simulation."""
@@ -139,18 +166,7 @@ def build_parts(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: s
         split = load_data(cfg, data_root)
     clients, client_test = partition(cfg, split)
     data = FederatedData.from_split(split, clients, client_test)
-    mopts = dict(cfg.model)
-    name = mopts.pop("name")
-    mopts["norm"] = method.norm
-    mopts.setdefault("num_classes", split.num_classes)
-    check_labels(split, mopts["num_classes"], given="num_classes" in cfg.model)
-    torch.manual_seed(cfg.seed)
-    try:
-        model = models.build_for(name, split.input_shape, **mopts)
-    except TypeError as err:
-        raise TypeError(f"model: bad option for {name}: {err}") from None
-    except ValueError as err:
-        raise ValueError(f"model: {err}") from None
+    _, model = build_model(cfg, split, norm=method.norm)
     run_meta = {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
                 "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition)}
     return Built(model, data, method.algorithm(**cfg.method_options), cfg.train_config(), run_meta)

@@ -149,10 +149,7 @@ def _run_locked(cfg: RunConfig, *, resume: bool, engine: str, overwrite: bool) -
     sim.history.meta.update(describe(cfg, engine))  # what ran, where: the folder says it
     hist = sim.run(resume=resume, overwrite=overwrite)
     if cfg.out and sim.clients.writes:
-        out = Path(cfg.out)
-        out.mkdir(parents=True, exist_ok=True)
-        hist.to_json(out / "history.json")
-        hist.to_csv(out / "history.csv")
+        hist.write(cfg.out)
     return hist
 
 

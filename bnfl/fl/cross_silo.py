@@ -275,14 +275,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sim = build_cross_silo(cfg, lambda rank: load_silo(args.silo_root.format(rank=rank)))
         hist: History = sim.run()
         if cfg.out and sim.clients.writes:
-            out = Path(cfg.out)
-            out.mkdir(parents=True, exist_ok=True)
-            hist.to_json(out / "history.json")
-            hist.to_csv(out / "history.csv")
-            last = hist.rows[-1] if hist.rows else {}
-            acc = last.get("test_acc")
+            wrote = hist.write(cfg.out)
             print(f"{cfg.method} cross-silo on {dist.get_world_size()} ranks: {len(hist)} rounds, test accuracy "
-                  + ("-" if acc is None else f"{100 * acc:.2f}%") + f"; wrote {out}/history.json")
+                  f"{hist.final_accuracy()}; wrote {wrote}")
     finally:
         dist.destroy_process_group()
     return 0

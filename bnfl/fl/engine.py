@@ -1,12 +1,15 @@
 """The simulation engine: rounds of local training, aggregation, evaluation, history, checkpoints.
 
-One :class:`Simulation` holds the global model, the clients' persistent state (local groups,
-momentum buffers, batch cursors: :class:`~bnfl.fl._client_work.ClientWork`) and a
-:class:`~bnfl.fl.comm.Channel` through which every exchange goes, and runs one round function
-(:meth:`Simulation._train_round`) that calls the :class:`~bnfl.fl.clients.Clients` it was given
-for the clients' side: in this process one by one or batched, on torch.distributed ranks
-(:class:`~bnfl.fl.distributed.RankClients`) or on Flower's nodes
-(:class:`~bnfl.fl.flower.FlowerClients`). A round ``r`` (1-based):
+A round is one function, :func:`run_round`, read top to bottom: it takes the run's
+:class:`~bnfl.fl.RunState` (the round number, the global state, the algorithm's server state, the
+last round's participants) and returns the next one with the round's history row, calling the
+:class:`~bnfl.fl.clients.Clients` it is given for the clients' side: in this process one by one or
+batched, on torch.distributed ranks (:class:`~bnfl.fl.distributed.RankClients`) or on Flower's
+nodes (:class:`~bnfl.fl.flower.FlowerClients`). :func:`run_statistics_round` is the
+statistics-only round. A :class:`Simulation` holds the current RunState, the clients' persistent
+state (local groups, momentum buffers, batch cursors: :class:`~bnfl.fl._client_work.ClientWork`)
+and a :class:`~bnfl.fl.comm.Channel` through which every exchange goes, and adds steps 5-6 around
+each round. A round ``r`` (1-based):
 
 1. the round's clients are drawn (seeded; :func:`bnfl.data.partition.participation`) and the
    algorithm describes the round's messages (:class:`~bnfl.fl.RoundPlan`), which the engine obeys;
@@ -16,8 +19,9 @@ for the clients' side: in this process one by one or batched, on torch.distribut
    (FedTAN) hands the engine its step (:meth:`Algorithm.coupled_step <bnfl.fl.Algorithm.coupled_step>`),
    which the engine runs with its exchange (:mod:`bnfl.fl.coupled`); frozen-statistics phases put BN layers in eval mode;
 4. the clients upload (one ``gather`` = one communication round) and the algorithm aggregates;
-5. the global (and, for personalised algorithms, every client's) model is evaluated and a row is
-   appended to the :class:`History`; a checkpoint is written.
+5. the round hooks run; the global (and, for personalised algorithms, every client's) model is
+   evaluated;
+6. the row is appended to the :class:`History`; a checkpoint is written (:mod:`bnfl.fl._checkpoint`).
 
 Determinism: batch order depends only on ``(seed, client, epoch)``, participation only on
 ``(seed, round)``; the torch RNG state is checkpointed, so a resumed run reproduces the
@@ -43,14 +47,108 @@ from bnfl.fl._checkpoint import CheckpointMixin
 from bnfl.fl._client_work import ClientWork
 from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_global_stats
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
-from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
+from bnfl.fl.algorithms import Algorithm, CoupledFirstStep, RoundPlan
 from bnfl.fl.batched import choose
 from bnfl.fl.clients import Clients, Sequential
 from bnfl.fl.comm import Channel
+from bnfl.fl.context import ServerContext
 from bnfl.fl.coupled import channel_exchange
+from bnfl.fl.run_state import RunState
 from bnfl.nn import unfreeze_bn_stats
 
-__all__ = ["TrainConfig", "FederatedData", "History", "Simulation", "DivergenceError", "TIME_FIELDS", "ema_global_stats", "accuracy"]
+__all__ = ["TrainConfig", "FederatedData", "History", "RunState", "Simulation", "DivergenceError", "TIME_FIELDS",
+           "ema_global_stats", "accuracy", "run_round", "run_statistics_round"]
+
+
+def run_round(state: RunState, r: int, *, algorithm: Algorithm, clients: Clients, server: ServerContext,
+              channel: Channel, participation: Participation,
+              publish: Callable[[Mapping[str, Tensor], RoundPlan], None]) -> tuple[RunState, dict[str, Any]]:
+    """Round ``r`` (1-based) from ``state``: the module docstring's steps 1-4.
+
+    Parameters
+    ----------
+    state : RunState
+        The run after round ``r - 1``; not changed.
+    r : int
+    algorithm : Algorithm
+    clients : Clients
+        Who trains the clients (:mod:`bnfl.fl.clients`).
+    server : ServerContext
+        What the algorithm's hooks see of the server; the round sets its ``round``, ``frozen`` and
+        ``state`` (a copy of ``state.server_state`` the hooks then write).
+    channel : Channel
+        Through which the broadcast and the uploads go (and are counted).
+    participation : Participation
+        Each round's participants (seeded: :func:`bnfl.data.partition.participation`).
+    publish : callable
+        ``publish(global_state, plan)``: hands the store this process's clients read their state
+        from (a :class:`Simulation`) the global state they start from (after the algorithm's
+        :meth:`~bnfl.fl.Algorithm.begin_round`: a client that receives nothing trains from it, a
+        coupled first step loads it) and the round's plan (what a client's epilogue uploads).
+
+    Returns
+    -------
+    state : RunState
+        The run after round ``r``.
+    row : dict
+        The round's history row before its evaluation.
+    """
+    clients.begin_round(r)
+    # 1. who takes part, with which weights and rate; what the algorithm's round sends
+    participants = [int(c) for c in participation[r - 1]]
+    p = server.weights(participants)
+    lr = server.config.lr_at(r)
+    server.round, server.state = r, dict(state.server_state)
+    global_state = state.global_state
+    update = algorithm.begin_round(server, r, participants, global_state)
+    if update:
+        global_state = {**global_state, **update}
+    plan = algorithm.round_plan(r)
+    server.frozen = plan.freeze_bn
+    publish(global_state, plan)
+    # 2. the broadcast
+    if plan.download:
+        payload = {k: global_state[k] for k in server.download_keys}
+        payload.update(algorithm.extra_download(server))
+        payload.update(algorithm.momentum_download(server))
+        received = channel.broadcast(payload, len(participants))
+    else:
+        received = [{} for _ in participants]
+    # 3. the clients' local steps, the first one coupled across them when the algorithm says so
+    step = plan.coupled
+    first = clients.exchange(step, participants, p, frozen=plan.freeze_bn) if step is not None else None
+    answered, uploads, losses = clients.train(r, participants, received, lr=lr, frozen=plan.freeze_bn, first=first)
+    if answered != participants:  # a backend reported failed clients: the rest, weights re-normalised
+        participants, p = answered, server.weights(answered)
+    # 4. the upload and the algorithm's aggregation (or, where the server trains, its trained model)
+    if plan.server_trains:
+        global_state = {k: uploads[0][k] for k in global_state}
+    if plan.upload:
+        uploads = channel.gather(uploads)
+        global_state = algorithm.aggregate(server, global_state, participants, p, uploads)
+        algorithm.aggregate_momentum(server, p, uploads)
+    row = {"round": r, "lr": lr, "clients": participants, "train_loss": float(np.dot(p, losses)),
+           "frozen_stats": bool(plan.freeze_bn), "coupled_first_step": step.name if step is not None else ""}
+    return RunState(global_state, round=r, server_state=server.state, participants=tuple(participants)), row
+
+
+def run_statistics_round(state: RunState, *, algorithm: Algorithm, clients: Clients, server: ServerContext,
+                         channel: Channel, participation: Participation) -> tuple[RunState, dict[str, Any]]:
+    """The algorithm's statistics-only round after ``state.round`` (HBN's T+1,
+    :meth:`Algorithm.statistics_only_round <bnfl.fl.Algorithm.statistics_only_round>`): the broadcast,
+    statistics of kind ``"final"`` from the last round's clients, then
+    :meth:`~bnfl.fl.Algorithm.aggregate_statistics`; the weights are not changed. Returns the state
+    after it and its history row before its evaluation (arguments as :func:`run_round`'s)."""
+    r = state.round + 1
+    participants = [int(c) for c in participation[(r - 2) % len(participation)]]
+    server.round, server.state = r, dict(state.server_state)
+    channel.broadcast({k: state.global_state[k] for k in server.download_keys}, len(participants))
+    uploads = channel.gather(clients.request("final", participants, state.global_state), tag="statistics")
+    global_state = algorithm.aggregate_statistics(server, state.global_state, participants,
+                                                  server.weights(participants), uploads)
+    row = {"round": r, "lr": 0.0, "clients": participants, "train_loss": None, "frozen_stats": False,
+           "coupled_first_step": "", "statistics_only": True}
+    return RunState(global_state, round=r, server_state=server.state, participants=tuple(participants)), row
 
 
 class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
@@ -74,6 +172,11 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
 
     Attributes
     ----------
+    run_state : RunState
+        The run between two rounds (:class:`~bnfl.fl.RunState`): what :func:`run_round` takes and
+        returns, and what a checkpoint saves; ``global_state``, ``round`` are views of it.
+    participation : Participation
+        Each round's participants (seeded; drawn when a round asks).
     clients : Clients
         The backend every round calls for its clients' work.
     here : Clients
@@ -107,11 +210,10 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         cfg_meta["schedule"] = dataclasses.asdict(self.config.schedule) if self.config.schedule else None
         self.history = History(meta={"algorithm": repr(algorithm), "clients": self.num_clients,
                                      "client_sizes": [len(c) for c in self.client_indices], "config": cfg_meta})
-        self.round = 0
-        self._round_clients: list[int] = []  # the participants of the last round (evaluation statistics)
+        self._adopt(RunState(self.base_state))  # round 0: the initial model, no server state, no participants
         #: each round's participants, drawn when the round asks (nothing allocated per round up front;
         #: a pooled partition's one client takes part in every round whatever the rate)
-        self._participants = Participation(self.num_clients, self.config.participation, self.config.rounds,
+        self.participation = Participation(self.num_clients, self.config.participation, self.config.rounds,
                                            self.config.seed)
         self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []  # see Attributes
 
@@ -155,45 +257,52 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         self._write_history()
         raise DivergenceError(why, self.history)
 
+    # -- the run's state ------------------------------------------------------------------------
+    @property
+    def global_state(self) -> dict[str, Tensor]:
+        """The global model's state (:attr:`RunState.global_state <bnfl.fl.RunState.global_state>`)."""
+        return self.run_state.global_state
+
+    @global_state.setter
+    def global_state(self, value: Mapping[str, Tensor]) -> None:
+        self._adopt(dataclasses.replace(self.run_state, global_state=value))
+
+    @property
+    def round(self) -> int:
+        """The last completed round (:attr:`RunState.round <bnfl.fl.RunState.round>`)."""
+        return self.run_state.round
+
+    @round.setter
+    def round(self, value: int) -> None:
+        self.run_state = dataclasses.replace(self.run_state, round=int(value))
+
+    @property
+    def _round_clients(self) -> list[int]:
+        """The participants of the last round (:attr:`RunState.participants <bnfl.fl.RunState.participants>`)."""
+        return list(self.run_state.participants)
+
+    def _adopt(self, state: RunState) -> None:
+        """Hold ``state`` as the run's: the algorithm's hooks see its server state (:attr:`server`),
+        this process's clients its global state (:attr:`base_state`)."""
+        self.run_state = state
+        self.server.state = state.server_state
+        self.base_state = state.global_state
+
+    def hand_to_clients(self, global_state: Mapping[str, Tensor], plan: RoundPlan) -> None:
+        """:func:`run_round`'s ``publish`` for this run's own clients, whose state this object
+        stores: the global state they start the round from where they received nothing, and the
+        round's plan their epilogue obeys."""
+        self.base_state = global_state
+        self.plan, self.frozen = plan, plan.freeze_bn
+
     # -- one round ---------------------------------------------------------------------------
     def _train_round(self, r: int) -> dict[str, Any]:
-        """Round ``r`` (the module docstring's steps 1-4) over this run's state, the clients' work
-        done by :attr:`clients`; returns the round's history row before its evaluation."""
-        alg, ch, backend = self.algorithm, self.channel, self.clients
-        backend.begin_round(r)
-        # 1. who takes part, with which weights and rate; what the algorithm's round sends
-        clients = self._round_clients = [int(c) for c in self._participants[r - 1]]
-        p = self.weights(clients)
-        lr = self.config.lr_at(r)
-        self.server.round = r
-        update = alg.begin_round(self.server, r, clients, self.global_state)
-        if update:
-            self.global_state = {**self.global_state, **update}
-        plan = self.plan = alg.round_plan(r)
-        self.frozen = self.server.frozen = plan.freeze_bn
-        # 2. the broadcast
-        if plan.download:
-            payload = {k: self.global_state[k] for k in self.download_keys}
-            payload.update(alg.extra_download(self.server))
-            payload.update(alg.momentum_download(self.server))
-            received = ch.broadcast(payload, len(clients))
-        else:
-            received = [{} for _ in clients]
-        # 3. the clients' local steps, the first one coupled across them when the algorithm says so
-        step = plan.coupled
-        first = backend.exchange(step, clients, p, frozen=plan.freeze_bn) if step is not None else None
-        answered, uploads, losses = backend.train(r, clients, received, lr=lr, frozen=plan.freeze_bn, first=first)
-        if answered != clients:  # a backend reported failed clients: the rest, weights re-normalised
-            clients = self._round_clients = answered
-            p = self.weights(clients)
-        # 4. the upload and the algorithm's aggregation
-        if plan.upload:
-            uploads = ch.gather(uploads)
-            self.global_state = alg.aggregate(self.server, self.global_state, clients, p, uploads)
-            alg.aggregate_momentum(self.server, p, uploads)
-        return {"round": r, "lr": lr, "clients": clients,
-                "train_loss": float(np.dot(p, losses)), "frozen_stats": bool(plan.freeze_bn),
-                "coupled_first_step": step.name if step is not None else ""}
+        """Round ``r`` over this run's state (:func:`run_round`); returns the round's history row
+        before its evaluation."""
+        state, row = run_round(self.run_state, r, algorithm=self.algorithm, clients=self.clients, server=self.server,
+                               channel=self.channel, participation=self.participation, publish=self.hand_to_clients)
+        self._adopt(state)
+        return row
 
     def coupled_step(self, step: CoupledFirstStep, clients: list[int], weights: Sequence[float],
                      exchange: Exchange | None) -> CoupledStep:
@@ -201,28 +310,18 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         drawing its next batch; weights ``weights``) from the global state, with ``exchange`` (None:
         the channel's all-reduce, :func:`bnfl.fl.coupled.channel_exchange`)."""
         unfreeze_bn_stats(self._work)
-        self._work.load_state_dict(self.global_state)  # what every client starts from
+        self._work.load_state_dict(self.base_state)  # what every client starts from
         batches = [self.next_batch(c) for c in clients]
         return step.run(self._work, batches, self.loss_fn, weights,
                         exchange=channel_exchange(self.channel) if exchange is None else exchange)
 
     def _statistics_round(self) -> None:
-        """The algorithm's statistics-only round (HBN's T+1, :meth:`Algorithm.statistics_only_round
-        <bnfl.fl.Algorithm.statistics_only_round>`): broadcast, statistics of kind ``"final"`` from the
-        last round's clients, :meth:`~bnfl.fl.Algorithm.aggregate_statistics`; the weights are not
-        changed. Appends a history row."""
-        alg = self.algorithm
-        r = self.round + 1
-        clients = [int(c) for c in self._participants[(r - 2) % len(self._participants)]]
+        """The algorithm's statistics-only round (:func:`run_statistics_round`), evaluated; appends a
+        history row."""
         t0 = time.perf_counter()
-        self.server.round = r
-        self._round_clients = clients
-        self.channel.broadcast({k: self.global_state[k] for k in self.download_keys}, len(clients))
-        uploads = self._request("final", clients, self.global_state, tag="statistics")
-        self.global_state = alg.aggregate_statistics(self.server, self.global_state, clients, self.weights(clients), uploads)
-        self.round = r
-        row = {"round": r, "lr": 0.0, "clients": clients, "train_loss": None, "frozen_stats": False,
-               "coupled_first_step": "", "statistics_only": True}
+        state, row = run_statistics_round(self.run_state, algorithm=self.algorithm, clients=self.clients,
+                                          server=self.server, channel=self.channel, participation=self.participation)
+        self._adopt(state)
         row.update(self.evaluate())
         row.update(self._comm_fields())
         row["round_time"] = time.perf_counter() - t0
@@ -269,7 +368,6 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
             row = self._train_round(r)
             for hook in self.round_hooks:
                 row.update(hook(self, r) or {})
-            self.round = r
             if r % cfg.eval_every == 0 or r > cfg.rounds - cfg.eval_last or r == cfg.rounds:
                 row.update(self.evaluate())
             row.update(self._comm_fields())

@@ -49,7 +49,6 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import flwr
@@ -308,16 +307,9 @@ def server_app(setup: Setups | Callable[[Context], Setups], results: Sequence[Fl
                 for res in results:
                     res.startup_s = time.perf_counter() - launched
             hist = sim.run()
-            if s.out:
-                out = Path(s.out)
-                out.mkdir(parents=True, exist_ok=True)
-                hist.to_json(out / "history.json")
-                hist.to_csv(out / "history.csv")
-            last = hist.rows[-1] if hist.rows else {}
-            acc = last.get("test_acc")
+            wrote = hist.write(s.out) if s.out else None
             _log(f"bnfl {s.algorithm.name}: {len(hist)} rounds on {len(sim.clients.nodes)} nodes, test accuracy "
-                 + ("-" if acc is None else f"{100 * acc:.2f}%")
-                 + (f"; wrote {Path(s.out) / 'history.json'}" if s.out else ""))
+                 f"{hist.final_accuracy()}" + (f"; wrote {wrote}" if wrote else ""))
             if results is not None:
                 res = results[i]
                 res.history = hist

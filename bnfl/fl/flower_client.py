@@ -115,7 +115,7 @@ def client_app(setup: Setups | Callable[[Context], Setups]) -> ClientApp:
     def statistics(msg: Message, context: Context) -> Message:
         s = get(context, msg)
         sim, c, cfg = _open(s, msg, context)
-        state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
+        state = {**sim.base_state, **from_arrays(msg.content["arrays"], sim.device)}
         up = sim.client_statistics(c, state, str(cfg["kind"]))
         save_client_state(sim, c, context.state, int(cfg["run"]))
         return _reply(msg, arrays=to_arrays(up))
@@ -124,7 +124,7 @@ def client_app(setup: Setups | Callable[[Context], Setups]) -> ClientApp:
     def evaluate(msg: Message, context: Context) -> Message:
         s = get(context, msg)
         sim, c, _ = _open(s, msg, context)
-        sim.global_state = {**sim.global_state, **from_arrays(msg.content["arrays"], sim.device)}
+        sim.base_state = {**sim.base_state, **from_arrays(msg.content["arrays"], sim.device)}
         per, own = sim.client_accuracy(c)
         return _reply(msg, metrics=MetricRecord({"test_acc": per, "own_acc": own}))
 
