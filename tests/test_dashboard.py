@@ -236,3 +236,12 @@ def test_report_links_a_re_read_claim_rounds_and_lists_whys_under_each_table(tmp
     assert "**title of fedbn-fig5 (quick profile on stand-in data: Q-DOM)**" in text
     assert "- digits -> Q-DOM, lambda 0.0123" in text and "- ratio 1.33" in text
     assert not re.search(r"\d\.\d{5}", text.split("Generated ")[0] + text.split("## Entries by paper")[1])
+
+
+def test_ours_shows_the_signed_estimate_of_an_equivalence_claim():
+    """An equivalence claim stores |difference| as its measured value; the table shows the signed
+    estimate its interval is centred on (row 3 once read +0.11 [-0.83, 0.60])."""
+    from types import SimpleNamespace
+
+    claim = SimpleNamespace(measured=0.11, interval={"estimate": -0.11, "low": -0.83, "high": 0.60, "n": 5})
+    assert D._ours(claim).startswith("-0.11 [-0.83, 0.60]")

@@ -137,7 +137,8 @@ def _ours(claim: Any, headline: Headline | None = None) -> str:
     unit = _unit(headline)
     if iv and iv.get("low") is not None:
         n = iv.get("n")
-        return (f"{claim.measured:+.2f} [{iv['low']:.2f}, {iv['high']:.2f}]{unit} (95% CI"
+        est = iv.get("estimate", claim.measured)  # signed; an equivalence claim's measured is |difference|
+        return (f"{est:+.2f} [{iv['low']:.2f}, {iv['high']:.2f}]{unit} (95% CI"
                 + (f", {n} seeds)" if n else ")"))
     if claim.measured is None:
         return "–"

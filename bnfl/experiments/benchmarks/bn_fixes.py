@@ -158,8 +158,9 @@ def _mean_iv(values: list[float]) -> tuple[float, float, float]:
               "reaches without the shift) and the dotted line FedAvg+BN on the skewed split, both at the shared "
               "recipe's rate, so the gap between them is the damage. The bars are every method at its own tuned "
               "rate. A fix repairs the damage when its bar reaches the dashed line; its claim passes when the paired "
-              "interval of (fix - FedAvg+BN, both tuned) lies above 0. FedBN keeps one model per client: on the label-skew settings its client models are "
-              "scored on the global test set, which is not what FedBN was designed for (it targets feature shift)."),
+              "interval of (fix - FedAvg+BN, both tuned) lies above 0. FedBN keeps one model per client: on the "
+              "label-skew settings its client models are scored on the global test set, which is not what FedBN was "
+              "designed for (it targets feature shift)."),
     kind="training", seeds={"smoke": 2, "quick": 5, "paper": 5},
     configs={"smoke": _SMOKE_CFG, "quick": _QUICK, "paper": _PAPER},
 )
