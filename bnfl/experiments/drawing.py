@@ -22,7 +22,7 @@ from bnfl.plots import color_for, marker_for, new_figure
 
 __all__ = ["accuracy_lines", "arrow", "bar_figure", "bars_vs_paper", "bars_with_printed", "box", "curve_panels",
            "domains_plot", "drawn_by", "fedtan_ii_plot", "fedtan_ii_table_plot", "grouped_bars", "grouped_bars_on",
-           "iid_noniid_plot", "line_panels", "lines_against", "ours_beside_paper", "ours_beside_paper_figure",
+           "iid_noniid_plot", "line_panels", "ours_beside_paper", "ours_beside_paper_figure",
            "panels_plot", "rows_figure", "series_bars", "series_panels", "table_figure"]
 
 
@@ -168,20 +168,6 @@ def bars_vs_paper(result: Result, groups: Sequence[str], title: str, paper_cols:
     fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
     fig.suptitle(title)
     return fig
-
-
-def lines_against(ax: Any, xs: Sequence[float], curves: Mapping[str, Mapping[str, float]], *,
-                  rows: Mapping[str, str], xlabel: str, log_base: int | None = None) -> None:
-    """One line per method of ``curves`` (``{row name: {str(x): y}}``, as a stored result keeps them)
-    against ``xs``, in the method's colour and marker (the row name's method id in ``rows``); a tick
-    at every x, on a log scale of ``log_base`` when given."""
-    for k, d in curves.items():
-        ax.plot(xs, [d[str(x)] for x in xs], marker=marker_for(rows[k]), color=color_for(rows[k]), label=k)
-    if log_base is not None:
-        ax.set_xscale("log", base=log_base)
-    ax.set_xticks(xs)
-    ax.set_xticklabels([f"{x:g}" for x in xs])
-    ax.set_xlabel(xlabel)
 
 
 def line_panels(panels: Sequence[Mapping[str, Any]], *, rows: Mapping[str, str], title: str, ylabel: str,
