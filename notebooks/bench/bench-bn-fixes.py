@@ -18,15 +18,17 @@
 # and FedAvg+GN (the BN-free alternative) on three common settings at quick scale: label skew
 # (Q-DIG, clients with k classes), feature shift (Q-DOM, one client per styled domain) and small
 # batches with strong skew (Dirichlet clients, B <= 4). Every method trains on the same partitions
-# with the same 5 seeds; each comparison with FedAvg+BN is a paired 95% t-interval over seeds. The
-# settings' scales were chosen from FedAvg+BN-only calibration runs before any fix ran.
+# with the same 5 seeds, each at its own learning rate tuned on a validation split (same grid, seeds
+# and budget); each comparison with FedAvg+BN is a paired 95% t-interval over seeds. The settings'
+# scales were chosen from FedAvg+BN-only calibration runs before any fix ran.
 #
 # **What to look for.** Each panel is one setting; the dashed line is FedAvg+BN with an iid split of
-# the same data (what BN reaches without the shift), so the gap from the FedAvg+BN bar to it is the
-# damage. A fix repairs the damage when its bar reaches the line; its claim passes when the paired
-# interval of (fix - FedAvg+BN) lies above 0. FedBN keeps one model per client: on the label-skew
-# settings its client models are scored on the global test set, which is not what FedBN was designed
-# for (it targets feature shift).
+# the same data (what BN reaches without the shift) and the dotted line FedAvg+BN on the skewed
+# split, both at the shared recipe's rate, so the gap between them is the damage. The bars are every
+# method at its own tuned rate. A fix repairs the damage when its bar reaches the dashed line; its
+# claim passes when the paired interval of (fix - FedAvg+BN, both tuned) lies above 0. FedBN keeps
+# one model per client: on the label-skew settings its client models are scored on the global test
+# set, which is not what FedBN was designed for (it targets feature shift).
 #
 # **Profiles.** No paper has this benchmark. This page shows the `quick` profile, the embedded data
 # on a CPU (5 seeds), whose result is committed in `figures/bench-bn-fixes/result.json`; rerun it

@@ -21,7 +21,7 @@
 # FedTAN 87.66 vs FedAvg+BN 45.90 (the '+41.76%' of the text is this difference in points); FedBN
 # and SiloBN sit at ~19.4%, just under the 20% of a model that only predicts its two local classes.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (10 seeds),
 # whose result is committed in `figures/fedtan-tab1/result.json`. Its deviations from the catalog's
 # recipe: no data augmentation at quick (train.augment = 'none'), where the paper profile augments
 # (the authors' CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet: flip): the

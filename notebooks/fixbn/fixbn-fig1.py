@@ -30,9 +30,10 @@
 # paper profile augments (the authors' CIFAR recipe: random crop with 4 px padding + horizontal
 # flip; ImageNet: flip): the quick data are 8x8 digits or vectors, where a 4-pixel shift moves half
 # the digit out of view and a flip turns one digit into another, and every committed quick number
-# was made without it; FixBN* vs FixBN: each at its own learning rate, tuned on a 20% validation
-# split of the training set over [0.02, 0.05, 0.1, 0.2, 0.5, 1.0] with seeds 0-2 (the paper states
-# one rate). The paper's setup trains on `cifar10` read from a local folder, with 5 seeds: `bnfl run
+# was made without it; FixBN* vs FixBN, and the share of BN's gap FixBN closes (fair-fixbn-closes:
+# Centralized+BN, FedAvg+BN, FixBN): each at its own learning rate, tuned on a 20% validation split
+# of the training set over [0.02, 0.05, 0.1, 0.2, 0.5, 1.0] with seeds 0-2 (the paper states one
+# rate). The paper's setup trains on `cifar10` read from a local folder, with 5 seeds: `bnfl run
 # fixbn-fig1 --profile paper --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper`
 # and `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: R = 64,000 rounds = 128 epochs at
 # B = 20, E = 1 (the paper's budget for Table 1 is not stated; Sec. 6.1's fixed-epoch budget
