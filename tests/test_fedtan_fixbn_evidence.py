@@ -105,18 +105,29 @@ def test_fig4_init_cells_and_links(monkeypatch):
             base -= 1.0
         return [dict(_run([base - 2, base + 0.1 * s]), train_loss=[0.1, 0.05]) for s in SEEDS]
 
+    def fake_tuned_runs(ctx, spec, tune):  # the fair-rate claims: one tuning per compared method
+        from bnfl.experiments.tuning import Tuned
+
+        tuned.append((spec["method"], spec["partition"].get("kind")))
+        return Tuned(0.1, {lr: 50.0 for lr in tune["grid"]}, (0, 1, 2), 0.2), fake_train_runs(ctx, spec)
+
+    tuned = []
     monkeypatch.setattr(noniid, "train_runs", fake_train_runs)
+    monkeypatch.setattr(noniid, "tuned_runs", fake_tuned_runs)
     ctx = Context(profile="quick", seeds=SEEDS)
     from bnfl.experiments.registry import get
 
     config = get("fedtan-fig4").config("quick")
     out = noniid.compute_fig4(ctx, config)
+    assert sorted(tuned) == [("centralized", "iid"), ("fedavg+bn", "classes_per_client"),
+                             ("fedbn", "classes_per_client"), ("fedtan", "iid")]
     inits = {(s["partition"].get("kind"), s["model"].get("init", "pytorch")) for s in seen}
     assert ("iid", "he_normal") in inits and ("classes_per_client", "pytorch") in inits
     assert ("iid", "pytorch") not in inits  # the second init only in the non-iid cells
     # The PyTorch-init cells use the spec other entries train (no init key), so the run cache shares them.
     assert all("init" not in s["model"] for s in seen if s["model"].get("init", "pytorch") == "pytorch")
     claims = {c.name: c for c in out["claims"]}
+    assert {"fair-iid-fedtan", "fair-fedbn"} <= set(claims)  # headline rows 3 and 4, each method tuned
     assert claims["fedbn"].verdict == "pass" and claims["fedbn"].interval["paired"]
     assert "fedbn-pytorch-init" in claims and "silobn-pytorch-init" in claims
     assert all(c.interval is not None for c in out["claims"] if c.verdict != "info")

@@ -155,10 +155,10 @@ _FB = ("FedBN Tables 12 and 11 (digits, mean of 5 domains): centralized 86.28 - 
 #: or by the arithmetic shown; a figure without printed numbers uses the nearest printed table).
 EFFECTS: tuple[ClaimEffect, ...] = (
     _e("fedtan-fig3", "b-fedavg+bn", _LS, 45.63, 45.63, "the damage itself; " + _FT),
-    _e("fedtan-tab1", "fedtan-gap", _LS, 41.76, 45.63, "FedTAN 87.66 - FedAvg+BN 45.90; " + _FT),
-    _e("fedtan-fig4", "iid-fedtan", _IID, 2.0, None, "equivalence: the entry's tolerance |FedTAN - Central| <= 2 "
+    _e("fedtan-tab1", "fair-fedtan-gap", _LS, 41.76, 45.63, "FedTAN 87.66 - FedAvg+BN 45.90; " + _FT),
+    _e("fedtan-fig4", "fair-iid-fedtan", _IID, 2.0, None, "equivalence: the entry's tolerance |FedTAN - Central| <= 2 "
        "pts, unscaled (paper, iid: 91.26 vs 91.53)", "equivalence"),
-    _e("fedtan-fig4", "fedbn", _LS, 72.07, 45.63, "FedBN's loss vs centralized, 91.53 - 19.46; " + _FT),
+    _e("fedtan-fig4", "fair-fedbn", _LS, 72.07, 45.63, "FedBN's loss vs centralized, 91.53 - 19.46; " + _FT),
     _e("fedtan-tab2", "with mom.-non-iid", _LS, 5.00, 45.63, "FedTAN 87.66 - FedAvg+GN 82.66; " + _FT),
     _e("hbn-tab1", "hbn-best-Q-DIG phi=0.1", _SB, 1.20, 6.21, "HBN 71.56 - runner-up FixBN 70.36; " + _HB),
     _e("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1", _SB, 1.95, 6.21, "HBN 71.56 - BN 69.61; " + _HB),
@@ -167,7 +167,7 @@ EFFECTS: tuple[ClaimEffect, ...] = (
     _e("hbn-tab4", "gains", _SB, 1.0, 6.21, "the smallest of the 8 solvers' gains (+1.0); " + _HB),
     _e("hbn-tab6", "moving-average-worst", _SB, 4.08, 6.21, "next-worst ablation (4) 76.33 - (1) 72.25; " + _HB),
     _e("fixbn-tab1", "bn-gap", _LS, 46.37, 46.37, "the damage itself; " + _FX),
-    _e("fixbn-fig1", "fixbn-closes", _LS, 41.75, 45.57, "FedAvg+FixBN 87.71 - FedAvg+BN 45.96; " + _FX4),
+    _e("fixbn-fig1", "fair-fixbn-closes", _LS, 41.75, 45.57, "FedAvg+FixBN 87.71 - FedAvg+BN 45.96; " + _FX4),
     _e("fixbn-fig1", "star", _LS, None, None, "Fig. 1 prints no number for FixBN* vs FixBN", "none"),
     _e("fixbn-fig4", "fixbn-local-E1", _SH, None, None, "Fig. 4 prints no numbers (curves only)", "none"),
     _e("fixbn-fig3", "conv-Shards-fixbn-gn", _SH, 16.87, 37.56,
@@ -176,8 +176,8 @@ EFFECTS: tuple[ClaimEffect, ...] = (
     _e("fedbn-tab11", "fedbn-best-mean", _FS, 2.54, 3.60, "FedBN 85.22 - FedAvg 82.68; " + _FB),
     _e("fedbn-tab1", "office-best-mean", _FS, 7.75, 3.60, "Office-Caltech10 means: FedBN 70.48 - FedAvg 62.73 "
        "(no centralized run on Office); " + _FB),
-    _e("fedbn-fig3", "faster", _FS, None, None, "a training-loss curve, not an accuracy", "none"),
-    _e("fedbn-fig4", "a-E16", _FS, 2.37, 3.60, "Fig. 4a prints no numbers: Table 13 (B=10, E=16) means FedBN "
+    _e("fedbn-fig3", "fair-faster", _FS, None, None, "a training-loss curve, not an accuracy", "none"),
+    _e("fedbn-fig4", "fair-a-E16", _FS, 2.37, 3.60, "Fig. 4a prints no numbers: Table 13 (B=10, E=16) means FedBN "
        "86.64 - FedAvg 84.27; " + _FB),
     _e("fedbn-tab17", "fedbn-fedprox-thin", _FS, 3.0, None, "equivalence: the entry's tolerance |FedBN - "
        "FedProx| <= 3 pts (paper: 92.45 vs 92.35)", "equivalence"),

@@ -535,8 +535,8 @@ def fedtan_ii_table_plot(unit: str, key_ours: str, key_paper: str, title: str) -
         fig, (a1, a2) = new_figure(1, 2, width=4.0, height=3.1)
         rows = result.rows
         ours, paper = [r[key_ours] for r in rows], [float(r[key_paper]) for r in rows]
-        x = bars_with_printed(a1, ours, paper, [color_for("fedtan" if r["scheme"] == "FedTAN" else "fedtan-ii")
-                                                for r in rows])
+        # a scheme's colour from its label: "FedTAN", "FedTAN-II (M=1000)" -> FedTAN-II's
+        x = bars_with_printed(a1, ours, paper, [color_for(r["scheme"].split(" (")[0]) for r in rows])
         for xi, o, p in zip(x, ours, paper, strict=True):
             if abs(o - p) >= 0.5e-4:
                 a1.annotate(f"paper {p:.4f}\nours {o:.4f}", (xi, max(o, p)), textcoords="offset points",
