@@ -255,7 +255,8 @@ HEADLINES: tuple[Headline, ...] = (
     Headline("fedbn-fig3", "fair-faster", "FedBN converges faster",
              "digits, E=1: FedBN's training loss below FedAvg's through training (Fig. 3)", _DOM,
              threshold_reason="0.8 of the rounds: set in the entry ('through training'); 0.5 is no effect (either "
-                              "lower half the time); each method at its own tuned rate", null=0.5, units="share"),
+                              "lower half the time); each method at its own tuned rate", null=0.5, units="share",
+             precondition=_SHIFT_DAMAGE),
     Headline("fedbn-fig4", "fair-a-E16", "Robust to many local epochs",
              "digits: FedBN above FedAvg at every E in {1, 4, 8, 16} (Fig. 4a)", _DOM,
              threshold_reason="0: direction only (paper, Table 13 at E = 16: FedBN 86.64 vs FedAvg 84.27); each "
@@ -265,7 +266,8 @@ HEADLINES: tuple[Headline, ...] = (
              "Morpho-global: FedBN 92.45 vs FedProx 92.35, FedAvg 91.28 (App. G, Table 17)",
              "Q-DOM with unseen 'thin' style",
              threshold_reason="±3 pts: the entry's equivalence tolerance (paper: FedBN 92.45, FedProx 92.35, "
-                              "FedAvg 91.28); each method at its own tuned rate", paper_value=0.10),
+                              "FedAvg 91.28); each method at its own tuned rate", paper_value=0.10,
+             precondition=_SHIFT_DAMAGE),
     # the common benchmark (no paper)
     Headline("bench-bn-fixes", "label-skew-fedtan", "Benchmark: FedTAN repairs label-skew damage",
              "no paper: FedTAN vs FedAvg+BN, same seeds and partitions", _DIG2,
