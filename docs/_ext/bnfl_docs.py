@@ -1242,8 +1242,14 @@ def one_document(app: Sphinx, doctree: nodes.document) -> None:
             node._document = None
 
 
+#: :func:`generate` runs before autosummary's ``builder-inited`` handler (Sphinx's default priority,
+#: 500), which reads every source page: otherwise it reads the API pages of the previous build, and
+#: a module removed since then fails to import (a warning, an error under ``-W``) until the build after.
+GENERATE_PRIORITY = 400
+
+
 def setup(app: Sphinx) -> dict[str, object]:
-    app.connect("builder-inited", generate)
+    app.connect("builder-inited", generate, priority=GENERATE_PRIORITY)
     app.connect("doctree-read", one_document)
     app.add_directive("ledger", LedgerDirective)
     app.connect("env-get-outdated", ledger_outdated)
