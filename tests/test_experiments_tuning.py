@@ -59,6 +59,42 @@ def test_tune_rate_takes_the_best_mean_validation_accuracy_ties_to_the_larger_an
         tuning.tune_rate(core.Context(profile="quick"), SPEC, [0.01, 0.05, 0.1, 0.5])
 
 
+def test_a_best_rate_at_the_grid_edge_grows_the_grid_past_it_at_its_spacing(monkeypatch):
+    """A rate chosen at the grid's edge is not known to be the best: the grid grows outward one rate at a
+    time at its spacing there, at most ``extend`` rates, every added rate a group of its own (the given
+    grid's runs are the same computation as without the extension)."""
+    calls: list[list[float]] = []
+    peak = {"at": 2.0}
+    diverge_above = {"lr": math.inf}
+
+    def fake(ctx, spec, rates):
+        calls.append(list(rates))
+        return {lr: [{"test_acc": [float("nan") if lr > diverge_above["lr"] else 90.0 - abs(math.log2(lr / peak["at"]))]}
+                     for _ in ctx.seeds] for lr in rates}
+
+    monkeypatch.setattr(tuning, "train_grid", fake)
+    ctx = core.Context(profile="quick")
+    t = tuning.tune_rate(ctx, SPEC, [0.25, 0.5, 1.0], seeds=(0,))
+    assert calls == [[0.25, 0.5, 1.0], [2.0], [4.0]] and t.added == (2.0, 4.0)
+    assert t.rate == 2.0 and not t.at_edge and "2, 4 added past the edge" in t.describe()
+    calls.clear()
+    peak["at"] = 100.0  # still rising after EXTEND rates: the choice stays at the (grown) edge and says so
+    t = tuning.tune_rate(ctx, SPEC, [0.25, 0.5, 1.0], seeds=(0,))
+    assert len(calls) == 1 + tuning.EXTEND and t.rate == 4.0 and t.at_edge
+    calls.clear()
+    peak["at"] = 0.001  # the bottom edge grows down: 0.01 / (0.02 / 0.01) = 0.005, then 0.0025
+    t = tuning.tune_rate(ctx, SPEC, [0.01, 0.02, 0.05], seeds=(0,))
+    assert calls[1:] == [[0.005], [0.0025]] and t.rate == 0.0025
+    calls.clear()
+    peak["at"], diverge_above["lr"] = 100.0, 1.0  # the rate past the top diverges: the old edge is inside now
+    t = tuning.tune_rate(ctx, SPEC, [0.25, 0.5, 1.0], seeds=(0,))
+    assert calls == [[0.25, 0.5, 1.0], [2.0]] and t.rate == 1.0 and not t.at_edge and t.scores[2.0] == -math.inf
+    calls.clear()
+    assert tuning.tune_rate(ctx, SPEC, [0.25, 0.5, 1.0], seeds=(0,), extend=0).added == () and len(calls) == 1
+    with pytest.raises(ValueError, match="extend"):
+        tuning.tune_rate(ctx, SPEC, [0.25, 0.5], extend=-1)
+
+
 def test_tune_rate_scores_the_runs_by_what_the_claim_judges_when_given_score(monkeypatch):
     """FedBN's clients are judged each on its own domain (``mean_over_clients``), not by the default
     ``test_acc`` (every client's model on the whole split): the two can pick different rates, and a
@@ -75,6 +111,6 @@ def test_tune_rate_scores_the_runs_by_what_the_claim_judges_when_given_score(mon
     monkeypatch.setattr(tuning, "train_grid", lambda ctx, spec, rates: {lr: [run(lr, s) for s in ctx.seeds]
                                                                         for lr in rates})
     ctx = core.Context(profile="quick")
-    assert tuning.tune_rate(ctx, SPEC, list(whole), seeds=(0, 1)).rate == 0.01  # default unchanged
+    assert tuning.tune_rate(ctx, SPEC, list(whole), seeds=(0, 1), extend=0).rate == 0.01  # default unchanged
     t = tuning.tune_rate(ctx, SPEC, list(whole), seeds=(0, 1), score=training.mean_over_clients)
     assert t.rate == 0.05 and t.scores == {0.01: 70.0, 0.05: 90.0, 0.1: -math.inf}

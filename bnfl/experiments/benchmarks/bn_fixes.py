@@ -47,7 +47,7 @@ from bnfl.experiments.core import Context, Result, deep_merge
 from bnfl.experiments.curves import train_runs
 from bnfl.experiments.interval_claims import interval_claim
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.tuning import tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, tuned_runs
 from bnfl.fl.algorithms import FixBN
 from bnfl.intervals import estimate
 from bnfl.methods import METHODS as ALL
@@ -236,7 +236,7 @@ def compute_bench_bn_fixes(ctx: Context, config: dict[str, Any]) -> dict[str, An
         "plain SGD; HBN with lambda = 0.01, FixBN switching at 50% of the rounds (bnfl's defaults).",
         "Fair rates: every method's learning rate is tuned in every setting on a validation split held out of "
         f"the training set ({', '.join(f'{r:g}' for r in (config.get('tune') or {}).get('grid', []))}; seeds "
-        "0-2; the same budget; each setting's own score), then trained at that rate on the 5 seeds (the rows' "
+        f"0-2; the same budget; each setting's own score; {EDGE_RULE}), then trained at that rate on the 5 seeds (the rows' "
         "'lr' and 'lr tuning'). The damage (iid control - skewed) is FedAvg+BN at the shared recipe's rate "
         "(0.1; 0.05 with small batches), as the calibration measured it before any fix ran.",
         "Calibration (FedAvg+BN only, before any fix ran; rule: among the candidate scales whose damage, iid "

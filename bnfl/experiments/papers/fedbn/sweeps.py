@@ -24,7 +24,7 @@ from bnfl.experiments.papers.fedbn import setups as S
 from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, SOTA_GRID
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.training import load_data, mean_over_clients
-from bnfl.experiments.tuning import tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, tuned_runs
 from bnfl.plots import color_for, new_figure
 
 _FRACTIONS = (1.0, 0.6, 0.4, 0.2, 0.1)
@@ -39,7 +39,7 @@ _FIG4_PAPER = {**_PAPER, "E": list(N.E_GRID), "fractions": [f / 100 for f in N.T
 _FIG4_QUICK["tune"] = {"grid": list(SOTA_GRID)}
 _FIG4_QUICK["deviations"] = _FIG4_QUICK["deviations"] + [
     f"(a) at the largest E ('fair-' claim, headline row 21): FedAvg and FedBN each at its own learning rate, tuned as "
-    f"in Fig. 5 / Table 11 (a 20% validation split, {list(SOTA_GRID)}, seeds 0-2, the mean over domains); the "
+    f"in Fig. 5 / Table 11 (a 20% validation split, {list(SOTA_GRID)}, seeds 0-2, the mean over domains; {EDGE_RULE}); the "
     "panels and the other claims stay at the paper's common rate"]
 _FIG4 = S.profiles(_FIG4_QUICK, _FIG4_PAPER,
                    smoke={**_SMOKE, "E": [1, 2], "fractions": [1.0, 0.5], "n": [1, 2], "c_epochs": 2,
@@ -417,7 +417,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                 "The paper's exceptions (SingleSet beats FedBN on Quickdraw, FedAvg on ABIDE-UM) are single clients "
                 "of its table; our proxies have different clients.",
                 *([f"Fair rates: the claims compare each method at its own learning rate, tuned per group on a 20% "
-                   f"validation split of the training set over {tune['grid']} with the same seeds and budget, scored "
+                   f"validation split of the training set over {tune['grid']} ({EDGE_RULE}) with the same seeds and budget, scored "
                    "by the mean over clients of each client's accuracy (FedBN's protocol); the table's per-client "
                    "cells and the figure stay at the paper's common rate. Chosen: " + "; ".join(chosen) + "."]
                   if tune else [])]}

@@ -24,7 +24,7 @@ from bnfl.experiments.papers.fedtan.setups import IID, NONIID, REFERENCE_MOMENTU
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import beside_printed, config_deviations, method_row, spec
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.tuning import tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, tuned_runs
 from bnfl.fl.accounting import comm_volume
 from bnfl.nn import bn_modules
 
@@ -54,7 +54,8 @@ _TAB2_CONFIGS = {p: {**c, "tune": {"grid": list(TAB2_GRID)} if p == "quick" else
 _TAB2_CONFIGS["quick"]["deviations"] = [
     *_GN_CONFIGS["quick"]["deviations"],
     "the with-momentum non-iid column's claim: FedTAN and FedAvg+GN each at its own learning rate, tuned on a 20% "
-    f"validation split of the training set over {list(TAB2_GRID)} with seeds 0-2 (the paper states one recipe)"]
+    f"validation split of the training set over {list(TAB2_GRID)} with seeds 0-2 ({EDGE_RULE}; the paper states one "
+    "recipe)"]
 
 
 def _moved(ctx: Context) -> bool:

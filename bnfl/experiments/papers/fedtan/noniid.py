@@ -22,7 +22,7 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import beside_printed, config_deviations, method_row, spec, with_init
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.tuning import TUNE_SEEDS, Tuned, tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, TUNE_SEEDS, Tuned, tuned_runs
 from bnfl.plots import color_for, new_figure
 
 #: Why FedBN may stay above FedAvg+BN on the digits proxy (the paper: 19.46% vs 45.90% on CIFAR-10).
@@ -202,7 +202,7 @@ def _fair_note(config: Mapping[str, Any]) -> list[str]:
     grid = ", ".join(f"{r:g}" for r in config["tune"]["grid"])
     seeds = ", ".join(str(s) for s in config["tune"].get("seeds", TUNE_SEEDS))
     return [f"Fair rates ('fair-*' claims, the headline rows): each method of the comparison is tuned on a validation "
-            f"split held out of the training set over {grid} (seeds {seeds}, the same budget), then trained at its "
+            f"split held out of the training set over {grid} (seeds {seeds}, the same budget; {EDGE_RULE}), then trained at its "
             "rate on the entry's seeds; each chosen rate is listed with its grid's validation scores. The other "
             "claims keep the common recipe, which the paper states."]
 

@@ -34,7 +34,7 @@ from bnfl.experiments.papers.fixbn.setups import (
 )
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import label, spec
-from bnfl.experiments.tuning import TUNE_SEEDS, VALIDATION, tune_rate
+from bnfl.experiments.tuning import EDGE_RULE, TUNE_SEEDS, VALIDATION, tune_rate
 from bnfl.plots import color_for, new_figure
 
 
@@ -178,7 +178,7 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                        "tuned_rates": {f"{label(n)} {names[mode]} E={e}": lr for (n, mode, e), lr in rates.items()}},
             "notes": ["The momentum claims compare each variant at its own rate, tuned on a 20% validation split "
                       f"of the training set over {list(config.get('tune', {}).get('grid', []))} with seeds "
-                      f"{config.get('tune', {}).get('seeds', [])} (the same grid, seeds and budget for every cell); "
+                      f"{config.get('tune', {}).get('seeds', [])} (the same grid, seeds and budget for every cell; {EDGE_RULE}); "
                       "the curves of the figure keep the common rate 0.02.",
                       "Plain = SGD momentum 0.9 restarted every round (the paper's 'FixBN (w/o momentum)' keeps the "
                       "SGD momentum inside a round; CATALOG §5.6 discusses the wording).",

@@ -44,7 +44,7 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import label, spec
 from bnfl.experiments.training import mean_std
-from bnfl.experiments.tuning import tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, tuned_runs
 from bnfl.plots import new_figure
 
 NORMS = ("fedavg+bn", "fedavg+gn", "fixbn")
@@ -82,7 +82,7 @@ _F3_QUICK = {"settings": {"Q-DIG / Q-MLP-BN": spec(Q_MLP, DECAY, _Q3_BUDGET),
                             f"10 clients, Shards = 20 classes per client, 8 epochs = {_QT_ROUNDS} rounds",
                             f"the Shards FixBN >= GN claim (the headline) also on Q-DIG-2 images + Q-RES, E = 20, {_Q3_ROUNDS} "
                             "rounds: FixBN and FedAvg+GN each at its own learning rate, tuned on a 20% validation split "
-                            f"over {list(T5_GRID)} with seeds 0-2 (Table 5's grid; the paper states one rate)"]}
+                            f"over {list(T5_GRID)} with seeds 0-2 (Table 5's grid; {EDGE_RULE}; the paper states one rate)"]}
 _F3_PAPER = {"settings": {
     "CIFAR-10 / ResNet-20": spec(P_C10, DECAY, _C10_BUDGET),
     "Tiny-ImageNet / ResNet-18": spec(P_TINY, DECAY, {"rounds": round(rounds_for_epochs(128, 100_000, 20, 100, 10)),
@@ -435,7 +435,7 @@ _T5_QUICK = {"base": spec(Q_RES, DECAY, {"partition": SHARDS, "rounds": _Q5_ROUN
              "deviations": [f"Q-RES on Q-DIG-2, E = 20, 12 epochs = {_Q5_ROUNDS} rounds; "
                             "GN+WN is GN with weight standardisation (WS, Qiao et al. 2019)",
                             "each layer at its own learning rate, tuned on a 20% validation split of the training "
-                            f"set over {list(T5_GRID)} with seeds 0-2 (the paper tunes none and states one rate)"]}
+                            f"set over {list(T5_GRID)} with seeds 0-2 ({EDGE_RULE}; the paper tunes none and states one rate)"]}
 _T5_PAPER = {"base": spec(P_C10, DECAY, {"partition": SHARDS}, _C10_BUDGET),
              "fixup_model": "resnet20_fixup", "deviations": ["GN+WN run as GN with weight standardisation (WS)"]}
 _T5_SMOKE = {"base": _SMOKE_RUN, "tune": {"grid": [0.02, 0.1], "seeds": [0]}}

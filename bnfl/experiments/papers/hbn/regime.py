@@ -65,6 +65,7 @@ from bnfl.experiments.evidence import finals
 from bnfl.experiments.intervals import estimate
 from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.papers.hbn import setups as S
+from bnfl.experiments.tuning import EDGE_RULE
 
 __all__ = ["CALIBRATION", "CANDIDATES", "CHOSEN", "FAIR_GRID", "PRECONDITIONS", "SEEDS", "Candidate", "base_of",
            "calibrate", "calibration_note", "fair", "hbn_regime_options",
@@ -269,7 +270,7 @@ if __name__ == "__main__":  # recompute the calibration table (about 3 min on on
 _HEADLINE_PHI = {"skew-0.1": 0.1, "batch-0.6": 0.6, "skew-0.6": 0.6}
 FAIR_NOTE = ("fair rates (issue 36): every run compared is tuned on a validation split (20% of the training set) from "
              f"the grid {', '.join(f'{r:g}' for r in FAIR_GRID)} at B = 4 (the pilot's 0.005 and a factor of 2 either "
-             f"side), the same for every method, by the mean over the entry's {SEEDS} seeds, in the run's own method, "
+             f"side; {EDGE_RULE}), the same for every method, by the mean over the entry's {SEEDS} seeds, in the run's own method, "
              "options and HBN evaluation at the headline partition, then scaled linearly with B; each method's rates x "
              "seeds train as one lock-step stack with a per-row learning rate; chosen rates in the notes")
 
@@ -302,7 +303,7 @@ def rates_note(ctx: Context, config: Mapping[str, Any], specs: Mapping[str, Mapp
     for label, s in specs.items():
         tuned = S.fair_tuned(ctx, lr_cfg, s)
         rates[label] = {"lr": tuned.rate, "validation": {f"{k:g}": round(v, 2) if math.isfinite(v) else None
-                                                         for k, v in tuned.scores.items()}}
+                                                         for k, v in sorted(tuned.scores.items())}}
     text = "; ".join(f"{k} {v['lr']:g} (" + ", ".join(f"{r}: {a}" for r, a in v["validation"].items()) + ")"
                      for k, v in rates.items())
     return (f"Chosen rates at B = {lr_cfg['batch']} (validation accuracy, mean of {len(lr_cfg['seeds'])} seed(s), "
