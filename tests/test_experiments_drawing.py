@@ -70,6 +70,20 @@ def test_line_panels_draws_stored_keys_in_numeric_order_and_skips_missing_points
     matplotlib.pyplot.close(fig)
 
 
+def test_line_panels_labels_a_log_axis_at_its_points_only():
+    """Within one decade a log axis labels its minor ticks (3 x 10^-3, 4 x 10^-3, ...) beside the points'
+    own labels, and they overlapped (hbn-tab8/9/10's learning-rate grids)."""
+    from bnfl.experiments.drawing import line_panels
+
+    fig = line_panels([{"curves": {"BN": {0.002: 90.0, 0.005: 95.0, 0.01: 96.0, 0.02: 97.0}}, "xlabel": "lr",
+                        "log_base": 10}], rows={"BN": "fedavg+bn"}, title="t", ylabel="acc")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.002", "0.005", "0.01", "0.02"]
+    assert not [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]
+    matplotlib.pyplot.close(fig)
+
+
 def test_grouped_bars_marks_a_diverged_cell_and_labels_each_bar():
     from matplotlib.colors import to_hex
 

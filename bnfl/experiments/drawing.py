@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.patches import FancyBboxPatch, Patch
+from matplotlib.ticker import NullFormatter
 
 from bnfl.experiments.core import Result
 from bnfl.experiments.printed import parse_mean_std, percent
@@ -203,6 +204,7 @@ def line_panels(panels: Sequence[Mapping[str, Any]], *, rows: Mapping[str, str],
         if panel.get("ticks", True):
             ax.set_xticks(sorted(xs))
             ax.set_xticklabels([f"{x:g}" for x in sorted(xs)])
+            ax.xaxis.set_minor_formatter(NullFormatter())  # a log axis labels its minor ticks too: they overlap
         ax.set_xlabel(panel["xlabel"])
         ax.set_title(panel.get("title", ""))
     axes.flat[0].set_ylabel(ylabel)

@@ -27,7 +27,8 @@
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; FedBN
 # converges faster ('fair-' claims, headline row 20): FedAvg and FedBN each at its own learning
 # rate, tuned as in Fig. 5 / Table 11 (a 20% validation split, [0.02, 0.05, 0.1, 0.2, 0.5], seeds
-# 0-2, the mean over domains); the curves and the other claims stay at the paper's common rate. The
+# 0-2, the mean over domains; a best rate at the grid's edge grows the grid past it at the grid's
+# spacing, by up to 2 rates); the curves and the other claims stay at the paper's common rate. The
 # paper's setup trains on `digit5` read from a local folder, with 5 seeds: `bnfl run fedbn-fig3
 # --profile paper --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and
 # `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: R = 100 rounds x 1 local epoch (the

@@ -30,7 +30,8 @@
 # of a domain is 28 samples, less than one batch of 32: batch 8 and T = 25 epochs (budget); 3 seeds
 # in lock-step (the paper's figure shows single runs); (a) at the largest E ('fair-' claim, headline
 # row 21): FedAvg and FedBN each at its own learning rate, tuned as in Fig. 5 / Table 11 (a 20%
-# validation split, [0.02, 0.05, 0.1, 0.2, 0.5], seeds 0-2, the mean over domains); the panels and
+# validation split, [0.02, 0.05, 0.1, 0.2, 0.5], seeds 0-2, the mean over domains; a best rate at
+# the grid's edge grows the grid past it at the grid's spacing, by up to 2 rates); the panels and
 # the other claims stay at the paper's common rate. The paper's setup trains on `digit5` read from a
 # local folder, with 5 seeds: `bnfl run fedbn-fig4 --profile paper --data-root DIR --device cuda
 # --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it here. Its own

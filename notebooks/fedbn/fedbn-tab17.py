@@ -29,7 +29,8 @@
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; Table 17's
 # comparisons (headline row 22): FedAvg, FedProx and FedBN each at its own learning rate, tuned as
 # in Fig. 5 / Table 11 (a 20% validation split, [0.02, 0.05, 0.1, 0.2, 0.5], seeds 0-2, the mean
-# over domains); the table's first rows and the figure stay at the paper's common rate. The paper's
+# over domains; a best rate at the grid's edge grows the grid past it at the grid's spacing, by up
+# to 2 rates); the table's first rows and the figure stay at the paper's common rate. The paper's
 # setup trains on `digit5` read from a local folder, with 5 seeds: `bnfl run fedbn-tab17 --profile
 # paper --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and
 # `BNFL_FIGURES_DIR=OUT` to show it here. Its own assumptions: R = 100 rounds x 1 local epoch (the

@@ -28,7 +28,8 @@
 # 4-pixel shift moves half the digit out of view and a flip turns one digit into another, and every
 # committed quick number was made without it; the with-momentum non-iid column's claim: FedTAN and
 # FedAvg+GN each at its own learning rate, tuned on a 20% validation split of the training set over
-# [0.02, 0.05, 0.1, 0.2] with seeds 0-2 (the paper states one recipe). The paper's setup trains on
+# [0.02, 0.05, 0.1, 0.2] with seeds 0-2 (a best rate at the grid's edge grows the grid past it at
+# the grid's spacing, by up to 2 rates; the paper states one recipe). The paper's setup trains on
 # `cifar10` read from a local folder, with 5 seeds: `bnfl run fedtan-tab2 --profile paper
 # --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT`
 # to show it here.

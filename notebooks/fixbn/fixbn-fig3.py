@@ -29,7 +29,8 @@
 # 10 clients, Shards = 20 classes per client, 8 epochs = 10 rounds; the Shards FixBN >= GN claim
 # (the headline) also on Q-DIG-2 images + Q-RES, E = 20, 23 rounds: FixBN and FedAvg+GN each at its
 # own learning rate, tuned on a 20% validation split over [0.01, 0.02, 0.05, 0.1, 0.2] with seeds
-# 0-2 (Table 5's grid; the paper states one rate); no data augmentation at quick (train.augment =
+# 0-2 (Table 5's grid; a best rate at the grid's edge grows the grid past it at the grid's spacing,
+# by up to 2 rates; the paper states one rate); no data augmentation at quick (train.augment =
 # 'none'), where the paper profile augments (the authors' CIFAR recipe: random crop with 4 px
 # padding + horizontal flip; ImageNet: flip): the quick data are 8x8 digits or vectors, where a
 # 4-pixel shift moves half the digit out of view and a flip turns one digit into another, and every

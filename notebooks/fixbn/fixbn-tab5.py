@@ -25,7 +25,8 @@
 # whose result is committed in `figures/fixbn-tab5/result.json`. Its deviations from the catalog's
 # recipe: Q-RES on Q-DIG-2, E = 20, 12 epochs = 9 rounds; GN+WN is GN with weight standardisation
 # (WS, Qiao et al. 2019); each layer at its own learning rate, tuned on a 20% validation split of
-# the training set over [0.01, 0.02, 0.05, 0.1, 0.2] with seeds 0-2 (the paper tunes none and states
+# the training set over [0.01, 0.02, 0.05, 0.1, 0.2] with seeds 0-2 (a best rate at the grid's edge
+# grows the grid past it at the grid's spacing, by up to 2 rates; the paper tunes none and states
 # one rate); no data augmentation at quick (train.augment = 'none'), where the paper profile
 # augments (the authors' CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet:
 # flip): the quick data are 8x8 digits or vectors, where a 4-pixel shift moves half the digit out of

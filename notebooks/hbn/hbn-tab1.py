@@ -31,7 +31,8 @@
 # (iid - phi = 0.1, B = 4), 5 seeds, candidates in order: Q-DIG/Q-SCNN +2.89 [+1.02, +4.76] ->
 # Q-DIG/Q-SCNN (conv); fair rates (issue 36): every run compared is tuned on a validation split (20%
 # of the training set) from the grid 0.0025, 0.005, 0.01 at B = 4 (the pilot's 0.005 and a factor of
-# 2 either side), the same for every method, by the mean over the entry's 5 seeds, in the run's own
+# 2 either side; a best rate at the grid's edge grows the grid past it at the grid's spacing, by up
+# to 2 rates), the same for every method, by the mean over the entry's 5 seeds, in the run's own
 # method, options and HBN evaluation at the headline partition, then scaled linearly with B; each
 # method's rates x seeds train as one lock-step stack with a per-row learning rate; chosen rates in
 # the notes; HBN: lambda = 0.0803 (eq. 11 scaled from the paper's 0.01 at T = 500 to T = 60), tested

@@ -31,7 +31,8 @@
 # MNIST-5K/Q-SCNN not run (143.5 s for one seed at B = 2 (5 seeds x 2 settings about 15 min));
 # Q-GAUSS(10)/Q-MLP-BN +2.70 [+1.68, +3.72] -> Q-GAUSS(10)/Q-MLP-BN (MLP); fair rates (issue 36):
 # every run compared is tuned on a validation split (20% of the training set) from the grid 0.0025,
-# 0.005, 0.01 at B = 4 (the pilot's 0.005 and a factor of 2 either side), the same for every method,
+# 0.005, 0.01 at B = 4 (the pilot's 0.005 and a factor of 2 either side; a best rate at the grid's
+# edge grows the grid past it at the grid's spacing, by up to 2 rates), the same for every method,
 # by the mean over the entry's 5 seeds, in the run's own method, options and HBN evaluation at the
 # headline partition, then scaled linearly with B; each method's rates x seeds train as one
 # lock-step stack with a per-row learning rate; chosen rates in the notes; HBN: lambda = 0.1181 (eq.

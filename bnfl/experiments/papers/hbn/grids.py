@@ -112,7 +112,7 @@ def _compute_grid(ctx: Context, config: dict[str, Any], eid: str,
 
 
 def _plot_grid(result: Result, title: str) -> Any:
-    panels = [{"curves": result.series[key], "xlabel": "learning rate", "log_base": 10, "ticks": False, "title": what}
+    panels = [{"curves": result.series[key], "xlabel": "learning rate", "log_base": 10, "title": what}
               for key, what in (("validation", "ours: validation accuracy"), ("paper", "paper: test accuracy"))]
     return line_panels(panels, rows=S.ROWS, ylabel="accuracy (%)", title=title, width=4.6, legend=1)
 
