@@ -34,7 +34,7 @@ from bnfl.experiments.papers.fixbn.setups import (
 )
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import label, spec
-from bnfl.experiments.tuning import EDGE_RULE, TUNE_SEEDS, VALIDATION, tune_rate
+from bnfl.experiments.tuning import EDGE_RULE, TUNE_SEEDS, VALIDATION, Tuned, tune_rate
 from bnfl.plots import color_for, new_figure
 
 
@@ -85,14 +85,14 @@ def _momentum_cell(config: Mapping[str, Any], norm: str, mode: str, e: int) -> d
 
 
 def tuned_runs(ctx: Context, config: Mapping[str, Any]) -> tuple[dict[tuple[str, str, int], list],
-                                                                 dict[tuple[str, str, int], float]]:
+                                                                 dict[tuple[str, str, int], Tuned]]:
     """Runs of every (norm, momentum, E <= 5) cell at its own rate, tuned on a validation split with
-    the same grid, seeds and budget (:func:`bnfl.experiments.tuning.tune_rate`), and the rates."""
+    the same grid, seeds and budget (:func:`bnfl.experiments.tuning.tune_rate`), and the rate choices."""
     cells = [(n, mode, e) for n in F4_NORMS for mode, _ in F4_MODES for e in config["e_grid"] if e <= 5]
     tune = config["tune"]
     rates = {c: tune_rate(ctx, _momentum_cell(config, *c), tune["grid"], seeds=tune["seeds"],
-                          validation=tune["validation"]).rate for c in cells}
-    return {c: train_runs(ctx, spec(_momentum_cell(config, *c), {"train": {"lr": rates[c]}})) for c in cells}, rates
+                          validation=tune["validation"]) for c in cells}
+    return {c: train_runs(ctx, spec(_momentum_cell(config, *c), {"train": {"lr": rates[c].rate}})) for c in cells}, rates
 
 
 def _against_e(es: list[int], lines: list[tuple[str, list[float], str, str]], title: str, *, width: float,
@@ -158,7 +158,7 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                     claims.append(ev.at_least(
                         f"{n}-{mode}-E{e}", f"E = {e}: {label(n)} with {name} momentum >= plain (each at its own "
                         "tuned rate)", finals(tuned[cell]), 0.0, baseline=finals(tuned[plain]),
-                        detail=f"{tm[cell]:.2f} at lr {rates[cell]:g} vs plain {tm[plain]:.2f} at lr {rates[plain]:g}",
+                        detail=f"{tm[cell]:.2f} at lr {rates[cell].rate:g} vs plain {tm[plain]:.2f} at lr {rates[plain].rate:g}",
                         why=("with its rate tuned, plain SGD (momentum restarted every round) takes steps as large "
                              "as maintained momentum's, and within the short quick budget the two reach the "
                              "same accuracy")))
@@ -167,15 +167,15 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                                               finals(runs[cell]), 0.0, baseline=finals(runs[plain]),
                                               detail=f"{m[cell]:.2f} vs plain {m[plain]:.2f}"))
     names = dict(F4_MODES)
-    rows += [{"norm": label(n), "momentum": names[mode], "tuned at E": e, "lr": lr, "test acc (%)": round(tm[(n, mode, e)], 2)}
-             for (n, mode, e), lr in rates.items()]
+    rows += [{"norm": label(n), "momentum": names[mode], "tuned at E": e, "lr": t.rate,
+              "test acc (%)": round(tm[(n, mode, e)], 2), "lr tuning": t.describe()} for (n, mode, e), t in rates.items()]
     order = [m[("fedavg+bn", "reset", e)] - m[("fedavg+gn", "reset", e)] for e in es]
     claims.append(info("bn-vs-gn", "BN - GN (plain) per E: the paper's 'BN > GN' (reported)", float(np.mean(order)),
                        detail=", ".join(f"E={e}: {d:+.2f}" for e, d in zip(es, order, strict=True))))
     series = {f"{label(n)} {name}": [m[(n, mode, e)] for e in es] for n in F4_NORMS for mode, name in F4_MODES}
     return {"rows": rows, "claims": claims, "deviations": list(config.get("deviations", [])),
             "series": {"e": es, "lines": series,
-                       "tuned_rates": {f"{label(n)} {names[mode]} E={e}": lr for (n, mode, e), lr in rates.items()}},
+                       "tuned_rates": {f"{label(n)} {names[mode]} E={e}": t.rate for (n, mode, e), t in rates.items()}},
             "notes": ["The momentum claims compare each variant at its own rate, tuned on a 20% validation split "
                       f"of the training set over {list(config.get('tune', {}).get('grid', []))} with seeds "
                       f"{config.get('tune', {}).get('seeds', [])} (the same grid, seeds and budget for every cell; {EDGE_RULE}); "
