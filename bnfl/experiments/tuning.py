@@ -12,7 +12,8 @@ rates costs little more than one run of them.
 
 A best rate at the grid's edge says only that the best may lie beyond it. The grid then grows
 outward, one rate at a time at the grid's own spacing there (after 0.5 and 1 comes 2), until the best
-is inside it or :data:`EXTEND` rates were added: the same rule for every method of a claim. An added
+is inside it or :data:`EXTEND` rates were added: the same rule for every method of a claim (not in the
+smoke profile, whose two-rate grids only check that an entry runs). An added
 rate trains as a group of its own, so the given grid's runs and scores are the same with or without
 the extension.
 """
@@ -82,7 +83,7 @@ class Tuned:
 
 def tune_rate(ctx: Context, spec: Mapping[str, Any], grid: Sequence[float], *,
               seeds: Sequence[int] = TUNE_SEEDS, validation: float = VALIDATION,
-              score: Callable[[Mapping[str, Any]], float] = final, extend: int = EXTEND) -> Tuned:
+              score: Callable[[Mapping[str, Any]], float] = final, extend: int | None = None) -> Tuned:
     """The learning rate of ``spec`` (a run spec, method included) from ``grid``, chosen on a
     validation split: ``validation`` of the training set held out (:func:`bnfl.data.validation_split`),
     the mean of ``score`` over ``seeds`` (module docstring).
@@ -104,9 +105,10 @@ def tune_rate(ctx: Context, spec: Mapping[str, Any], grid: Sequence[float], *,
         A claim that judges another number tunes on that one, e.g.
         :func:`bnfl.experiments.training.mean_over_clients` (each client on its own domain, FedBN's
         protocol).
-    extend : int, default :data:`EXTEND`
+    extend : int, optional
         At most this many rates added past the edge while the best rate is the grid's smallest or
-        largest (module docstring); 0 keeps the grid as given.
+        largest (module docstring); 0 keeps the grid as given. Default :data:`EXTEND`, and 0 in the
+        smoke profile (a does-it-run check whose grids are two rates, always an edge).
 
     Raises
     ------
@@ -121,6 +123,7 @@ def tune_rate(ctx: Context, spec: Mapping[str, Any], grid: Sequence[float], *,
         raise ValueError(f"tune_rate: validation must be a fraction in (0, 1), got {validation}")
     held = deep_merge(spec, {"data": {"validation": float(validation)}})
     sctx = dataclasses.replace(ctx, seeds=[int(s) for s in seeds])
+    extend = (0 if ctx.profile == "smoke" else EXTEND) if extend is None else extend
     if int(extend) != extend or extend < 0:
         raise ValueError(f"tune_rate: extend must be an integer >= 0, got {extend!r}")
 
