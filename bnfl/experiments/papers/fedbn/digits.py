@@ -26,8 +26,8 @@ from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn import setups as S
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.training import canonical, load_data, mean_over_clients
-from bnfl.experiments.tuning import EDGE_RULE, Tuned, tuned_runs
+from bnfl.experiments.training import canonical, load_data
+from bnfl.experiments.tuning import EDGE_RULE, Tuned
 from bnfl.plots import color_for, new_figure
 
 __all__ = ["SOTA_GRID", "sota_runs", "tuned_sota_runs", "unequal_sizes"]
@@ -79,12 +79,7 @@ def tuned_sota_runs(ctx: Context, config: dict[str, Any],
     """Each method ``keys`` of Fig. 5 / Table 11 at its own tuned rate over the context's seeds, and the
     rates (:data:`SOTA_GRID`, ``config["tune"]``). A method whose tuned rate is the common one reads the
     common-rate runs (the same spec and protocol: the run cache holds them)."""
-    tune = config["tune"]
-    runs, rates = {}, {}
-    for k in keys:
-        rates[k], runs[k] = tuned_runs(ctx, S.spec(config["base"], S.variant(k)), tune, score=mean_over_clients,
-                                       train=lambda c, s: S.fedbn_runs(c, s, unseen=config.get("unseen", ())))
-    return runs, rates
+    return S.tuned_fedbn_runs(ctx, config["base"], keys, config["tune"], unseen=config.get("unseen", ()))
 
 
 def _domains(runs: dict[str, list]) -> list[str]:

@@ -40,12 +40,13 @@ from bnfl.experiments.papers.fedbn.numbers import BATCH, FEDPROX_MU, LR, ROUNDS_
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
 from bnfl.experiments.training import domain_accuracies, mean_over_clients
+from bnfl.experiments.tuning import Tuned, tuned_runs
 from bnfl.methods import get
 from bnfl.plots import color_for
 
 __all__ = [
     "ROWS", "STYLES", "P_DIGITS", "Q_DIGITS", "Q_DOMAINS", "SEEDS", "SMOKE", "SWEEP_SEEDS", "fedbn_run", "fedbn_runs",
-    "label", "local_epochs", "profiles", "seed_means", "spec", "variant",
+    "label", "local_epochs", "profiles", "seed_means", "spec", "tuned_fedbn_runs", "variant",
 ]
 
 #: The four methods of Fig. 5 / Tables 1, 11 (paper row name -> bnfl method id). SingleSet trains
@@ -152,3 +153,15 @@ def fedbn_runs(ctx: Context, spec: Mapping[str, Any], *, unseen: Sequence[str] =
     """:func:`fedbn_run` once per seed of ``ctx.seeds`` (the seed sets init, batches and partition),
     the seeds in lock-step on the batched engine (:func:`bnfl.experiments.training.train_seeds`)."""
     return training.train_seeds(ctx, spec, observers=[FedBNProtocol(unseen, curve=curve, data=spec["data"], data_root=ctx.data_root)])
+
+
+def tuned_fedbn_runs(ctx: Context, base: Mapping[str, Any], keys: Sequence[str], tune: Mapping[str, Any], *,
+                     unseen: Sequence[str] = (), curve: bool = True) -> tuple[dict[str, list], dict[str, Tuned]]:
+    """Each row ``keys`` (:data:`ROWS`) on ``base`` at its own rate, tuned from the entry's ``tune`` table
+    and scored as FedBN's claims judge (:func:`~bnfl.experiments.training.mean_over_clients`, each client on
+    its own domain), then trained by :func:`fedbn_runs` over the context's seeds: the runs and the rates."""
+    runs, rates = {}, {}
+    for k in keys:
+        rates[k], runs[k] = tuned_runs(ctx, spec(base, variant(k)), tune, score=mean_over_clients,
+                                       train=lambda c, s: fedbn_runs(c, s, unseen=unseen, curve=curve))
+    return runs, rates

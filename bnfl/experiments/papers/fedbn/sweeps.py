@@ -23,24 +23,22 @@ from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn import setups as S
 from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, SOTA_GRID
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.training import load_data, mean_over_clients
-from bnfl.experiments.tuning import EDGE_RULE, tuned_runs
+from bnfl.experiments.training import load_data
+from bnfl.experiments.tuning import EDGE_RULE
 from bnfl.plots import color_for, new_figure
 
 _FRACTIONS = (1.0, 0.6, 0.4, 0.2, 0.1)
 _SHARDS = (1, 2, 4, 6, 8, 10)
 _FIG4_QUICK = {**_QUICK, "E": list(N.E_GRID), "fractions": list(_FRACTIONS), "shards": 10, "n": list(_SHARDS),
-               "c_epochs": 25, "c_batch": 8,
+               "c_epochs": 25, "c_batch": 8, "tune": {"grid": list(SOTA_GRID)},
                "deviations": _QUICK["deviations"] + [
                    "(c): a tenth of a domain is 28 samples, less than one batch of 32: batch 8 and T = 25 epochs "
-                   "(budget)", "3 seeds in lock-step (the paper's figure shows single runs)"]}
+                   "(budget)", "3 seeds in lock-step (the paper's figure shows single runs)",
+                   "(a) at the largest E ('fair-' claim, headline row 21): FedAvg and FedBN each at its own learning "
+                   f"rate, tuned as in Fig. 5 / Table 11 (a 20% validation split, {list(SOTA_GRID)}, seeds 0-2, the mean "
+                   f"over domains; {EDGE_RULE}); the panels and the other claims stay at the paper's common rate"]}
 _FIG4_PAPER = {**_PAPER, "E": list(N.E_GRID), "fractions": [f / 100 for f in N.TABLE14_FRACTIONS], "shards": 10,
                "n": list(N.HETEROGENEITY_CLIENTS), "c_epochs": N.ROUNDS_CODE, "c_batch": N.BATCH}
-_FIG4_QUICK["tune"] = {"grid": list(SOTA_GRID)}
-_FIG4_QUICK["deviations"] = _FIG4_QUICK["deviations"] + [
-    f"(a) at the largest E ('fair-' claim, headline row 21): FedAvg and FedBN each at its own learning rate, tuned as "
-    f"in Fig. 5 / Table 11 (a 20% validation split, {list(SOTA_GRID)}, seeds 0-2, the mean over domains; {EDGE_RULE}); the "
-    "panels and the other claims stay at the paper's common rate"]
 _FIG4 = S.profiles(_FIG4_QUICK, _FIG4_PAPER,
                    smoke={**_SMOKE, "E": [1, 2], "fractions": [1.0, 0.5], "n": [1, 2], "c_epochs": 2,
                           "tune": {"grid": [0.01, 0.05], "seeds": [0]}})
@@ -137,11 +135,8 @@ def _fair_largest_e(ctx: Context, config: dict[str, Any], seeds: list[int], n_me
     """(a)'s claim at the largest E with FedAvg and FedBN each at its own tuned rate (as Table 11's)."""
     e = max(int(x) for x in config["E"])
     base = S.spec(config["base"], S.local_epochs(e, int(config["epochs"])))
-    rates, means = {}, {}
-    for k in ("FedAvg", "FedBN"):
-        rates[k], runs = tuned_runs(ctx, S.spec(base, S.variant(k)), config["tune"], score=mean_over_clients,
-                                    train=lambda c, sp: S.fedbn_runs(c, sp, curve=True))
-        means[k] = S.seed_means(runs)
+    runs, rates = S.tuned_fedbn_runs(ctx, base, ("FedAvg", "FedBN"), config["tune"])
+    means = {k: S.seed_means(r) for k, r in runs.items()}
     return per_seed_claim(f"fair-a-E{e}", f"(a) E = {e}: FedBN >= FedAvg, each at its own tuned rate", means["FedBN"],
                           0.0, baseline=means["FedAvg"], seeds=seeds, n_test=n_mean,
                           detail="; ".join(f"{k} {np.mean(v):.2f} at {rates[k].describe()}" for k, v in means.items()))
@@ -383,10 +378,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                          "mean": round(means[k], 2)})
         judged, j_means, lr = runs, means, {}
         if tune:  # the comparisons: each method at its own rate (as Fig. 5 / Table 11's headline claim)
-            judged, rates = {}, {}
-            for k in S.ROWS:
-                rates[k], judged[k] = tuned_runs(ctx, S.spec(base, S.variant(k)), tune, score=mean_over_clients,
-                                                 train=lambda c, sp: S.fedbn_runs(c, sp, curve=False))
+            judged, rates = S.tuned_fedbn_runs(ctx, base, tuple(S.ROWS), tune, curve=False)
             j_means = {k: float(np.mean(S.per_domain_stats(r)[0])) for k, r in judged.items()}
             lr = {k: f" (lr {t.rate:g})" for k, t in rates.items()}
             rows += [{"group": g, "method": f"{k} (tuned lr {rates[k].rate:g})", "mean": round(j_means[k], 2)}
