@@ -51,8 +51,8 @@ def _child(d: str) -> None:
     import warnings
 
     warnings.showwarning = lambda *a, **k: None  # "--resume: no checkpoint" when killed before the first one
-    # a child that hangs (one did, once, in the first drafts of this test) leaves its stack and exits, instead of stalling the test
-    faulthandler.dump_traceback_later(120, exit=True, file=open(f"{d}.stack", "w"))  # noqa: SIM115 - kept until exit
+    # a child that hangs leaves its stack after 30 s and exits (code 1), which the test reports with that stack
+    faulthandler.dump_traceback_later(30, exit=True, file=open(f"{d}.stack", "w"))  # noqa: SIM115 - kept until exit
     try:
         _sim(Path(d)).run(resume=True)
     except BaseException as err:  # noqa: BLE001 - report, do not print a traceback into the test's output
@@ -96,9 +96,10 @@ def test_a_run_killed_at_random_moments_resumes_by_itself(tmp_path):
                 os.kill(p.pid, signal.SIGKILL)
                 kills += 1
         p.join(40)
-        if p.exitcode is None:
+        if p.exitcode is None:  # a hang, not a slow run (one takes well under a second): fail and say so
             p.kill()
             p.join()
+            raise AssertionError(f"a resumed run in {d.name} hung for 40 s after {kills} kills")
         why = [f.read_text() for f in (d / "FAILED", Path(f"{d}.stack")) if f.is_file()]
         assert p.exitcode in (0, -signal.SIGKILL), (p.exitcode, why)
         names = {f.name for f in d.iterdir()} if d.is_dir() else set()
@@ -118,3 +119,49 @@ def test_a_run_killed_at_random_moments_resumes_by_itself(tmp_path):
     assert kills >= 50 and len(finished) >= 2
     print(f"{kills} kills over {len(finished)} runs resumed to the reference in {time.perf_counter() - start:.1f} s "
           f"(one run: {duration * 1e3:.0f} ms)")
+
+
+_SIBLING = """
+import multiprocessing as mp, os, signal, sys, time
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from tqdm.auto import tqdm
+import test_kill_resume as t
+
+lock = tqdm.get_lock()  # what any tqdm takes, a disabled one too; its multiprocessing half is shared with forks
+ctx = mp.get_context("fork")
+held = ctx.Event()
+
+def hold():
+    lock.acquire()
+    held.set()
+    time.sleep(60)
+
+a = ctx.Process(target=hold)
+a.start()
+assert held.wait(30)
+os.kill(a.pid, signal.SIGKILL)  # killed while it holds the lock: nothing ever releases it
+a.join()
+b = ctx.Process(target=t._child, args=({run!r},))
+b.start()
+b.join(30)
+if b.exitcode is None:
+    b.kill()
+print("exit", b.exitcode)
+"""
+
+
+def test_a_forked_run_finishes_after_a_sibling_was_killed_holding_tqdms_lock(tmp_path):
+    """The kills above once stalled a run for good (one CI run in about three): a run killed inside
+    tqdm's lock (taken by every tqdm, a disabled bar too) left that lock, shared with every process
+    forked from the same parent, held forever. A run with ``progress=False`` builds no bar and takes
+    no lock. Before the change (bnfl at adbd03e) the second run hangs and this prints ``exit None``.
+    Run in a fresh interpreter: the broken lock must not reach the other tests' progress bars."""
+    import subprocess
+    import sys
+
+    script = _SIBLING.format(tests=str(Path(__file__).parent), run=str(tmp_path / "run"))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "exit 0", out.stdout + out.stderr[-2000:]

@@ -357,13 +357,17 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         loaded = self._start(resume=resume, overwrite=overwrite)
         if not loaded and self.round == 0:
             torch.manual_seed(cfg.seed)
-        from tqdm.auto import (
-            tqdm,  # probes for a notebook's widgets: loaded when a run starts, not with bnfl
-        )
-
         last = cfg.rounds if stop_after is None else min(cfg.rounds, stop_after)
-        bar = tqdm(range(self.round + 1, last + 1), desc=self.algorithm.name, disable=not cfg.progress, leave=False)
-        for r in bar:
+        rounds = range(self.round + 1, last + 1)
+        bar = None
+        if cfg.progress:
+            # Only a shown bar is built: any tqdm, a disabled one too, takes tqdm's lock, which is shared
+            # with forked processes, and starts its monitor thread. A forked run killed while it held that
+            # lock (a worker stopped with kill -9) would hang every later run forked from the same parent.
+            from tqdm.auto import tqdm  # probes for a notebook's widgets: loaded when a run starts, not with bnfl
+
+            bar = tqdm(rounds, desc=self.algorithm.name, leave=False)
+        for r in rounds if bar is None else bar:
             t0 = time.perf_counter()
             row = self._train_round(r)
             for hook in self.round_hooks:
@@ -375,7 +379,7 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
             row["wall_time"] = (self.history.rows[-1]["wall_time"] if self.history.rows else 0.0) + row["round_time"]
             self.history.rows.append(row)
             self._check_max_loss(row)
-            if "test_acc" in row:
+            if bar is not None and "test_acc" in row:
                 bar.set_postfix(loss=f"{row['train_loss']:.3f}", acc=f"{row['test_acc']:.3f}")
             if cfg.checkpoint_dir:
                 self.save_checkpoint(cfg.checkpoint_dir)
