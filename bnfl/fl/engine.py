@@ -364,7 +364,8 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
             # Only a shown bar is built: any tqdm, a disabled one too, takes tqdm's lock, which is shared
             # with forked processes, and starts its monitor thread. A forked run killed while it held that
             # lock (a worker stopped with kill -9) would hang every later run forked from the same parent.
-            from tqdm.auto import tqdm  # probes for a notebook's widgets: loaded when a run starts, not with bnfl
+            # tqdm.auto probes for a notebook's widgets: loaded when a run starts, not with bnfl.
+            from tqdm.auto import tqdm
 
             bar = tqdm(rounds, desc=self.algorithm.name, leave=False)
         for r in rounds if bar is None else bar:
