@@ -91,6 +91,8 @@ def test_a_best_rate_at_the_grid_edge_grows_the_grid_past_it_at_its_spacing(monk
     assert calls == [[0.25, 0.5, 1.0], [2.0]] and t.rate == 1.0 and not t.at_edge and t.scores[2.0] == -math.inf
     calls.clear()
     assert tuning.tune_rate(ctx, SPEC, [0.25, 0.5, 1.0], seeds=(0,), extend=0).added == () and len(calls) == 1
+    # the rule does not read the profile: a smoke table keeps its grid by saying so (tuning.SMOKE_TUNE)
+    assert tuning.tune_rate(core.Context(profile="smoke"), SPEC, [0.25, 0.5, 1.0], seeds=(0,)).added == (2.0,)
     with pytest.raises(ValueError, match="extend"):
         tuning.tune_rate(ctx, SPEC, [0.25, 0.5], extend=-1)
 

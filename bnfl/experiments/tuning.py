@@ -12,9 +12,9 @@ rates costs little more than one run of them.
 
 A best rate at the grid's edge says only that the best may lie beyond it. The grid then grows
 outward, one rate at a time at the grid's own spacing there (after 0.5 and 1 comes 2), until the best
-is inside it or :data:`EXTEND` rates were added: the same rule for every method of a claim (not in the
-smoke profile, whose two-rate grids only check that an entry runs). An added
-rate trains as a group of its own, so the given grid's runs and scores are the same with or without
+is inside it or :data:`EXTEND` rates were added: the same rule for every method of a claim. A smoke
+profile's table says ``"extend": 0`` (:data:`SMOKE_TUNE`): its two-rate grids only check that an entry
+runs, and a two-rate grid's best is always an edge. An added rate trains as a group of its own, so the given grid's runs and scores are the same with or without
 the extension.
 """
 
@@ -32,7 +32,7 @@ from bnfl.experiments.core import Context, deep_merge
 from bnfl.experiments.curves import train_runs
 from bnfl.experiments.training import final, train_grid
 
-__all__ = ["EDGE_RULE", "EXTEND", "TUNE_SEEDS", "VALIDATION", "Tuned", "tune_rate", "tuned_runs"]
+__all__ = ["EDGE_RULE", "EXTEND", "SMOKE_TUNE", "TUNE_SEEDS", "VALIDATION", "Tuned", "tune_rate", "tuned_runs"]
 
 #: Seeds of a rate choice (trained in lock-step with the grid's rates).
 TUNE_SEEDS = (0, 1, 2)
@@ -42,6 +42,8 @@ VALIDATION = 0.2
 EXTEND = 2
 #: The extension in words, for an entry's notes.
 EDGE_RULE = f"a best rate at the grid's edge grows the grid past it at the grid's spacing, by up to {EXTEND} rates"
+#: What a smoke profile's ``tune`` table adds to its two-rate grid: one seed, the grid kept as given.
+SMOKE_TUNE = {"seeds": [0], "extend": 0}
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class Tuned:
 
 def tune_rate(ctx: Context, spec: Mapping[str, Any], grid: Sequence[float], *,
               seeds: Sequence[int] = TUNE_SEEDS, validation: float = VALIDATION,
-              score: Callable[[Mapping[str, Any]], float] = final, extend: int | None = None) -> Tuned:
+              score: Callable[[Mapping[str, Any]], float] = final, extend: int = EXTEND) -> Tuned:
     """The learning rate of ``spec`` (a run spec, method included) from ``grid``, chosen on a
     validation split: ``validation`` of the training set held out (:func:`bnfl.data.validation_split`),
     the mean of ``score`` over ``seeds`` (module docstring).
@@ -105,10 +107,9 @@ def tune_rate(ctx: Context, spec: Mapping[str, Any], grid: Sequence[float], *,
         A claim that judges another number tunes on that one, e.g.
         :func:`bnfl.experiments.training.mean_over_clients` (each client on its own domain, FedBN's
         protocol).
-    extend : int, optional
+    extend : int, default :data:`EXTEND`
         At most this many rates added past the edge while the best rate is the grid's smallest or
-        largest (module docstring); 0 keeps the grid as given. Default :data:`EXTEND`, and 0 in the
-        smoke profile (a does-it-run check whose grids are two rates, always an edge).
+        largest (module docstring); 0 keeps the grid as given (the smoke profiles, :data:`SMOKE_TUNE`).
 
     Raises
     ------
@@ -123,7 +124,6 @@ def tune_rate(ctx: Context, spec: Mapping[str, Any], grid: Sequence[float], *,
         raise ValueError(f"tune_rate: validation must be a fraction in (0, 1), got {validation}")
     held = deep_merge(spec, {"data": {"validation": float(validation)}})
     sctx = dataclasses.replace(ctx, seeds=[int(s) for s in seeds])
-    extend = (0 if ctx.profile == "smoke" else EXTEND) if extend is None else extend
     if int(extend) != extend or extend < 0:
         raise ValueError(f"tune_rate: extend must be an integer >= 0, got {extend!r}")
 

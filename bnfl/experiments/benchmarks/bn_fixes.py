@@ -47,7 +47,7 @@ from bnfl.experiments.core import Context, Result, deep_merge
 from bnfl.experiments.curves import train_runs
 from bnfl.experiments.interval_claims import interval_claim
 from bnfl.experiments.registry import entry, plotter
-from bnfl.experiments.tuning import EDGE_RULE, tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, SMOKE_TUNE, tuned_runs
 from bnfl.fl.algorithms import FixBN
 from bnfl.intervals import estimate
 from bnfl.methods import METHODS as ALL
@@ -68,7 +68,7 @@ GRID: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 _QUICK: dict[str, Any] = {"settings": {s: CHOSEN.get(s, "") for s in SETTINGS}, "tune": {"grid": list(GRID)},
                           "deviations": []}
-_SMOKE_CFG: dict[str, Any] = {**_QUICK, "override": _SMOKE, "tune": {"grid": [0.05, 0.2], "seeds": [0]},
+_SMOKE_CFG: dict[str, Any] = {**_QUICK, "override": _SMOKE, "tune": {"grid": [0.05, 0.2], **SMOKE_TUNE},
                               "deviations": ["smoke profile: 2 rounds of 2 local steps, 2 seeds: checks the "
                                              "machinery, not the comparison"]}
 _PAPER: dict[str, Any] = {"settings": _QUICK["settings"],

@@ -27,7 +27,7 @@ from bnfl.experiments.papers.fedbn import setups as S
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.training import canonical, load_data
-from bnfl.experiments.tuning import EDGE_RULE, Tuned
+from bnfl.experiments.tuning import EDGE_RULE, SMOKE_TUNE, Tuned
 from bnfl.plots import color_for, new_figure
 
 __all__ = ["SOTA_GRID", "sota_runs", "tuned_sota_runs", "unequal_sizes"]
@@ -59,14 +59,14 @@ _FIG3 = S.profiles(_QUICK | {"tune": {"grid": list(SOTA_GRID)}, "deviations": [B
     "FedBN converges faster ('fair-' claims, headline row 20): FedAvg and FedBN each at its own learning rate, tuned "
     f"as in Fig. 5 / Table 11 (a 20% validation split, {list(SOTA_GRID)}, seeds 0-2, the mean over domains; {EDGE_RULE}); the "
     "curves and the other claims stay at the paper's common rate")]}, _PAPER,
-    smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], "seeds": [0]}})
+    smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], **SMOKE_TUNE}})
 _T17 = S.profiles(_QUICK | {"tune": {"grid": list(SOTA_GRID)}, "deviations": [BUDGET, (
     "Table 17's comparisons (headline row 22): FedAvg, FedProx and FedBN each at its own learning rate, tuned as in "
     f"Fig. 5 / Table 11 (a 20% validation split, {list(SOTA_GRID)}, seeds 0-2, the mean over domains; {EDGE_RULE}); the table's "
     "first rows and the figure stay at the paper's common rate")]}, _PAPER | {"unseen": ["morpho:global", "morpho:local"]},
-    smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], "seeds": [0]}})
+    smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], **SMOKE_TUNE}})
 _SOTA_TUNED = S.profiles(_QUICK | {"tune": {"grid": list(SOTA_GRID)}, "deviations": [BUDGET, _TUNE_NOTE]}, _PAPER,
-                         smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], "seeds": [0]}})
+                         smoke=_SMOKE | {"tune": {"grid": [0.01, 0.05], **SMOKE_TUNE}})
 
 
 def sota_runs(ctx: Context, config: dict[str, Any], keys: tuple[str, ...] = tuple(S.ROWS)) -> dict[str, list]:

@@ -24,7 +24,7 @@ from bnfl.experiments.papers.fedbn import setups as S
 from bnfl.experiments.papers.fedbn.digits import _PAPER, _QUICK, _SMOKE, SOTA_GRID
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.training import load_data
-from bnfl.experiments.tuning import EDGE_RULE
+from bnfl.experiments.tuning import EDGE_RULE, SMOKE_TUNE
 from bnfl.plots import color_for, new_figure
 
 _FRACTIONS = (1.0, 0.6, 0.4, 0.2, 0.1)
@@ -41,7 +41,7 @@ _FIG4_PAPER = {**_PAPER, "E": list(N.E_GRID), "fractions": [f / 100 for f in N.T
                "n": list(N.HETEROGENEITY_CLIENTS), "c_epochs": N.ROUNDS_CODE, "c_batch": N.BATCH}
 _FIG4 = S.profiles(_FIG4_QUICK, _FIG4_PAPER,
                    smoke={**_SMOKE, "E": [1, 2], "fractions": [1.0, 0.5], "n": [1, 2], "c_epochs": 2,
-                          "tune": {"grid": [0.01, 0.05], "seeds": [0]}})
+                          "tune": {"grid": [0.01, 0.05], **SMOKE_TUNE}})
 
 
 def _fraction_data(base: dict[str, Any], f: float) -> dict[str, Any]:
@@ -359,7 +359,7 @@ _T1_DEV = ["Office proxy: Q-DOM with 4 domains, 62 training samples each; Domain
                            "then the first 62 (Office) / 105 (DomainNet) training images of each client (App. D.3); "
                            "DomainNet: the release's top-10 classes"]},
                        smoke={"groups": {g: {"rounds": 2, "train": {"eval_every": 2}} for g in _GROUP_QUICK},
-                              "tune": {"grid": [0.01, 0.05], "seeds": [0]}}),
+                              "tune": {"grid": [0.01, 0.05], **SMOKE_TUNE}}),
 )
 def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows, claims, series, chosen = [], [], {}, []

@@ -24,7 +24,7 @@ from bnfl.experiments.papers.fedtan.setups import IID, NONIID, REFERENCE_MOMENTU
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import beside_printed, config_deviations, method_row, spec
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.tuning import EDGE_RULE, tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, SMOKE_TUNE, tuned_runs
 from bnfl.fl.accounting import comm_volume
 from bnfl.nn import bn_modules
 
@@ -49,7 +49,7 @@ _GN_CONFIGS = setups.profiles(
 #: is not the paper's layer.
 _MOVED = ("with mom.", "non-iid")
 TAB2_GRID = (0.02, 0.05, 0.1, 0.2)
-_TAB2_CONFIGS = {p: {**c, "tune": {"grid": list(TAB2_GRID)} if p == "quick" else {"grid": [0.05, 0.2], "seeds": [0]}}
+_TAB2_CONFIGS = {p: {**c, "tune": {"grid": list(TAB2_GRID)} if p == "quick" else {"grid": [0.05, 0.2], **SMOKE_TUNE}}
                  if p in ("quick", "smoke") else dict(c) for p, c in _GN_CONFIGS.items()}
 _TAB2_CONFIGS["quick"]["deviations"] = [
     *_GN_CONFIGS["quick"]["deviations"],

@@ -22,7 +22,7 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import beside_printed, config_deviations, method_row, spec, with_init
 from bnfl.experiments.setups import label as method_label
-from bnfl.experiments.tuning import EDGE_RULE, TUNE_SEEDS, Tuned, tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, SMOKE_TUNE, TUNE_SEEDS, Tuned, tuned_runs
 from bnfl.plots import color_for, new_figure
 
 #: Why FedBN may stay above FedAvg+BN on the digits proxy (the paper: 19.46% vs 45.90% on CIFAR-10).
@@ -183,7 +183,7 @@ def _ordering_claims(ev: Seeds, runs: Mapping[tuple[str, str], list], setting: s
 #: split with the same seeds and budget: the common recipe's 0.1 (0.05 with momentum) inside it.
 #: Widened once: with 0.02-0.5, seven of the eight chosen rates were an edge (0.5, or FedBN's 0.02).
 FAIR_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
-_FAIR_SMOKE = {"tune": {"grid": [0.05, 0.2], "seeds": [0]}}
+_FAIR_SMOKE = {"tune": {"grid": [0.05, 0.2], **SMOKE_TUNE}}
 _PARTS = {"iid": IID, "non-iid": NONIID}
 
 

@@ -34,7 +34,15 @@ from bnfl.experiments.papers.fixbn.setups import (
 )
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import label, spec
-from bnfl.experiments.tuning import EDGE_RULE, TUNE_SEEDS, VALIDATION, Tuned, tune_rate
+from bnfl.experiments.tuning import (
+    EDGE_RULE,
+    EXTEND,
+    SMOKE_TUNE,
+    TUNE_SEEDS,
+    VALIDATION,
+    Tuned,
+    tune_rate,
+)
 from bnfl.plots import color_for, new_figure
 
 
@@ -76,7 +84,7 @@ _F4_PAPER = {"base": spec(P_C10, DECAY), "partition": SHARDS, "e_grid": list(E_G
              "deviations": ["fixed 128 epochs = 64,000 local steps per client (B = 20, |D_m| = 10,000); E = 2500 "
                             "gives 25.6 rounds, run as 26 (CATALOG §5.6)"]}
 _F4_SMOKE = {"e_grid": [1, 2], "steps": 2, "base": {"train": {"batch_size": 8}},
-             "tune": {"seeds": [0], "grid": [0.02, 0.2]}}
+             "tune": {"grid": [0.02, 0.2], **SMOKE_TUNE}}
 
 
 def _momentum_cell(config: Mapping[str, Any], norm: str, mode: str, e: int) -> dict[str, Any]:
@@ -91,7 +99,7 @@ def tuned_runs(ctx: Context, config: Mapping[str, Any]) -> tuple[dict[tuple[str,
     cells = [(n, mode, e) for n in F4_NORMS for mode, _ in F4_MODES for e in config["e_grid"] if e <= 5]
     tune = config["tune"]
     rates = {c: tune_rate(ctx, _momentum_cell(config, *c), tune["grid"], seeds=tune["seeds"],
-                          validation=tune["validation"]) for c in cells}
+                          validation=tune["validation"], extend=tune.get("extend", EXTEND)) for c in cells}
     return {c: train_runs(ctx, spec(_momentum_cell(config, *c), {"train": {"lr": rates[c].rate}})) for c in cells}, rates
 
 

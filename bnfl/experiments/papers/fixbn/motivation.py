@@ -41,7 +41,7 @@ from bnfl.experiments.papers.fixbn.setups import (
 from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import label
-from bnfl.experiments.tuning import EDGE_RULE, tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, SMOKE_TUNE, tuned_runs
 from bnfl.plots import color_for, new_figure
 
 # -- the E = 1 setting (Fig. 1, Table 1, Fig. 2a-b) ---------------------------------------------
@@ -75,7 +75,7 @@ FIG1_CONFIGS = {**E1_CONFIGS, "quick": {**E1_CONFIGS["quick"], "star_tune": {"gr
                                                        "20% validation split of the training set over "
                                                        f"{list(E1_STAR_GRID)} with seeds 0-2 ({EDGE_RULE}; the paper "
                                                        "states one rate)"]},
-                "smoke": {**E1_CONFIGS["smoke"], "star_tune": {"grid": [0.05, 0.1], "seeds": [0]}}}
+                "smoke": {**E1_CONFIGS["smoke"], "star_tune": {"grid": [0.05, 0.1], **SMOKE_TUNE}}}
 
 #: The E = 1 methods: centralized and FL with BN and GN, FixBN, FixBN* (local momentum), decoupled.
 E1_KEYS = ("centralized", "centralized+gn", "fedavg+bn", "fedavg+gn", "fixbn", "fixbn-local", "decoupled-bn")

@@ -44,7 +44,7 @@ from bnfl.experiments.printed import parse_mean_std
 from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import label, spec
 from bnfl.experiments.training import mean_std
-from bnfl.experiments.tuning import EDGE_RULE, tuned_runs
+from bnfl.experiments.tuning import EDGE_RULE, SMOKE_TUNE, tuned_runs
 from bnfl.plots import new_figure
 
 NORMS = ("fedavg+bn", "fedavg+gn", "fixbn")
@@ -88,7 +88,7 @@ _F3_PAPER = {"settings": {
     "Tiny-ImageNet / ResNet-18": spec(P_TINY, DECAY, {"rounds": round(rounds_for_epochs(128, 100_000, 20, 100, 10)),
                                                       "train": {"local_steps": 100, "eval_every": 32}})},
     "tiny_shards_k": 40}
-_F3_SMOKE = {"conv": {"base": _SMOKE_RUN, "grid": [0.02, 0.1], "seeds": [0]},
+_F3_SMOKE = {"conv": {"base": _SMOKE_RUN, "grid": [0.02, 0.1], **SMOKE_TUNE},
              "settings": {"Q-DIG / Q-MLP-BN": _SMOKE_RUN,
                           "Tiny analogue: Q-GAUSS(100) / Q-MLP-BN": {"rounds": 1, "data": {"n_train": 1000},
                                                                     "train": {"local_steps": 2, "batch_size": 8,
@@ -438,7 +438,7 @@ _T5_QUICK = {"base": spec(Q_RES, DECAY, {"partition": SHARDS, "rounds": _Q5_ROUN
                             f"set over {list(T5_GRID)} with seeds 0-2 ({EDGE_RULE}; the paper tunes none and states one rate)"]}
 _T5_PAPER = {"base": spec(P_C10, DECAY, {"partition": SHARDS}, _C10_BUDGET),
              "fixup_model": "resnet20_fixup", "deviations": ["GN+WN run as GN with weight standardisation (WS)"]}
-_T5_SMOKE = {"base": _SMOKE_RUN, "tune": {"grid": [0.02, 0.1], "seeds": [0]}}
+_T5_SMOKE = {"base": _SMOKE_RUN, "tune": {"grid": [0.02, 0.1], **SMOKE_TUNE}}
 
 
 @entry(

@@ -39,7 +39,7 @@ from bnfl.experiments.papers.hbn import numbers as N
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import profile_set, seeds, smoke_on_bases, spec
 from bnfl.experiments.training import final, mean_std
-from bnfl.experiments.tuning import Tuned, tune_rate
+from bnfl.experiments.tuning import EXTEND, SMOKE_TUNE, Tuned, tune_rate
 from bnfl.methods import get
 
 __all__ = [
@@ -263,7 +263,8 @@ def fair_tuned(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, A
     protocol's partition and batch size. The rates x seeds train as one lock-step stack (a per-row
     learning rate; each row equals its own lock-step run) and are cached like every run."""
     held = spec(run_spec, dirichlet(float(lr_cfg["phi"])), {"train": {"batch_size": int(lr_cfg["batch"])}})
-    return tune_rate(ctx, held, lr_cfg["grid"], seeds=lr_cfg["seeds"], validation=float(lr_cfg["validation"]))
+    return tune_rate(ctx, held, lr_cfg["grid"], seeds=lr_cfg["seeds"], validation=float(lr_cfg["validation"]),
+                     extend=int(lr_cfg.get("extend", EXTEND)))
 
 
 def fair_rate(ctx: Context, lr_cfg: Mapping[str, Any], run_spec: Mapping[str, Any]) -> float:
@@ -415,8 +416,8 @@ def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
     ``smoke``."""
     sm = smoke_on_bases(quick, SMOKE)
     for k in [k for k in sm if k.startswith("lr")]:
-        if isinstance(sm[k], Mapping) and sm[k].get("mode") == "fair":  # regime.fair: 2 rates, 1 seed
-            sm[k] = {**sm[k], "grid": sm[k]["grid"][:2], "seeds": sm[k]["seeds"][:1]}
+        if isinstance(sm[k], Mapping) and sm[k].get("mode") == "fair":  # regime.fair: 2 rates kept as given, 1 seed
+            sm[k] = {**sm[k], "grid": sm[k]["grid"][:2], **SMOKE_TUNE}
         if isinstance(sm[k], Mapping) and sm[k].get("mode") == "select":
             sm[k] = {**sm[k], "base": deep_merge(sm[k]["base"], SMOKE),
                      "grid": {m: v[:2] for m, v in sm[k]["grid"].items()}}
