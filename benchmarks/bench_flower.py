@@ -39,8 +39,8 @@ def per_round(rows: list[dict]) -> tuple[float, float]:
 
 
 def main() -> None:
-    from bnfl.fl.config import setup_from_config
     from bnfl.fl.flower import run_flower
+    from bnfl.train.config import setup_from_config
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=10)

@@ -157,7 +157,7 @@ def train_process_seconds(rounds: int) -> float:
 
 def startup_seconds() -> float:
     """bnfl's start-up: a process that imports the CLI and ``bnfl.fl``."""
-    return _process_seconds(["-c", "import bnfl.cli, bnfl.fl, bnfl.fl.config"])
+    return _process_seconds(["-c", "import bnfl.cli, bnfl.fl, bnfl.train.config"])
 
 
 def main() -> None:

@@ -15,6 +15,8 @@ Why each sits where it does:
 * the engine layer holds :mod:`bnfl.fl` with the method table it runs (:mod:`bnfl.methods`), the
   public plotting module that colours a method as the table says (:mod:`bnfl.plots`) and the run
   folders it writes and reads back (:mod:`bnfl.runs`);
+* the run layer (:mod:`bnfl.train`: configs, the builder, accounting by method id, cross-silo,
+  ``bnfl train``) stands on the engine and the method table, and reads run folders back;
 * the theory package draws methods in their colours, so it stands on the engine layer;
 * the diagnosis tool and the demo sit on the engine, below the experiments: ``bnfl diagnose`` needs
   no reproduction toolkit; the live diagnosis widgets (:mod:`bnfl.diagnosis.interactive`) draw the
@@ -36,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bnfl.nn",),
     ("bnfl.models", "bnfl.data", "bnfl.compat", "bnfl.testing"),
     ("bnfl.fl", "bnfl.methods", "bnfl.plots", "bnfl.runs", "bnfl._run_groups"),
+    ("bnfl.train",),
     ("bnfl.theory",),
     ("bnfl.diagnosis",),
     ("bnfl.demo",),

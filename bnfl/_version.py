@@ -1,6 +1,6 @@
 """Which bnfl is running: the release (``__version__``) and the git commit of the checkout it is
 imported from. The lowest layer (standard library only), so that a run's provenance
-(:mod:`bnfl.fl._provenance`) and a figure's (:func:`bnfl.plots.save_figure`) can both name it
+(:mod:`bnfl.train._provenance`) and a figure's (:func:`bnfl.plots.save_figure`) can both name it
 without importing the package ``bnfl`` or :mod:`bnfl.plots` from below."""
 
 from __future__ import annotations

@@ -22,12 +22,12 @@ from bnfl._version import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "bnfl.demo",
     "bnfl.diagnosis.cli",
-    "bnfl.fl.config",
+    "bnfl.train.config",
     "bnfl.experiments.cli",
     "bnfl.experiments.compare",
-    "bnfl.fl._flwr_cli",
+    "bnfl.train._flwr_cli",
     "bnfl.runs_cli",
-    "bnfl.fl.evaluate_run",
+    "bnfl.train.evaluate_run",
 )
 
 

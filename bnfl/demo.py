@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from bnfl import stats
 from bnfl.data import digits, partition
 from bnfl.diagnosis import measure
+from bnfl.diagnosis._model import build_model  # the demo's model, shared with the live widgets
 
 #: How each ``aggregate`` mode is called in the papers.
 MODE_NAMES = {"fedtan": "FedTAN (Alg. 2+3)", "stats": "FedAvg+Algorithm 2", "none": "FedAvg+BN"}
@@ -55,20 +55,6 @@ class DemoResult:
     layers: list[dict[str, float]]
     client_classes: list[list[int]]
     sizes: list[int]
-
-
-def build_model(seed: int, *, hidden: int = 32) -> nn.Module:
-    """MLP 64-h-BN-ReLU-h-BN-ReLU-10 in float64, seeded."""
-    torch.manual_seed(seed)
-    return nn.Sequential(
-        nn.Linear(64, hidden),
-        nn.BatchNorm1d(hidden),
-        nn.ReLU(),
-        nn.Linear(hidden, hidden),
-        nn.BatchNorm1d(hidden),
-        nn.ReLU(),
-        nn.Linear(hidden, 10),
-    ).double()
 
 
 def client_batches(

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from bnfl import _atomic
 from bnfl._figure import STYLE, new_figure, palette_color, palette_marker, style
 from bnfl._version import __version__, git_commit
-from bnfl.fl.methods import METHODS
+from bnfl.methods import METHODS
 
 __all__ = [
     "STYLE",

@@ -1,7 +1,7 @@
 """A user's own runs: load a run folder, draw its curves, and compare runs side by side.
 
 A run folder is what ``bnfl train --out DIR`` (or :func:`bnfl.fl.run` with ``out``) writes; its
-``history.json`` holds one row per round and a meta that says what ran (:mod:`bnfl.fl._provenance`).
+``history.json`` holds one row per round and a meta that says what ran (:mod:`bnfl.train._provenance`).
 Computing, plotting and writing stay apart, as in the experiments::
 
     h = bnfl.load_run("runs/fedtan")         # a History (rows + meta)
@@ -66,7 +66,7 @@ def load_run(path: str | os.PathLike[str]) -> History:
     if not rows:
         raise ValueError(f"{f} holds no finished round yet: wait for the run's first round, or pass another folder")
     meta["source"] = str(f.parent)
-    return History(rows=rows, meta=meta)
+    return RunHistory(rows=rows, meta=meta)
 
 
 def find_runs(paths: Sequence[str | os.PathLike[str]]) -> list[History]:
@@ -150,3 +150,17 @@ def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
     if any(len(r["seeds"]) > 1 for r in rows):
         lines.append("(several seeds: mean over seeds [95% t-interval over seeds]; communicated and wall time: means)")
     return "\n".join(lines)
+
+
+# -- drawing a run: History.plot lives here, above the engine, beside the other drawings ------------
+class RunHistory(History):
+    """A :class:`~bnfl.fl.History` read back from a run folder (:func:`load_run`), which draws itself.
+
+    The engine's history holds rows and writes them; drawing is this module's (it reads the method
+    table's colours through :mod:`bnfl.plots`), so the engine never imports a plotting module."""
+
+    def plot(self, *others: History, loss: str = "auto"):  # noqa: ANN201 (a matplotlib Figure)
+        """Test accuracy and loss against rounds, of this run and ``others`` on one figure (the
+        seeds of one configuration as a band: :func:`plot_runs`); returns the Figure, nothing is
+        written (``fig.savefig("curves.png")``; ``.svg``, ``.pdf`` too)."""
+        return plot_runs([self, *others], loss=loss)

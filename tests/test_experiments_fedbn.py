@@ -73,7 +73,7 @@ def test_by_domain_bad_shards_are_clear_errors():
 
 def test_fl_partition_gives_every_client_its_domains_test_set():
     from bnfl import fl
-    from bnfl.fl.config import partition
+    from bnfl.train.config import partition
 
     split = digit_domains(("clean", "contrast"), form="flat")
     cfg = fl.RunConfig(data={"name": "digit_domains", "domains": ["clean", "contrast"], "form": "flat"},

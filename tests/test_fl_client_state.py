@@ -150,8 +150,8 @@ def test_flower_apps_carry_the_algorithm_state_bit_for_bit(method):
     no anchor: 1e-6 away from the simulator after 2 rounds)."""
     from flwr.app import Context, RecordDict
 
-    from bnfl.fl.config import setup_from_config
     from bnfl.fl.flower import FlowerResult, client_app, server_app
+    from bnfl.train.config import setup_from_config
 
     cfg = _cfg(method, momentum=0.9)
     ref = fl.build(cfg)

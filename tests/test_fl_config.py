@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bnfl.fl import config
 from bnfl.methods import METHODS
+from bnfl.train import config
 
 
 def _train(argv: list[str]) -> int:
@@ -107,7 +107,7 @@ def test_bad_configs_name_the_field(tmp_path):
 
 
 def test_bnfl_main_train_entry_point(tmp_path, capsys):
-    """The real console entry point dispatches `bnfl train` to bnfl.fl.config."""
+    """The real console entry point dispatches `bnfl train` to bnfl.train.config."""
     from bnfl import cli
 
     cfg = _toml(tmp_path / "run.toml", "fedtan")

@@ -16,8 +16,8 @@ from bnfl import models
 from bnfl.data import load
 from bnfl.data import partition as P
 from bnfl.fl import FederatedData, Simulation, TrainConfig
-from bnfl.fl.cross_silo import Silo, build_cross_silo, load_silo, save_silo
 from bnfl.methods import get
+from bnfl.train.cross_silo import Silo, build_cross_silo, load_silo, save_silo
 
 METHODS = ["fedtan", "fedbn", "hbn", "fedavg+bn"]
 SEED = 3
@@ -166,7 +166,7 @@ def test_silo_files_round_trip_and_bad_silos_are_named(tmp_path):
 
 
 def test_command_line_runs_one_silo_per_rank(tmp_path):
-    """``python -m bnfl.fl.cross_silo`` as torchrun starts it (here one rank, from the torchrun
+    """``python -m bnfl.train.cross_silo`` as torchrun starts it (here one rank, from the torchrun
     environment variables): reads the rank's folder, writes the history with mode cross-silo."""
     import json
     import subprocess
@@ -180,7 +180,7 @@ def test_command_line_runs_one_silo_per_rank(tmp_path):
                    '[train]\nlocal_steps = 1\nbatch_size = 8\nprogress = false\n')
     env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "bnfl.fl.cross_silo", "--config", str(cfg), "--silo-root",
+    proc = subprocess.run([sys.executable, "-m", "bnfl.train.cross_silo", "--config", str(cfg), "--silo-root",
                            str(tmp_path / "rank{rank}"), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bnfl import fl
-from bnfl.fl import config
 from bnfl.fl.batched import engine_line
+from bnfl.train import config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fedtan_digits.toml"
 

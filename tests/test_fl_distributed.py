@@ -272,8 +272,8 @@ def test_the_timeout_is_30_s_or_bnfl_dist_timeout(monkeypatch):
 def test_a_lost_rank_is_one_line_of_bnfl_train_and_other_errors_pass_through(monkeypatch):
     import argparse
 
-    from bnfl.fl import _cli_guard
     from bnfl.fl.distributed import RankLostError, _is_comm_failure
+    from bnfl.train import _cli_guard
 
     def lost(args):
         raise RankLostError("rank 1: rank 2 stopped answering in round 1 within 30 s (died or hung): missing rank 2",
@@ -316,7 +316,7 @@ def test_more_ranks_than_clients_is_an_error_before_training(tmp_path):
 
 
 def test_engine_is_chosen_from_the_torchrun_environment(monkeypatch):
-    from bnfl.fl.config import resolve_engine
+    from bnfl.train.config import resolve_engine
 
     for k in ("WORLD_SIZE", "RANK", "MASTER_ADDR"):
         monkeypatch.delenv(k, raising=False)

@@ -1,6 +1,5 @@
 """Issue 26: the coupled first step and the momentum modes are the algorithm's, the backends supply
-only the exchange; ``bnfl.fl`` reads the Method table where it is defined, not through
-``bnfl.methods``.
+only the exchange; ``bnfl.fl`` (the engine) never imports the Method table nor the run layer.
 
 * the backends read no trait that names a method family (``first_step``, ``momentum_mode``) and
   compare no mode string (read with ``ast``);
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FL = ROOT / "bnfl" / "fl"
 #: the modules that run an algorithm (issue 26's backends)
 BACKENDS = ["engine.py", "_local.py", "_evaluate.py", "batched.py", "batched_sgd.py", "batched_together.py",
-            "lockstep.py", "distributed.py", "cross_silo.py", "flower.py", "flower_client.py", "flower_setup.py",
+            "lockstep.py", "distributed.py", "../train/cross_silo.py", "flower.py", "flower_client.py", "flower_setup.py",
             "_flower_records.py", "_checkpoint.py", "clients.py", "_client_work.py"]
 #: traits of the coupled-step and momentum families, and the mode strings they were spelled with
 TRAITS = {"first_step", "momentum_mode"}
@@ -70,11 +69,8 @@ def test_the_trait_scan_finds_what_it_looks_for(tmp_path):
 PLAN_TRAITS = {"centralized", "communicates", "frozen_stats", "alpha_sharing"}
 #: modules of bnfl/fl that run no round, and why their strings may spell a method id
 NOT_BACKENDS = {
-    "config_schema.py": "the run config's schema: its default method id",
-    "accounting.py": "the communication-volume calculator: its default method id",
     "_volume.py": "the volume formulas, keyed by the Method table's communication schemes",
     "coupled.py": "the coupled step's own aggregate modes ('fedtan', 'stats')",
-    "methods.py": "the Method table itself: where every method id is defined, once",
 }
 
 
@@ -106,13 +102,15 @@ def _plan_trait_reads(path: Path, ids: set[str]) -> list[str]:
 
 
 def _backend_modules() -> list[Path]:
-    """Every module of bnfl/fl that runs a round: all but the algorithms and :data:`NOT_BACKENDS`."""
-    return [f for f in sorted(FL.glob("*.py")) if f.name not in NOT_BACKENDS]
+    """Every module of bnfl/fl that runs a round: all but the algorithms and :data:`NOT_BACKENDS`; and
+    the run layer's cross-silo runner (it runs the rounds of its silos)."""
+    return [f for f in sorted(FL.glob("*.py")) if f.name not in NOT_BACKENDS] + [FL.parent / "train" / "cross_silo.py"]
 
 
 def test_no_backend_reads_a_method_trait_or_names_a_method():
     backends = _backend_modules()
-    assert {f.name for f in backends} >= set(BACKENDS) and all((FL / f).exists() for f in NOT_BACKENDS)
+    assert {f.name for f in backends} >= {Path(b).name for b in BACKENDS}
+    assert all((FL / f).exists() for f in NOT_BACKENDS)
     ids = _method_ids()
     assert {"fedavg+bn", "fedtan", "centralized", "hbn", "fixbn"} <= ids
     assert [hit for f in backends for hit in _plan_trait_reads(f, ids)] == []
@@ -258,13 +256,14 @@ def _imported(path: Path) -> set[str]:
     return out
 
 
-def test_fl_never_imports_the_method_tables_public_name():
-    """``bnfl.fl`` reads the Method table where it is defined (:mod:`bnfl.fl.methods`), never
-    through :mod:`bnfl.methods`, its public name above the engine (tests/test_method_table.py)."""
+def test_the_engine_never_imports_the_method_table_nor_the_run_layer():
+    """``bnfl.fl`` is the engine: no module of it imports the Method table (:mod:`bnfl.methods`: a
+    method id is looked up once, by the builder in :mod:`bnfl.train`) nor the run layer above it;
+    ``bnfl.fl``'s lazy names (``fl.run``, ``fl.build``, ...) are handed on by name, not imported."""
     files = sorted(FL.rglob("*.py"))
     assert len(files) > 30
-    bad = {str(f.relative_to(ROOT)): sorted(m for m in _imported(f) if m == "bnfl.methods" or
-                                            m.startswith("bnfl.methods."))
+    bad = {str(f.relative_to(ROOT)): sorted(m for m in _imported(f) if m in ("bnfl.methods", "bnfl.train") or
+                                            m.startswith(("bnfl.methods.", "bnfl.train.")))
            for f in files}
     assert {f: m for f, m in bad.items() if m} == {}
 

@@ -34,9 +34,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from bnfl.fl._flower_records import from_arrays, to_arrays  # noqa: E402
 from bnfl.fl.clients import Clients  # noqa: E402
-from bnfl.fl.config import build, setup_from_config  # noqa: E402
 from bnfl.fl.engine import TIME_FIELDS, Simulation  # noqa: E402
 from bnfl.fl.flower import FlowerClientError, run_flower  # noqa: E402
+from bnfl.train.config import build, setup_from_config  # noqa: E402
 
 ROUNDS = 2
 # partition: dirichlet gives the three clients different sample counts (the weights matter)

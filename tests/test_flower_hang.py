@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from bnfl.fl.config import setup_from_config  # noqa: E402
 from bnfl.fl.flower import FlowerClientError, run_flower  # noqa: E402
+from bnfl.train.config import setup_from_config  # noqa: E402
 
 #: The hung node sleeps HANG_S from when its message arrives, after the server sent it: no reply can come
 #: within TIMEOUT_S of the send. Flower's runtime waits for the sleeping node before it returns, so

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from bnfl import cli  # noqa: E402
-from bnfl.fl._flwr_cli import env_bin_on_path  # noqa: E402
+from bnfl.train._flwr_cli import env_bin_on_path  # noqa: E402
 
 BARE = os.pathsep.join(["/usr/bin", "/bin"])  # a shell that did not activate the environment
 

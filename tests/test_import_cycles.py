@@ -117,18 +117,18 @@ def test_bnfl_has_no_import_cycle():
 
 
 def test_config_and_flower_import_one_way():
-    """``bnfl.fl.config`` runs Flower and builds its setup from a run config
-    (:func:`bnfl.fl.config.setup_from_config`); Flower never imports ``bnfl.fl.config`` (the cycle
+    """``bnfl.train.config`` runs Flower and builds its setup from a run config
+    (:func:`bnfl.train.config.setup_from_config`); Flower never imports ``bnfl.train.config`` (the cycle
     issue 26 named) nor the builder (issue 37: the engines sit below the builder, 7 floors)."""
     known = modules(ROOT, "bnfl")
     for flower in ("bnfl.fl.flower", "bnfl.fl.flower_setup", "bnfl.fl.flower_client"):
-        assert "bnfl.fl.config" not in imports(flower, known[flower], known), flower
-    assert "bnfl.fl.flower" in imports("bnfl.fl.config", known["bnfl.fl.config"], known)
-    assert "bnfl.fl.builder" in imports("bnfl.fl.config", known["bnfl.fl.config"], known)  # setup_from_config
-    assert "bnfl.fl.builder" not in imports("bnfl.fl.flower", known["bnfl.fl.flower"], known)
+        assert "bnfl.train.config" not in imports(flower, known[flower], known), flower
+    assert "bnfl.fl.flower" in imports("bnfl.train.config", known["bnfl.train.config"], known)
+    assert "bnfl.train.builder" in imports("bnfl.train.config", known["bnfl.train.config"], known)  # setup_from_config
+    assert "bnfl.train.builder" not in imports("bnfl.fl.flower", known["bnfl.fl.flower"], known)
 
 
-@pytest.mark.parametrize("module", ["bnfl.runs", "bnfl._run_groups", "bnfl.plots", "bnfl.methods", "bnfl.fl.methods",
+@pytest.mark.parametrize("module", ["bnfl.runs", "bnfl._run_groups", "bnfl.plots", "bnfl.methods", "bnfl.train",
                                     "bnfl.data"])
 def test_each_entry_module_imports_first_in_a_fresh_interpreter(module):
     """A package's ``__init__`` runs before its submodule, an edge the graph above does not draw:

@@ -103,7 +103,7 @@ def test_bad_init_names_the_choices():
 
 
 def test_init_reaches_run_configs_and_the_train_cli(tmp_path, monkeypatch):
-    from bnfl.fl.config import RunConfig, build
+    from bnfl.train.config import RunConfig, build
 
     common = {"data": {"name": "digits", "form": "flat"}, "rounds": 1,
               "train": {"local_steps": 1, "batch_size": 8, "progress": False}}
@@ -119,10 +119,10 @@ def test_init_reaches_run_configs_and_the_train_cli(tmp_path, monkeypatch):
     toml = tmp_path / "run.toml"
     toml.write_text('method = "fedavg+bn"\nrounds = 1\n[model]\nname = "q_mlp_bn"\ninit = "he_normal"\n'
                     '[data]\nname = "digits"\nform = "flat"\n[train]\nlocal_steps = 1\nbatch_size = 8\n')
-    from bnfl.fl.config import load_config
+    from bnfl.train.config import load_config
 
     assert load_config(toml).model["init"] == "he_normal"
-    import bnfl.fl.config as config_module
+    import bnfl.train.config as config_module
     from bnfl.cli import main
 
     seen = {}

@@ -137,9 +137,9 @@ def _all_registries() -> list:
     from bnfl import data, models
     from bnfl.experiments.registry import EXPERIMENTS
     from bnfl.fl import ALGORITHMS
-    from bnfl.fl.config import PARTITIONS
     from bnfl.methods import METHODS
     from bnfl.nn import NORM_KINDS
+    from bnfl.train.config import PARTITIONS
 
     return [METHODS, ALGORITHMS, models.MODELS, data.DATASETS, NORM_KINDS, PARTITIONS, EXPERIMENTS]
 

@@ -22,10 +22,10 @@ import torch.nn.functional as F
 
 from bnfl import stats
 from bnfl.fl import hbn_client_stats
-from bnfl.fl.config import _SCHEDULE_KEYS, PARTITIONS, RunConfig, load_config
 from bnfl.fl.engine import TrainConfig
 from bnfl.fl.state import GROUPS, keys_in
 from bnfl.nn import bn_modules
+from bnfl.train.config import _SCHEDULE_KEYS, PARTITIONS, RunConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "examples" / "recipes"

@@ -74,9 +74,9 @@ def _registries() -> list[tuple]:
     from bnfl import data, models
     from bnfl.experiments.registry import EXPERIMENTS
     from bnfl.fl import ALGORITHMS
-    from bnfl.fl.config import PARTITIONS
     from bnfl.methods import METHODS
     from bnfl.nn import NORM_KINDS
+    from bnfl.train.config import PARTITIONS
 
     regs = [METHODS, ALGORITHMS, models.MODELS, data.DATASETS, NORM_KINDS, PARTITIONS, EXPERIMENTS]
     return [(r, dict(r._entries), dict(r._plugins)) for r in regs]
@@ -128,8 +128,8 @@ def test_import_strings_and_their_errors_name_the_module(plugin):
 def test_every_registry_takes_import_strings(plugin):
     from bnfl import data, models
     from bnfl.fl import make_algorithm
-    from bnfl.fl.config import PARTITIONS
     from bnfl.methods import get
+    from bnfl.train.config import PARTITIONS
 
     m = get("regplug:Mine")
     assert m.id == "regplug:Mine" and m.norm == "bn" and m.algorithm().name == "mine"
@@ -167,7 +167,7 @@ def test_entry_points_of_installed_packages_are_found_by_name(plugin):
 
 def test_run_config_and_cli_take_import_strings(plugin, capsys):
     from bnfl.cli import main
-    from bnfl.fl.config import RunConfig, build
+    from bnfl.train.config import RunConfig, build
 
     cfg = RunConfig(method="regplug:Mine", model={"name": "regplug:net"}, data={"name": "regplug:blobs", "n": 16},
                     partition={"kind": "regplug:halves", "num_clients": 2}, rounds=1,
@@ -189,9 +189,9 @@ def test_run_config_and_cli_take_import_strings(plugin, capsys):
 def test_the_builtin_registries_keep_their_names_and_order():
     from bnfl import data, models
     from bnfl.fl import ALGORITHMS
-    from bnfl.fl.config import PARTITIONS
     from bnfl.methods import METHODS
     from bnfl.nn import NORM_KINDS, make_norm
+    from bnfl.train.config import PARTITIONS
 
     assert list(NORM_KINDS) == ["bn", "fixbn", "frozen_bn", "static_bn", "hbn", "fbn", "gn", "gn_ws", "ln", "in",
                                 "fedfn", "ws", "none", "identity"]

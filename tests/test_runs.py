@@ -105,7 +105,7 @@ def fedbn(tmp_path_factory):
 
 
 def test_evaluate_fedbn_on_an_unseen_domain_with_both_statistics(fedbn, capsys):
-    from bnfl.fl.evaluate_run import evaluate_run
+    from bnfl.train.evaluate_run import evaluate_run
 
     opts = {"domains": ["thin"]}
     own = evaluate_run(fedbn, data="digit_domains", data_options=opts, client_stats="own")
@@ -128,7 +128,7 @@ def test_own_statistics_are_the_new_datas(fedbn):
     from bnfl import models
     from bnfl.data import load
     from bnfl.diagnosis.measure import bn_inputs
-    from bnfl.fl.evaluate_run import recompute_bn_statistics
+    from bnfl.train.evaluate_run import recompute_bn_statistics
 
     split = load("digit_domains", domains=["thin"])
     torch.manual_seed(0)
@@ -146,7 +146,7 @@ def test_own_statistics_are_the_new_datas(fedbn):
 def test_evaluate_a_method_that_shares_bn(seeds, capsys):
     """FedAvg+BN keeps no BN layers per client: global is the server's model, own recomputes its
     statistics on the new data, client:K is refused."""
-    from bnfl.fl.evaluate_run import evaluate_run
+    from bnfl.train.evaluate_run import evaluate_run
 
     run = seeds / "bn" / "seed0"
     glob = evaluate_run(run, data="digits", client_stats="global")

@@ -18,9 +18,9 @@ from torch import nn
 from bnfl import _safe_torch
 from bnfl.diagnosis import diagnose, report
 from bnfl.fl import FederatedData, _rundir
-from bnfl.fl.builder import build_model
-from bnfl.fl.config import as_config, load_data, partition
 from bnfl.methods import get
+from bnfl.train.builder import build_model
+from bnfl.train.config import as_config, load_data, partition
 
 __all__ = ["diagnose_config", "load_setting", "register"]
 
@@ -111,7 +111,7 @@ def diagnose_config(cfg: Any, *, checkpoint: str | Path | None = None, data_root
 def _main(args: argparse.Namespace) -> int:
     try:
         return _diagnose(args)
-    except TypeError as err:  # wrong types in the config: one line, like bnfl train's (bnfl.fl._cli_guard)
+    except TypeError as err:  # wrong types in the config: one line, like bnfl train's (bnfl.train._cli_guard)
         raise ValueError(str(err)) from None
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from bnfl.data import digits, partition
-from bnfl.demo import build_model
 from bnfl.diagnosis._core import diagnose
+from bnfl.diagnosis._model import build_model
 from bnfl.diagnosis.report import Diagnosis, figure, to_html
 from bnfl.display import image
 

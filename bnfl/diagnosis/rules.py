@@ -78,10 +78,10 @@ from typing import Any
 
 from torch import nn
 
-from bnfl.fl.accounting import comm_volume
 from bnfl.fl.state import bn_modules
 from bnfl.methods import METHODS
 from bnfl.nn import replace_norm
+from bnfl.train.accounting import comm_volume
 
 __all__ = [
     "FEATURE_SHIFT_MIN_EXCESS",

@@ -23,7 +23,7 @@ from bnfl.experiments.headlines import HEADLINES
 from bnfl.experiments.registry import get, ids
 from bnfl.experiments.report import claim_counts
 from bnfl.experiments.runner import load_result
-from bnfl.fl import config_schema
+from bnfl.train import config_schema
 
 __all__ = ["register"]
 

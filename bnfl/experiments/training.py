@@ -1,6 +1,6 @@
 """One training run of :mod:`bnfl.fl` from a plain, hashable specification, cached.
 
-A *run spec* is a JSON-able dict in the vocabulary of :class:`bnfl.fl.RunConfig` (what the
+A *run spec* is a JSON-able dict in the vocabulary of :class:`bnfl.train.RunConfig` (what the
 registry stores and hashes)::
 
     {"method": "fedtan", "method_options": {},              # bnfl.methods.METHODS ids
@@ -11,7 +11,7 @@ registry stores and hashes)::
      "train": {"local_steps": 5, "batch_size": 32, "lr": 0.1, "milestones": [], "fractions": [],
                "gamma": 0.1, "steps": [], "momentum": 0.0, "weight_decay": 0.0, "eval_every": 10}}
 
-:func:`train` builds the run with :func:`bnfl.fl.build` (the one builder), runs it, and returns
+:func:`train` builds the run with :func:`bnfl.train.build` (the one builder), runs it, and returns
 a compact summary (curves at the evaluated rounds, final numbers, per-domain accuracies for
 domain data). Identical specs, e.g. the FedTAN runs shared by Fig. 9, Table 2 and Fig. 10, are
 computed once per :class:`~bnfl.experiments.cache.RunCache`.
@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from bnfl import fl
+from bnfl import train as run_layer
 from bnfl.data import DATASETS, load
 from bnfl.experiments.core import Context, config_hash, deep_merge
 from bnfl.experiments.observers import Observer, observer_keys
 from bnfl.fl import lockstep
 from bnfl.fl.device_options import DeviceOptions
-from bnfl.fl.engine import accuracy
+from bnfl.fl.engine import DivergenceError, accuracy
 from bnfl.methods import get
 
 __all__ = ["canonical", "device_options", "domain_accuracies", "final", "load_data", "mean_over_clients", "mean_std",
@@ -141,9 +141,9 @@ def _build(spec: dict[str, Any], *, device: str, data_root: str | None, progress
     """The :class:`bnfl.fl.Simulation` of ``spec`` and its data split (``observers`` attached;
     ``options``: the batched engine's :class:`~bnfl.fl.device_options.DeviceOptions`, default none)."""
     split = load_data(spec["data"], data_root=data_root)
-    cfg = fl.RunConfig.from_dict({**spec, "device": device,
+    cfg = run_layer.RunConfig.from_dict({**spec, "device": device,
                                   "train": {**spec["train"], "progress": progress, "batched": batched}})
-    sim = fl.build(cfg, data_root=data_root, split=split)
+    sim = run_layer.build(cfg, data_root=data_root, split=split)
     if options is not None and sim._batched is not None:
         sim._batched.options = options
     for obs in observers:
@@ -165,7 +165,7 @@ def _outcome(sim: Any) -> Any:
     history so far)."""
     try:
         return sim.run()
-    except fl.DivergenceError as err:
+    except DivergenceError as err:
         return err
 
 
@@ -174,9 +174,9 @@ def _summary(spec: dict[str, Any], sim: Any, split: Any, outcome: Any, *, batche
     """The compact record of a finished run (``outcome``: its History, or the DivergenceError
     it stopped with; any other exception is raised), with the fields each of ``observers``
     records (:meth:`~bnfl.experiments.observers.Observer.record`)."""
-    if isinstance(outcome, BaseException) and not isinstance(outcome, fl.DivergenceError):
+    if isinstance(outcome, BaseException) and not isinstance(outcome, DivergenceError):
         raise outcome
-    diverged = isinstance(outcome, fl.DivergenceError)
+    diverged = isinstance(outcome, DivergenceError)
     history = outcome.history if diverged else outcome
     rows = history.rows
     evaluated = [r for r in rows if "test_acc" in r]

@@ -1,6 +1,6 @@
 """How this process was started: by ``torchrun`` (one rank of a torch.distributed job) or not.
 
-:func:`bnfl.fl.builder.resolve_engine` picks the torch.distributed engine from it and
+:func:`bnfl.train.builder.resolve_engine` picks the torch.distributed engine from it and
 :mod:`bnfl.fl.distributed` joins the job's process group; this module imports nothing of bnfl.
 """
 

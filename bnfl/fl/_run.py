@@ -17,12 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bnfl import (
-    _atomic,
-    _run_groups,  # the module, not its name: _run_groups draws with plots, which reads the
-)
-
-# method table in bnfl.fl, so a first import of bnfl.runs reaches this module while _run_groups is half made
+from bnfl import _atomic
 from bnfl.data import as_index_array
 from bnfl.data.augment import AUGMENTATIONS, black_value
 from bnfl.fl.schedules import Schedule
@@ -331,12 +326,6 @@ class History:
             w.writeheader()
             for row in self.rows:
                 w.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()})
-
-    def plot(self, *others: History, loss: str = "auto"):
-        """Test accuracy and loss against rounds, of this run and ``others`` on one figure (the
-        seeds of one configuration as a band: :func:`bnfl.runs.plot_runs`); returns the Figure,
-        nothing is written (``fig.savefig("curves.png")``; ``.svg``, ``.pdf`` too)."""
-        return _run_groups.plot_runs([self, *others], loss=loss)
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> History:

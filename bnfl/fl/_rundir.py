@@ -136,7 +136,7 @@ def _plain(x: Any) -> Any:
 def _meta_identity(meta: dict[str, Any], run: dict[str, Any] | None = None) -> dict[str, Any]:
     """The identity fields recorded in a history's meta (also in checkpoints of older bnfl), and
     ``run``: the run config's method, options, model, data and partition (``sim.run_config``, set
-    by :func:`bnfl.fl.config.build`)."""
+    by :func:`bnfl.train.config.build`)."""
     out: dict[str, Any] = {}
     for key in ("method", "method_options", "model", "data", "partition"):
         if key in (run or {}):

@@ -1,5 +1,5 @@
 """The closed-form communication count of :func:`bnfl.fl.comm_volume`, from a method's scheme and
-local state (FedTAN Tables 3-5, CATALOG §5.1-5.3); :mod:`bnfl.fl.accounting` resolves method ids."""
+local state (FedTAN Tables 3-5, CATALOG §5.1-5.3); :mod:`bnfl.train.accounting` resolves method ids."""
 
 from __future__ import annotations
 

@@ -178,7 +178,7 @@ class RankClients(Clients):
         The clients of each rank (:func:`client_blocks`; cross-silo: each rank's silo).
     mode : str, default "simulation-over-ranks"
         The history meta's ``mode``: every rank loads the whole data set and keeps its clients'
-        rows; :func:`bnfl.fl.cross_silo.CrossSiloSimulation`: ``"cross-silo"``.
+        rows; :func:`bnfl.train.cross_silo.CrossSiloSimulation`: ``"cross-silo"``.
     barrier_timeout_s : float, optional
         Seconds a round waits for every rank (default: the process group's timeout).
     samples : callable, optional

@@ -76,7 +76,7 @@ from bnfl.fl.flower_setup import (
 __all__ = ["FlowerClientError", "FlowerClients", "FlowerResult", "FlowerSetup", "client_app", "flower_apps", "run_flower",
            "server_app", "server_simulation", "stops_on_failure"]
 # the setup (FlowerSetup, samples_crc) is bnfl.fl.flower_setup, the ClientApp bnfl.fl.flower_client,
-# the setup of a run config bnfl.fl.config.setup_from_config (the builder sits above the engines);
+# the setup of a run config bnfl.train.config.setup_from_config (the builder sits above the engines);
 # this module is the ServerApp and the launcher
 
 

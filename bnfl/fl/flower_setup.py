@@ -1,5 +1,5 @@
 """What both Flower apps are built from: :class:`FlowerSetup` (one run's model, data, algorithm
-and config), :func:`bnfl.fl.config.setup_from_config` (the same builder as ``bnfl train``) and the check of a
+and config), :func:`bnfl.train.config.setup_from_config` (the same builder as ``bnfl train``) and the check of a
 node's samples (:func:`samples_crc`). The apps themselves: :mod:`bnfl.fl.flower` (server) and
 :mod:`bnfl.fl.flower_client` (client)."""
 

@@ -63,7 +63,7 @@ notebook.image(runs.plot_runs(all_runs))
 # Here FedBN trains on five styled domains of the digits and is scored on a sixth, "thin".
 
 # %%
-from bnfl.fl.evaluate_run import evaluate_run
+from bnfl.train.evaluate_run import evaluate_run
 
 fedbn = root / "fedbn"
 fl.run({"method": "fedbn", "rounds": 10, "model": {"name": "q_lenet"},

@@ -28,9 +28,11 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
     return ALGORITHMS.register(_as_algorithm(cls.name, cls).name, cls)
 
 
-def make_algorithm(name: str, **options: Any) -> Algorithm:
-    """Instantiate an algorithm by name (see :data:`ALGORITHMS`) or import string with keyword options."""
-    cls = ALGORITHMS.lookup(name)
+def make_algorithm(name: str, /, resolved: type[Algorithm] | None = None, **options: Any) -> Algorithm:
+    """Instantiate an algorithm by name (see :data:`ALGORITHMS`) or import string with keyword
+    options; ``resolved``: the class ``name`` names, already looked up (a
+    :class:`~bnfl.methods.Method` passes the class it resolved once, when it was made)."""
+    cls = resolved if resolved is not None else ALGORITHMS.lookup(name)
     try:
         return cls(**options)
     except TypeError as err:

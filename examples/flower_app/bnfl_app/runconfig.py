@@ -13,8 +13,8 @@ from pathlib import Path
 
 from flwr.app import Context
 
-from bnfl.fl.config import setup_from_config
 from bnfl.fl.flower import FlowerSetup
+from bnfl.train.config import setup_from_config
 
 HERE = Path(__file__).parent
 

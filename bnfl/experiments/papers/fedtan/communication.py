@@ -25,9 +25,9 @@ from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERA
 from bnfl.experiments.printed import matches_printed, percent, printed_claim
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles
 from bnfl.experiments.setups import config_deviations, method_row, spec
-from bnfl.fl.accounting import CommVolume, comm_volume
 from bnfl.nn import bn_modules
 from bnfl.plots import color_for, new_figure
+from bnfl.train.accounting import CommVolume, comm_volume
 
 
 def model_counts(model: nn.Module) -> dict[str, int]:

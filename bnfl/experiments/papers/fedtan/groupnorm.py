@@ -25,8 +25,8 @@ from bnfl.experiments.registry import entry, plotter
 from bnfl.experiments.setups import beside_printed, config_deviations, method_row, spec
 from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.tuning import EDGE_RULE, SMOKE_TUNE, tuned_runs
-from bnfl.fl.accounting import comm_volume
 from bnfl.nn import bn_modules
+from bnfl.train.accounting import comm_volume
 
 _GN_SETTINGS = (("w/o mom.", "iid"), ("w/o mom.", "non-iid"), ("with mom.", "iid"), ("with mom.", "non-iid"))
 #: Fig. 9's and Fig. 10's panels: accuracy in each setting.

@@ -1,11 +1,11 @@
 """The one builder of a run from a run config, and the engine table.
 
-:func:`build_parts` turns a :class:`~bnfl.fl.config_schema.RunConfig` (or a dict, or a TOML path)
+:func:`build_parts` turns a :class:`~bnfl.train.config_schema.RunConfig` (or a dict, or a TOML path)
 into what every backend runs: data (:func:`load_data`), seeded partition (:func:`partition`), model
 and algorithm, in that order (:class:`Built`); :func:`build_simulation` makes the simulator's
 :class:`~bnfl.fl.engine.Simulation` of them. ``bnfl train`` and the experiments
 (:func:`bnfl.fl.build`), the torch.distributed ranks and the Flower apps
-(:func:`bnfl.fl.config.setup_from_config`) all build through it. :data:`ENGINES` names the
+(:func:`bnfl.train.config.setup_from_config`) all build through it. :data:`ENGINES` names the
 backends a run can execute on (:func:`resolve_engine`); :func:`bnfl.fl.build` picks one.
 """
 
@@ -26,11 +26,11 @@ from bnfl.data import partition as P
 from bnfl.data.partition_kinds import PARTITIONS
 from bnfl.fl._launch import in_torchrun
 from bnfl.fl.algorithms import Algorithm
-from bnfl.fl.config_schema import RunConfig, as_config
 from bnfl.fl.engine import FederatedData, Simulation, TrainConfig
-from bnfl.fl.methods import get
+from bnfl.methods import Method, get
+from bnfl.train.config_schema import RunConfig, as_config, check_norm
 
-__all__ = ["ENGINES", "Built", "build_parts", "build_simulation", "check_labels", "load_data", "partition",
+__all__ = ["ENGINES", "Built", "build_parts", "resolve", "build_simulation", "check_labels", "load_data", "partition",
            "resolve_engine"]
 
 
@@ -151,6 +151,17 @@ class Built:
     algorithm: Algorithm
     config: TrainConfig
     run_meta: dict[str, Any]
+    method: Method
+
+
+def resolve(cfg: RunConfig) -> tuple[Method, Algorithm]:
+    """The config's :class:`~bnfl.methods.Method` and a fresh algorithm of it with the config's
+    options: the one place a method id is looked up (:func:`bnfl.methods.get`; the config only
+    checked that it exists, :func:`bnfl.methods.check`). Every builder (the simulator's, the
+    engines', cross-silo's) resolves through here, and the resolved method travels on from it."""
+    method = get(cfg.method)
+    check_norm(cfg.model, method)  # a plug-in's norm is known only now
+    return method, method.algorithm(**cfg.method_options)
 
 
 def build_parts(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None = None,
@@ -161,7 +172,7 @@ def build_parts(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: s
     method id is looked up once, here."""
 
     cfg = as_config(cfg)
-    method = get(cfg.method)
+    method, algorithm = resolve(cfg)
     if split is None:
         split = load_data(cfg, data_root)
     clients, client_test = partition(cfg, split)
@@ -169,7 +180,7 @@ def build_parts(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: s
     _, model = build_model(cfg, split, norm=method.norm)
     run_meta = {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),
                 "data": {k: v for k, v in cfg.data.items() if k != "root"}, "partition": dict(cfg.partition)}
-    return Built(model, data, method.algorithm(**cfg.method_options), cfg.train_config(), run_meta)
+    return Built(model, data, algorithm, cfg.train_config(), run_meta, method)
 
 
 def build_simulation(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | Path | None = None,

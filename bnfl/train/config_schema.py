@@ -1,8 +1,8 @@
 """The run configuration's schema: :class:`RunConfig` (TOML, dict or Python) and its checks.
 
 Every field has a documented default; every unknown key, name or wrongly typed value is an error
-naming the field and the valid choices. :func:`bnfl.fl.builder.build` turns a config into a
-Simulation; :mod:`bnfl.fl.config` documents the TOML file and runs it (``bnfl train``).
+naming the field and the valid choices. :func:`bnfl.train.builder.build` turns a config into a
+Simulation; :mod:`bnfl.train.config` documents the TOML file and runs it (``bnfl train``).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from bnfl import models
 from bnfl.data import DATASETS
 from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
 from bnfl.fl._run import MAX_ROUNDS, TrainConfig
-from bnfl.fl.methods import METHODS, get
 from bnfl.fl.schedules import Schedule
+from bnfl.methods import METHODS, Method, check
 
-__all__ = ["RunConfig", "as_config", "load_config"]
+__all__ = ["RunConfig", "as_config", "check_norm", "load_config"]
 
 _SCHEDULE_KEYS = ("milestones", "fractions", "gamma", "decay", "steps")
 _NOT_TRAIN = {"rounds", "seed", "device", "schedule", "checkpoint_dir"}
@@ -79,8 +79,7 @@ class RunConfig:
         for name, kinds in (("method", str), ("device", str), ("out", str | None)):
             if not isinstance(getattr(self, name), kinds):
                 raise ValueError(f"{name} must be a string, got {getattr(self, name)!r}")
-        method = get(self.method)  # ValueError listing the ids
-        self.method = method.id
+        self.method = check(self.method)  # ValueError listing the ids; the builder looks it up
         _check_device(self.device)
         for name in ("rounds", "seed"):
             v = getattr(self, name)
@@ -92,12 +91,8 @@ class RunConfig:
         if "name" not in self.model:
             raise ValueError(f"model.name is required; valid: {', '.join(models.available())}")
         _lookup(models.MODELS, self.model["name"], "model.name", "valid")
-        norm = self.model.get("norm", method.norm)
-        if norm != method.norm:
-            same = [m.id for m in _methods_like(method, norm)]
-            raise ValueError(f"model.norm {norm!r} contradicts method {method.id!r} (norm {method.norm!r}): the "
-                             f"norm is part of the method; " + (f"use method {same[0]!r}" if same else
-                                                                "drop model.norm"))
+        if self.method in METHODS:  # a row of the table (a plug-in's norm: checked where it is resolved)
+            check_norm(self.model, METHODS[self.method])
         _lookup(DATASETS, self.data.get("name", "digits"), "data.name", "valid names")
         kind = self.partition.get("kind", "classes_per_client")
         options = _lookup(PARTITIONS, kind, "partition.kind", "valid").options
@@ -138,6 +133,16 @@ class RunConfig:
                                checkpoint_dir=self.out, **t)
         except (ValueError, TypeError) as err:
             raise type(err)(f"train: {err}") from None
+
+
+def check_norm(model: Mapping[str, Any], method: Method) -> None:
+    """A model table's ``norm``, if it gives one, is the method's (the norm is part of the method)."""
+    norm = model.get("norm", method.norm)
+    if norm != method.norm:
+        same = [m.id for m in _methods_like(method, norm)]
+        raise ValueError(f"model.norm {norm!r} contradicts method {method.id!r} (norm {method.norm!r}): the "
+                         f"norm is part of the method; " + (f"use method {same[0]!r}" if same else
+                                                            "drop model.norm"))
 
 
 def _methods_like(method: Any, norm: str) -> list[Any]:

@@ -57,15 +57,18 @@ import torch.distributed as dist
 
 from bnfl import _folder_lock
 from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
-from bnfl.fl._cli_guard import guarded
-from bnfl.fl._provenance import describe
 from bnfl.fl._run import TRAIN_MAX_LOSS, History
 from bnfl.fl._rundir import prepare
+from bnfl.fl.distributed import DistributedSimulation, init_from_env
+from bnfl.fl.engine import Simulation
+from bnfl.methods import METHODS
+from bnfl.train._cli_guard import guarded
+from bnfl.train._provenance import describe
 
-# The schema (RunConfig, load_config, as_config) is bnfl.fl.config_schema; the builder and the
-# engine table (build_parts, load_data, partition, ENGINES, resolve_engine) are bnfl.fl.builder;
+# The schema (RunConfig, load_config, as_config) is bnfl.train.config_schema; the builder and the
+# engine table (build_parts, load_data, partition, ENGINES, resolve_engine) are bnfl.train.builder;
 # this module picks the backend a config runs on (build, run) and is ``bnfl train``.
-from bnfl.fl.builder import (
+from bnfl.train.builder import (
     ENGINES,
     build_parts,
     build_simulation,
@@ -73,11 +76,8 @@ from bnfl.fl.builder import (
     partition,
     resolve_engine,
 )
-from bnfl.fl.config_schema import _SCHEDULE_KEYS as _SCHEDULE_KEYS
-from bnfl.fl.config_schema import RunConfig, as_config, load_config
-from bnfl.fl.distributed import DistributedSimulation, init_from_env
-from bnfl.fl.engine import Simulation
-from bnfl.fl.methods import METHODS
+from bnfl.train.config_schema import _SCHEDULE_KEYS as _SCHEDULE_KEYS
+from bnfl.train.config_schema import RunConfig, as_config, load_config
 
 if TYPE_CHECKING:
     from bnfl.fl.flower_setup import FlowerSetup
@@ -91,7 +91,7 @@ def build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | P
     """The :class:`~bnfl.fl.Simulation` of a run config (a :class:`RunConfig`, a dict or a TOML path).
 
     Data, partition, model (initialised after ``torch.manual_seed(seed)``) and algorithm, in
-    that order (:func:`bnfl.fl.builder.build_parts`). ``split`` is an already loaded
+    that order (:func:`bnfl.train.builder.build_parts`). ``split`` is an already loaded
     :class:`bnfl.data.Split` of ``cfg.data`` (the experiments reuse one per process);
     ``data_root`` is the folder of local data sets. ``engine``: ``"simulation"`` (one process),
     ``"distributed"`` (this process is one rank of the torch.distributed job that torchrun
@@ -105,7 +105,7 @@ def _build(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: str | 
     """:func:`build` on an ``engine`` already resolved (:func:`resolve_engine`, once per run)."""
     if engine == "flower":
         raise ValueError("build() makes a Simulation in this process; for the Flower engine use "
-                         "bnfl.fl.run(cfg, engine='flower') or bnfl.fl.config.setup_from_config + bnfl.fl.flower.run_flower")
+                         "bnfl.fl.run(cfg, engine='flower') or bnfl.train.config.setup_from_config + bnfl.fl.flower.run_flower")
     if engine == "simulation":
         return build_simulation(cfg, data_root=data_root, split=split)
     built = build_parts(cfg, data_root=data_root, split=split)
@@ -157,7 +157,7 @@ def setup_from_config(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_r
                       **options: Any) -> FlowerSetup:
     """The :class:`~bnfl.fl.flower_setup.FlowerSetup` of a run config (a :class:`RunConfig`, dict or
     TOML path) for :func:`bnfl.fl.flower.run_flower` or the apps of :func:`bnfl.fl.flower.flower_apps`,
-    built by the same builder as ``bnfl train`` (:func:`bnfl.fl.builder.build_parts`): data, seeded
+    built by the same builder as ``bnfl train`` (:func:`bnfl.train.builder.build_parts`): data, seeded
     partition, model, algorithm; no Simulation is made here. ``options`` are further
     :class:`~bnfl.fl.flower_setup.FlowerSetup` fields; ``out`` defaults to the config's. Needs Flower
     (the ``[flower]`` extra)."""
@@ -250,7 +250,7 @@ def register(subparsers: Any) -> None:
                               description="Run a federated simulation; writes history.json/.csv to --out. "
                                           "--method, --model and --data also take an import string "
                                           "'package.module:Name' (docs/own-fix.md).")
-    p.add_argument("--config", help="TOML file (see bnfl.fl.config)")
+    p.add_argument("--config", help="TOML file (see bnfl.train.config)")
     p.add_argument("--method", "--algorithm", dest="method", metavar="METHOD",
                    help=f"method id (overrides the config's; --algorithm is an alias): {', '.join(METHODS.available())}")
     p.add_argument("--model", help="model name or import string (replaces the config's [model] table)")

@@ -28,7 +28,7 @@ On disk, a silo is a folder with ``train.npz`` (arrays ``x``, ``y`` and optional
 each sample's client within the silo, ``0..m-1``; without it the silo is one client) and
 ``test.npz`` (``x``, ``y``). Run a config under ``torchrun``, one silo folder per rank::
 
-    torchrun --nproc-per-node 3 -m bnfl.fl.cross_silo --config run.toml --silo-root 'silos/rank{rank}'
+    torchrun --nproc-per-node 3 -m bnfl.train.cross_silo --config run.toml --silo-root 'silos/rank{rank}'
 
 (the config's ``method``, ``model``, ``train``, ``rounds``, ``seed``, ``device`` and ``out`` are
 used; its ``data`` and ``partition`` tables are not: the silos are the partition).
@@ -51,10 +51,10 @@ from torch import Tensor, nn
 from bnfl import models
 from bnfl.fl._run import FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm
-from bnfl.fl.config_schema import as_config, load_config
 from bnfl.fl.distributed import RankClients, init_from_env
 from bnfl.fl.engine import Simulation
-from bnfl.fl.methods import get
+from bnfl.train.builder import resolve
+from bnfl.train.config_schema import as_config, load_config
 
 __all__ = ["CrossSiloSimulation", "Silo", "build_cross_silo", "load_silo", "save_silo"]
 
@@ -189,7 +189,7 @@ def CrossSiloSimulation(model: nn.Module, silo: Silo | Callable[[int], Silo], al
     if callable(silo) and not isinstance(silo, Silo):
         silo = silo(rank)
     if not isinstance(silo, Silo):
-        raise TypeError(f"rank {rank}: silo must be a bnfl.fl.cross_silo.Silo (or a loader returning one), "
+        raise TypeError(f"rank {rank}: silo must be a bnfl.train.cross_silo.Silo (or a loader returning one), "
                         f"got {type(silo).__name__}")
     if config is not None and getattr(config, "augment", "none") != "none":
         raise ValueError(f"augment={config.augment!r}: cross-silo runs do not augment yet (the rank sees its "
@@ -244,7 +244,7 @@ def build_cross_silo(cfg: Any, silo: Silo | Callable[[int], Silo], **kwargs: Any
         raise RuntimeError("build_cross_silo needs a process group: call bnfl.fl.distributed.init_from_env()")
     if callable(silo) and not isinstance(silo, Silo):
         silo = silo(dist.get_rank())
-    method = get(cfg.method)
+    method, algorithm = resolve(cfg)  # the builder's one look-up
     mopts = dict(cfg.model)
     name = mopts.pop("name")
     mopts["norm"] = method.norm
@@ -254,13 +254,13 @@ def build_cross_silo(cfg: Any, silo: Silo | Callable[[int], Silo], **kwargs: Any
         mopts["num_classes"] = int(top) + 1
     torch.manual_seed(cfg.seed)
     model = models.build_for(name, tuple(silo.x_train.shape[1:]), **mopts)
-    return CrossSiloSimulation(model, silo, method.algorithm(**cfg.method_options), cfg.train_config(), **kwargs)
+    return CrossSiloSimulation(model, silo, algorithm, cfg.train_config(), **kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bnfl.fl.cross_silo --config FILE --silo-root PATTERN`` under torchrun."""
+    """``python -m bnfl.train.cross_silo --config FILE --silo-root PATTERN`` under torchrun."""
 
-    p = argparse.ArgumentParser(prog="python -m bnfl.fl.cross_silo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bnfl.train.cross_silo", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", required=True, help="run TOML (method, model, train, rounds, seed, out)")
     p.add_argument("--silo-root", required=True,
                    help="this rank's silo folder; '{rank}' is replaced by the rank, e.g. 'silos/rank{rank}'")

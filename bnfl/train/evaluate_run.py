@@ -39,7 +39,7 @@ from bnfl.data import load
 from bnfl.data.stored import decode
 from bnfl.fl import _rundir
 from bnfl.fl._evaluate import accuracy
-from bnfl.fl.methods import get as get_method
+from bnfl.methods import get as get_method
 from bnfl.runs import load_run
 
 __all__ = ["CLIENT_STATS", "evaluate_run", "recompute_bn_statistics", "register"]

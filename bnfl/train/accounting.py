@@ -17,8 +17,8 @@ from torch import nn
 
 from bnfl.fl._volume import GIB, MIB, CommVolume, closed_form_volume
 from bnfl.fl.algorithms import ALGORITHMS
-from bnfl.fl.methods import METHODS
-from bnfl.fl.methods import get as get_method
+from bnfl.methods import METHODS
+from bnfl.methods import get as get_method
 
 __all__ = ["CommVolume", "comm_volume", "MIB", "GIB"]
 
