@@ -72,7 +72,7 @@ def test_user_errors_name_no_private_functions():
 
     from bnfl import fl
     from bnfl.fl import FederatedData
-    from bnfl.fl.batched import batched_obstacle
+    from bnfl.fl.batched_choice import batched_obstacle
 
     sim = fl.build({"method": "fedavg+bn", "rounds": 1, "train": {"progress": False}})
     d = sim.data

@@ -92,7 +92,7 @@ def test_schematic_box_arrow_and_bars_with_printed_ticks():
 
 
 def test_config_deviations_and_panels_plot():
-    from bnfl.experiments.drawing import panels_plot
+    from bnfl.experiments.papers.fedtan.layouts import panels_plot
     from bnfl.experiments.setups import config_deviations
 
     config = {"deviations": ["R = 100"]}
@@ -107,7 +107,7 @@ def test_config_deviations_and_panels_plot():
 
 
 def test_fedtan_ii_table_plot_draws_ours_beside_the_printed_totals():
-    from bnfl.experiments.drawing import fedtan_ii_table_plot
+    from bnfl.experiments.papers.fedtan.layouts import fedtan_ii_table_plot
 
     rows = [{"scheme": "FedTAN-II (M=10)", "ours": 2.1388, "paper": "2.1388", "extra rounds ours": "5.66%",
              "extra rounds paper": "5.66%"},
@@ -137,7 +137,7 @@ def test_beside_printed_puts_ours_next_to_each_printed_cell():
 
 
 def test_panels_plot_relabels_x_and_draws_optional_panels_only_when_run():
-    from bnfl.experiments.drawing import panels_plot
+    from bnfl.experiments.papers.fedtan.layouts import panels_plot
 
     series = {"iid/fedtan": {"x": [1, 2], "y": [50.0, 60.0], "std": [0.0, 0.0]}}
     plot = panels_plot([("iid", "acc", "iid")], "Fig. 10", xlabel="MiB", optional=[("extra", "acc", "extra")])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bnfl import fl
-from bnfl.fl.batched import engine_line
+from bnfl.fl.batched_choice import engine_line
 from bnfl.train import config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fedtan_digits.toml"

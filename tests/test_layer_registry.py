@@ -21,7 +21,7 @@ from torch import nn
 
 from bnfl.nn import BATCHED_LAYERS, NORM_KINDS, PER_CLIENT, make_norm, register_batched
 from bnfl.nn.batched import BatchedNet, batching_obstacle
-from bnfl.nn.norms import _BATCHED
+from bnfl.nn.batched_layers import _BATCHED
 
 ROOT = Path(__file__).resolve().parents[1]
 NORM_LAYERS = {"GroupNorm", "LayerNorm", "InstanceNorm", "HybridBatchNorm1d", "HybridBatchNorm2d",

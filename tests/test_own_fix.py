@@ -147,9 +147,9 @@ def _all_registries() -> list:
 def _registries() -> list[tuple]:
     """The page registers names in bnfl's registries (and a layer in the batched engine's):
     keep them as they were for the other tests."""
-    from bnfl.nn import norms
+    from bnfl.nn import batched_layers
 
-    return [(r, dict(r._entries), dict(r._plugins)) for r in _all_registries()] + [(norms._BATCHED, dict(norms._BATCHED))]
+    return [(r, dict(r._entries), dict(r._plugins)) for r in _all_registries()] + [(batched_layers._BATCHED, dict(batched_layers._BATCHED))]
 
 
 def _restore(saved: list[tuple]) -> None:
@@ -305,10 +305,10 @@ def test_a_layer_of_your_own_is_batched_and_equals_the_sequential_engine(page):
 
 def test_an_unregistered_layer_is_refused_by_the_batched_engine_in_the_pages_line(page, monkeypatch):
     from bnfl import fl
-    from bnfl.nn import norms
+    from bnfl.nn import batched_layers
 
     _, ns = page
-    monkeypatch.delitem(norms._BATCHED, ns["MixedBatchNorm1d"])
+    monkeypatch.delitem(batched_layers._BATCHED, ns["MixedBatchNorm1d"])
     want = re.search(r"`ValueError: (batched='on' but this run cannot be batched: [^`]+)`",
                      PAGE.read_text(encoding="utf-8")).group(1)
     cfg = fl.RunConfig.from_dict(ns["cfg"].to_dict())

@@ -284,7 +284,7 @@ def _lockstep(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequence[int
     up to rounding (float64: 1e-12, ``tests/test_fl_lockstep.py``), not bitwise (the clients are
     padded to the largest batch of the group), so it is cached under its group
     (:func:`_key`), and the same seeds always train in the same group. Runs the batched engine
-    cannot take (:func:`bnfl.fl.batched.batched_obstacle`) run one by one."""
+    cannot take (:func:`bnfl.fl.batched_choice.batched_obstacle`) run one by one."""
     if ctx.cache is None:
         return _lockstep_compute(ctx, specs, group, observers, grid)
     keys = [_key(ctx, s, group, observers, grid) for s in specs]

@@ -27,12 +27,9 @@ the stacked parameters and momentum buffers. Everything a client owns stays per 
   algorithm's per-client scratch attributes (FedProx's anchor, SCAFFOLD's start point) kept
   apart per client (:class:`_HookScope`);
 * FedTAN's coupled first step (Algorithms 1-3) is step 1 of the batched clients
-  (:meth:`BatchedClients._coupled_step`): the BN layers pool the clients' moments through the
-  channel's all-reduce (:func:`~bnfl.nn.batched.coupled_batch_norm`, eqs. 39-40), the backward
-  of :math:`\sum_i p_i F_i` is eq. 41, and eq. 6 updates all clients' stacked running
-  statistics at once. FedAvg+Algorithm 2 (local stat-gradients) and backends with their own
-  exchange (torch.distributed, Flower) keep :func:`bnfl.fedtan.coupled_step`, whose gradients
-  then enter step 1.
+  (:func:`bnfl.fl.batched_step.coupled_step`, eqs. 39-41 and 6). FedAvg+Algorithm 2 (local
+  stat-gradients) and backends with their own exchange (torch.distributed, Flower) keep
+  :func:`bnfl.fedtan.coupled_step`, whose gradients then enter step 1.
 
 The losses are checked for divergence and read once per round (no device sync per step). On a
 ``torch.distributed`` rank the engine batches the rank's own participants (none in some rounds).
@@ -54,31 +51,33 @@ to ``"auto"`` and ``"off"`` is the bitwise reference (:func:`choose`).
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep
-from bnfl.fl._evaluate import _cross_entropy
 from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
+from bnfl.fl.batched_step import (
+    client_losses,
+    coupled_step,
+    ema_stacked_stats,
+    forward_backward,
+    padded,
+)
 from bnfl.fl.clients import Clients, Sequential
 from bnfl.fl.device_options import DeviceOptions, GraphedStep
-from bnfl.functional import ema
 from bnfl.nn import freeze_bn_stats, unfreeze_bn_stats
-from bnfl.nn.batched import BatchedNet, batching_obstacle
-from bnfl.stats import Moments
+from bnfl.nn.batched import BatchedNet
 
 if TYPE_CHECKING:
     from bnfl.fl._host import ClientHost
 
-__all__ = ["BATCHED_MODES", "BatchedClients", "DeferredCoupledStep", "StackedSGD", "batched_obstacle", "choose",
-           "engine_line", "in_round_order", "same_samples", "select_batched"]
+__all__ = ["BATCHED_MODES", "BatchedClients", "DeferredCoupledStep", "StackedSGD", "graphs_possible", "in_round_order",
+           "same_samples"]
 
 #: ``TrainConfig.batched``: never, where possible, or always (an error naming the obstacle).
 BATCHED_MODES = ("off", "auto", "on")
@@ -87,38 +86,6 @@ _CLIENT_HOOKS = ("client_start", "adjust_grads", "after_step", "extra_upload")
 #: captured CUDA graphs kept per stacked net (shapes, rates, frozen phase); older ones are freed
 _GRAPHS_KEPT = 4
 _MISSING = object()
-
-
-def batched_obstacle(sim: ClientHost) -> str | None:
-    """Why the clients of ``sim`` cannot train as one batched computation, or ``None``.
-
-    The algorithm says what it needs (:meth:`Algorithm.batching_obstacle
-    <bnfl.fl.Algorithm.batching_obstacle>`: e.g. its own ``local_loss``, MOON's representations or
-    FedSAM's perturbed weights); a model needs layers that
-    :func:`~bnfl.nn.batched.batching_obstacle` accepts.
-    """
-    if sim.clients_elsewhere:
-        return "this engine runs the clients itself (on Flower: each on its own node), not as one computation here"
-    why = sim.algorithm.batching_obstacle()
-    return why if why is not None else batching_obstacle(sim.model)
-
-
-def select_batched(sim: ClientHost) -> tuple[BatchedClients | None, str]:
-    """The batched engine for ``sim`` per ``sim.config.batched`` and why (or why not).
-
-    ``"off"``: ``None``; ``"auto"``: batched unless :func:`batched_obstacle`; ``"on"``: batched
-    or a ``ValueError`` naming the obstacle.
-    """
-    mode = sim.config.batched
-    if mode == "off":
-        return None, "batched='off'"
-    why = batched_obstacle(sim)
-    if why is None:
-        return BatchedClients(sim), "batched"
-    if mode == "on":
-        raise ValueError(f"batched='on' but this run cannot be batched: {why}. Use batched='auto' (falls back to "
-                         "the sequential engine) or 'off'")
-    return None, why
 
 
 @dataclass(frozen=True)
@@ -144,87 +111,9 @@ def same_samples(a: ClientHost, b: ClientHost) -> bool:
     return a._rows is None and b._rows is None and a.x_train is b.x_train and a.y_train is b.y_train
 
 
-# -- which engine trains a simulation's clients, and the line that says why -------------------------
-# Which engine trains a simulation's clients, and the line that says why.
-# :class:`~bnfl.fl.TrainConfig` ``batched`` picks between the batched engine
-# (:mod:`bnfl.fl.batched`, the default where it can run: ``"auto"``) and the sequential one (the
-# reference, one client at a time). :func:`choose` makes the choice for a
-# :class:`~bnfl.fl.Simulation` and writes it to ``History.meta["batched"]``: the mode asked for,
-# whether the batched engine is used, the reason, and one line a person reads, e.g.::
-#     batched: batched='auto' chose the batched engine: the clients share one architecture (Net)
-#     and nothing in FedTAN or the model needs one client at a time; equal to batched='off' up to
-#     rounding, not bitwise
-#     sequential: batched='auto' fell back to the sequential engine: MOON defines its own
-#     local_loss, which runs one client's model (...)
-# A backend whose clients run elsewhere (Flower's nodes) runs them one by one through
-# :meth:`Simulation.client_round <bnfl.fl.Simulation.client_round>`: ``"auto"`` is sequential
-# there and the line says so; a torch.distributed rank batches its own participants.
-_NOT_BITWISE = "equal to batched='off' up to rounding, not bitwise"
-
-
-def engine_line(mode: str, used: bool, why: str, *, model: str = "", algorithm: str = "") -> str:
-    """The one-line account of the engine choice (``History.meta["batched"]["line"]``).
-
-    Parameters
-    ----------
-    mode : {"off", "auto", "on"}
-        ``TrainConfig.batched``.
-    used : bool
-        Whether the batched engine trains the clients.
-    why : str
-        :func:`bnfl.fl.batched.select_batched`'s reason (the obstacle when it fell back).
-    model, algorithm : str
-        Class names of the model and the algorithm, for the batched case's reason.
-    """
-    if used:
-        if mode == "on":
-            return f"batched: batched='on' ({_NOT_BITWISE})"
-        arch = f" ({model})" if model else ""
-        alg = f" in {algorithm}" if algorithm else ""
-        return (f"batched: batched='{mode}' chose the batched engine: the clients share one architecture{arch} and "
-                f"nothing{alg} or the model needs one client at a time; {_NOT_BITWISE}")
-    if mode == "off":
-        return "sequential: batched='off' (the reference engine, one client at a time; bitwise reproducible)"
-    return f"sequential: batched='{mode}' fell back to the sequential engine: {why}"
-
-
-def choose(sim: ClientHost) -> tuple[BatchedClients | None, dict[str, Any]]:
-    """The batched engine of ``sim`` (``None``: sequential) and its ``History.meta["batched"]``
-    entry: ``mode``, ``used``, ``why`` and ``line`` (:func:`engine_line`). Raises the
-    ``ValueError`` of :func:`~bnfl.fl.batched.select_batched` under ``batched="on"`` when the run
-    cannot be batched."""
-    engine, why = select_batched(sim)
-    mode, used = sim.config.batched, engine is not None
-    line = engine_line(mode, used, why, model=type(sim.model).__name__, algorithm=type(sim.algorithm).__name__)
-    return engine, {"mode": mode, "used": used, "why": why, "line": line}
-
-
 def graphs_possible(device: torch.device) -> bool:
     """Whether ``DeviceOptions.cuda_graphs`` can capture on ``device`` (a CUDA device)."""
     return device.type == "cuda"
-
-
-@torch.no_grad()
-def _ema_global_stats(net: BatchedNet, step: CoupledStep, union_count: Mapping[str, int] | None,
-                      rows: slice | None = None) -> None:
-    r"""FedTAN eq. 6 for every client at once: each client's running statistics
-    :math:`\bar S_k \leftarrow (1-\rho)\bar S_k + \rho(\bar\mu, \tfrac{m}{m-1}\bar\sigma^2)` with the
-    global statistics of the coupled step, rows ``(K, C)`` against ``(C,)``:
-    :func:`bnfl.fl.engine.ema_global_stats` applied to each client's model (same operations).
-    ``rows``: only these clients' rows (one simulation's, of several stacked)."""
-    for name, m in net.net.named_modules():
-        if name not in step.layer_stats or not isinstance(m, _BatchNorm) or not m.track_running_stats:
-            continue
-        mean, var = step.layer_stats[name]
-        count = union_count[name] if union_count is not None else sum(mom.count for mom in step.local_stats[name])
-        rm, rv = net.buffers[f"{name}.running_mean"], net.buffers[f"{name}.running_var"]  # (K, C)
-        nbt = net.buffers[f"{name}.num_batches_tracked"]
-        if rows is not None:
-            rm, rv, nbt = rm[rows], rv[rows], nbt[rows]
-        nbt.add_(1)
-        unbiased = Moments(count=count, mean=mean, var=var).unbiased_var()  # raises for count < 2
-        rm.copy_(ema(rm, mean.to(rm.dtype), m.momentum))  # batching_obstacle: momentum is a number
-        rv.copy_(ema(rv, unbiased.to(rv.dtype), m.momentum))
 
 
 class _HookScope:
@@ -260,7 +149,7 @@ class _Row:
 
 
 class BatchedClients(Clients):
-    """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`select_batched`): its
+    """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`bnfl.fl.batched_choice.select_batched`): its
     :class:`~bnfl.fl.clients.Clients` in this process, whose local steps run as one computation;
     requests and evaluation go one client at a time (:class:`~bnfl.fl.clients.Sequential`)."""
 
@@ -429,15 +318,11 @@ class BatchedClients(Clients):
                 for name in names:
                     if name in first.grads[index[0]]:
                         net.params[name].grad = torch.stack([first.grads[i][name] for i in index])  # (K, *shape)
-                _ema_global_stats(net, first, sim._union_count)
+                ema_stacked_stats(net, first, sim._union_count)
             else:
                 x, y = self._next_batches(rows[:a], n)  # (a*n, ...)
-                with net.first_clients(a):
-                    with self.options.autocast(sim.device):
-                        out = net(x)
-                    loss = self._losses(out, y, a, n, net.mask, sizes[:a])  # (a,)
-                    del out  # (nothing may keep this step's autograd graph alive: a graph capture follows)
-                loss.sum().backward()
+                loss = forward_backward(net, x, y, a, n, sizes, loss_fn=sim.loss_fn,
+                                        autocast=lambda: self.options.autocast(sim.device))  # (a,)
             if self.hooks["adjust_grads"]:
                 for j in range(a):
                     net.sync_grads(j)
@@ -482,7 +367,7 @@ class BatchedClients(Clients):
                 opt.zero_grad()  # (the backward writes fresh gradients)
                 with self.options.autocast(device):
                     out = net(xs)
-                loss = self._losses(out, ys, k, n, None, sizes)
+                loss = client_losses(out, ys, k, n, None, sizes, self.sim.loss_fn)
                 loss.sum().backward()
                 opt.step(None)
                 return loss.detach()
@@ -492,7 +377,7 @@ class BatchedClients(Clients):
                 opt.zero_grad()
                 with self.options.autocast(device):
                     out = net(xs)
-                self._losses(out, ys, k, n, None, sizes).sum().backward()
+                client_losses(out, ys, k, n, None, sizes, self.sim.loss_fn).sum().backward()
                 opt.zero_grad()
                 with torch.no_grad():
                     for name, b in net.buffers.items():
@@ -515,82 +400,10 @@ class BatchedClients(Clients):
 
     # -- pieces ---------------------------------------------------------------------------------
     def _coupled_step(self, net: BatchedNet, rows: list[_Row], k: int, n: int, sizes: list[int],
-                      deferred: Mapping[Any, DeferredCoupledStep], index: list[int],
-                      ) -> tuple[Tensor, dict[Any, CoupledStep]]:
-        r"""FedTAN's first local step (Algorithms 1-3) on the stacked clients: the forward with
-        coupled BN (eqs. 39-40 through the channel's all-reduce), the backward of
-        :math:`T=\sum_i p_i F_i` (eq. 41's stat-gradient all-reduce is the autograd of the
-        all-reduce; counted when the backward passes it), per-client gradients
-        :math:`g_i = p_i^{-1}\partial T/\partial w_i` in ``.grad``, and FedTAN eq. 6 on the
-        running statistics. What :func:`bnfl.fl.coupled.coupled_first_step` and the sequential
-        step 1 compute, with the same channel accounting; returns the losses (K,) and each
-        simulation's step. Several simulations stacked (``deferred``: each one's step, their rows
-        contiguous): each all-reduce pools one simulation's rows through its own channel, and
-        :math:`\sum_s T_s` is differentiated at once (simulations share no parameter)."""
+                      deferred: Mapping[Any, DeferredCoupledStep], index: list[int]) -> tuple[Tensor, dict]:
+        """FedTAN's first local step on the rows' next batches (:func:`~bnfl.fl.batched_step.coupled_step`)."""
         x, y = self._next_batches(rows, n)  # (K*n, ...)
-        sims = list(dict.fromkeys(row.sim for row in rows))
-        spans = []  # each simulation's rows: a slice (rows of one simulation are contiguous)
-        at = 0
-        for s in sims:
-            m = sum(1 for row in rows if row.sim is s)
-            if any(row.sim is not s for row in rows[at:at + m]):
-                raise ValueError("the rows of a simulation in a stacked coupled step must be contiguous")
-            spans.append(slice(at, at + m))
-            at += m
-        p = torch.tensor([deferred[row.sim].weights[i] for row, i in zip(rows, index, strict=True)],
-                         dtype=x.dtype, device=x.device)  # (K,)
-        owner = None if len(sims) == 1 else torch.tensor([g for g, sl in enumerate(spans)
-                                                          for _ in range(sl.stop - sl.start)], device=x.device)
-
-        def stat_grads(layer: str, size: int) -> Callable[[Tensor], None]:
-            def count(_g: Tensor) -> None:  # eq. 41: [dT/dmu | dT/dsigma^2] all-reduced in the backward
-                for s, sl in zip(sims, spans, strict=True):
-                    ks = sl.stop - sl.start
-                    s.channel.count("allreduce", f"{layer}.stat-grads", up=size * ks, down=size, clients=ks,
-                                    closes_round=True)
-            return count
-
-        def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
-            if owner is None:  # one simulation: its channel's all-reduce
-                out = sims[0].channel.allreduce(parts, p, tag=f"{layer}.{kind}")
-            else:  # each simulation's rows pooled apart, one op; each channel counts its all-reduce
-                out = parts.new_zeros(len(sims), parts.shape[1]).index_add(0, owner, parts * p[:, None])  # (S, C)
-                size = parts.shape[1] * parts.element_size()
-                for s, sl in zip(sims, spans, strict=True):
-                    ks = sl.stop - sl.start
-                    s.channel.count("allreduce", f"{layer}.{kind}", up=size * ks, down=size, clients=ks,
-                                    closes_round=True)
-            if kind == "mean" and out.requires_grad:
-                out.register_hook(stat_grads(layer, 2 * parts.shape[1] * parts.element_size()))
-            return out if owner is None else out[owner]  # (C,), or (K, C): each row its simulation's
-
-        net.couple, net.coupled_stats = reduce, {}
-        try:
-            out = net(x)
-        finally:
-            net.couple = None
-        loss = self._losses(out, y, k, n, net.mask, sizes)  # (K,) F_i
-        (loss * p).sum().backward()
-        grads = {}
-        with torch.no_grad():
-            for name, q in net.params.items():
-                if q.grad is not None:
-                    q.grad.div_(p.reshape(-1, *([1] * (q.grad.dim() - 1))))  # p_i g_i -> g_i
-                    grads[name] = q.grad.unbind(0)
-        stats = net.coupled_stats
-        steps = {}
-        for s, sl in zip(sims, spans, strict=True):
-            js = range(sl.start, sl.stop)
-            first = sl.start  # a row of this simulation: its global statistics
-            steps[s] = step = CoupledStep(
-                grads=[{name: g[j] for name, g in grads.items()} for j in js], losses=loss.detach()[sl],
-                layer_stats={layer: (gm.detach(), gv.detach()) if owner is None else
-                             (gm.detach()[first], gv.detach()[first]) for layer, (_, _, _, gm, gv) in stats.items()},
-                local_stats={layer: [Moments(count=cnt[j], mean=mk[j], var=vk[j]) for j in js]
-                             for layer, (mk, vk, cnt, _, _) in stats.items()})
-            _ema_global_stats(net, step, s._union_count, rows=None if owner is None else sl)
-        net.coupled_stats = {}  # (its global moments hold the autograd graph)
-        return loss, steps
+        return coupled_step(net, x, y, rows, k, n, sizes, deferred, index, self.sim.loss_fn)
 
     def _next_batches(self, rows: Sequence[_Row], n: int) -> tuple[Tensor, Tensor]:
         """Each client's next mini-batch (its own stream), concatenated: ``(len(rows)*n, ...)``;
@@ -603,7 +416,7 @@ class BatchedClients(Clients):
         augmenters = [o._augment for o in owners]
         drawn = [BatchAugmenter.drawn(row.sim.cursors, row.client, i.shape[0]) for row, i in zip(rows, ids, strict=True)] \
             if any(a is not None for a in augmenters) else []
-        flat = _padded(ids, n)  # (len(rows)*n,)
+        flat = padded(ids, n)  # (len(rows)*n,)
         if all(o is owners[0] or same_samples(o, owners[0]) for o in owners):
             x, y = owners[0]._samples(flat)
         else:
@@ -629,18 +442,6 @@ class BatchedClients(Clients):
                 opt.state.setdefault(p, {})["momentum_buffer"] = torch.stack(rows)  # (K, *shape)
         return opt
 
-
-    def _losses(self, out: Tensor, y: Tensor, k: int, n: int, mask: Tensor | None, sizes: list[int]) -> Tensor:
-        """(K,) each client's batch-mean loss over its real rows (``sim.loss_fn`` per client unless
-        it is the default cross-entropy on class labels, then one per-sample call)."""
-        sim = self.sim
-        if sim.loss_fn is _cross_entropy and y.dim() == 1 and not y.is_floating_point():
-            per = F.cross_entropy(out, y, reduction="none").reshape(k, n)  # (K*n,) -> (K, n)
-            if mask is None:
-                return per.mean(1)
-            return (per * mask.to(per.dtype)).sum(1) / torch.tensor(sizes, dtype=per.dtype, device=per.device)
-        outs, ys = out.reshape(k, n, *out.shape[1:]), y.reshape(k, n, *y.shape[1:])  # (K*n, ...) -> (K, n, ...)
-        return torch.stack([sim.loss_fn(outs[j, :sizes[j]], ys[j, :sizes[j]]).reshape(()) for j in range(k)])
 
     @staticmethod
     def _check(losses: Tensor, rows: Sequence[_Row], r: int) -> dict[ClientHost, Exception]:
@@ -695,14 +496,3 @@ class BatchedClients(Clients):
         return uploads
 
 
-def _padded(ids: Sequence[Tensor], n: int) -> Tensor:
-    """The clients' batch ids concatenated, each padded to ``n`` with copies of its first id:
-    ``(len(ids)*n,)``, by one gather instead of one concatenation per short batch."""
-    flat = torch.cat(list(ids))  # (sum of sizes,)
-    if flat.shape[0] == n * len(ids):
-        return flat
-    sizes = torch.tensor([i.shape[0] for i in ids], device=flat.device)  # (K,)
-    starts = torch.cumsum(sizes, 0) - sizes  # (K,)
-    pos = torch.arange(n, device=flat.device)[None, :]  # (1, n)
-    at = starts[:, None] + torch.where(pos < sizes[:, None], pos, 0)  # (K, n): padding -> the first id
-    return flat[at.reshape(-1)]

@@ -48,7 +48,7 @@ from bnfl.fl._client_work import ClientWork
 from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_global_stats
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm, CoupledFirstStep, RoundPlan
-from bnfl.fl.batched import choose
+from bnfl.fl.batched_choice import choose
 from bnfl.fl.clients import Clients, Sequential
 from bnfl.fl.comm import Channel
 from bnfl.fl.context import ServerContext
@@ -218,7 +218,7 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         self.round_hooks: list[Callable[[Simulation, int], Mapping[str, Any] | None]] = []  # see Attributes
 
         #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None; the
-        #: choice and its reason in ``history.meta["batched"]`` (:func:`bnfl.fl.batched.choose`)
+        #: choice and its reason in ``history.meta["batched"]`` (:func:`bnfl.fl.batched_choice.choose`)
         self._batched, self.history.meta["batched"] = choose(self)
         self.here: Clients = self._batched if self._batched is not None else Sequential(self)
         self.clients: Clients = clients if clients is not None else self.here

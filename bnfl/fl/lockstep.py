@@ -16,7 +16,7 @@ whose client diverges stops with its :class:`~bnfl.fl.DivergenceError` (and hist
 go on.
 
 Every simulation must use the batched engine (``TrainConfig.batched`` ``"auto"`` or ``"on"``
-and nothing in :func:`~bnfl.fl.batched.batched_obstacle`). Requests that cannot share a
+and nothing in :func:`~bnfl.fl.batched_choice.batched_obstacle`). Requests that cannot share a
 computation (other architectures, client hooks or frozen phases; FedTAN's coupled first step
 unless ``stack_coupled``) train in separate stacks, one simulation alone where it shares with none; learning rates may
 differ (one per row). ``max_rows`` caps a stack's rows, so that memory decides the depth

@@ -6,12 +6,13 @@
   :class:`InstanceNorm`, :class:`FeatureNorm` (FedFN), :class:`NormIdentity`, :class:`WSConv2d`,
   :class:`ScaledWSConv2d` (FedWon).
 - :func:`make_norm` (the single norm factory) and :func:`replace_norm` (swap by type).
-- The layer registry (:mod:`bnfl.nn.norms`): :data:`NORM_KINDS` (kind -> factory, read by the
-  model builders and the Method table) and :data:`BATCHED_LAYERS` (layer class -> batched form,
+- The layer registry: :data:`NORM_KINDS` (:mod:`bnfl.nn.norms`) (kind -> factory, read by the
+  model builders and the Method table) and :data:`BATCHED_LAYERS` (:mod:`bnfl.nn.batched_layers`; layer class -> batched form,
   read by the batched engine; :func:`register_batched` adds one).
 - :func:`bn_modules`, :func:`state_groups`, :func:`local_state_keys`: state by module type.
 """
 
+from bnfl.nn.batched_layers import BATCHED_LAYERS, PER_CLIENT, BatchedLayer, register_batched
 from bnfl.nn.frozen import (
     FrozenStatsBatchNorm1d,
     FrozenStatsBatchNorm2d,
@@ -24,10 +25,7 @@ from bnfl.nn.frozen import (
 from bnfl.nn.groups import STATE_GROUPS, bn_modules, local_state_keys, state_groups
 from bnfl.nn.hybrid import HybridBatchNorm1d, HybridBatchNorm2d, hybrid_batch_norm
 from bnfl.nn.norms import (
-    BATCHED_LAYERS,
     NORM_KINDS,
-    PER_CLIENT,
-    BatchedLayer,
     FeatureNorm,
     FederatedBatchNorm1d,
     FederatedBatchNorm2d,
@@ -39,7 +37,6 @@ from bnfl.nn.norms import (
     WSConv2d,
     conv_class,
     make_norm,
-    register_batched,
 )
 from bnfl.nn.replace import is_norm_layer, norm_signature, replace_norm
 

@@ -13,13 +13,13 @@ with its parameterised layers replaced by batched ones:
   and its running statistics are updated exactly as ``nn.BatchNorm`` does (momentum, unbiased
   variance :math:`\frac{m}{m-1}\sigma^2` in ``running_var``, ``num_batches_tracked + 1``);
   FixBN's frozen layers (:mod:`bnfl.nn.frozen`) normalise with the running statistics instead;
-* every layer of the layer registry's :data:`~bnfl.nn.norms.BATCHED_LAYERS` with its form:
+* every layer of the layer registry's :data:`~bnfl.nn.batched_layers.BATCHED_LAYERS` with its form:
   ``nn.GroupNorm`` and bnfl's GN/LN/IN (:mod:`bnfl.nn.norms`): per-sample statistics, each
   client's :math:`\gamma_k, \beta_k` (:func:`bnfl.nn.batched_norms.group_norm`); HBN's hybrid BN
   (:class:`~bnfl.nn.HybridBatchNorm2d`, eqs. 9-10) and FBN: each client's :math:`\alpha_k`,
   global statistics, affine parameters (and FBN's cumulative-average buffers), batch moments
   over the client's real rows (:mod:`bnfl.nn.batched_norms`); a user's layer registered with
-  :func:`~bnfl.nn.norms.register_batched` (its own form, or its ``forward`` once per client);
+  :func:`~bnfl.nn.batched_layers.register_batched` (its own form, or its ``forward`` once per client);
 * every module without parameters or buffers (activations, pooling, reshapes, the model's own
   glue code) is a per-sample function and runs unchanged on the concatenated batch.
 
@@ -46,13 +46,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from bnfl.nn.batched_layers import BATCHED_LAYERS, PER_CLIENT, BatchedLayer
 from bnfl.nn.frozen import (
     FrozenStatsBatchNorm1d,
     FrozenStatsBatchNorm2d,
     FrozenStatsBatchNorm3d,
     is_frozen,
 )
-from bnfl.nn.norms import BATCHED_LAYERS, PER_CLIENT, BatchedLayer
 
 __all__ = ["BatchedNet", "batching_obstacle", "coupled_batch_norm", "masked_batch_norm"]
 
@@ -68,8 +68,8 @@ def batching_obstacle(model: nn.Module) -> str | None:
 
     Batched: ``nn.Linear``, zero-padded ``nn.Conv1d/2d/3d``, ``nn.BatchNorm1d/2d/3d`` (and their
     FixBN-frozen forms) with a fixed ``momentum``, the layers of the layer registry
-    (:data:`bnfl.nn.norms.BATCHED_LAYERS`: ``nn.GroupNorm``, bnfl's GN, LN, IN, HBN's hybrid BN,
-    FBN, and what :func:`~bnfl.nn.norms.register_batched` added), and modules that own no parameter or buffer
+    (:data:`bnfl.nn.batched_layers.BATCHED_LAYERS`: ``nn.GroupNorm``, bnfl's GN, LN, IN, HBN's hybrid BN,
+    FBN, and what :func:`~bnfl.nn.batched_layers.register_batched` added), and modules that own no parameter or buffer
     (assumed per-sample functions; dropout is refused, its random masks would be drawn in a
     different order than one client at a time).
     """
@@ -415,7 +415,7 @@ class BatchedNet:
         return forward
 
     def _registered(self, pre: str, m: nn.Module, form):
-        """The forward of a layer of the layer registry (:data:`~bnfl.nn.norms.BATCHED_LAYERS`)."""
+        """The forward of a layer of the layer registry (:data:`~bnfl.nn.batched_layers.BATCHED_LAYERS`)."""
         if form == PER_CLIENT:  # the layer and what it holds (a submodule's tensors too)
             return self._per_client(pre, m, [n for n, _ in m.named_parameters()], [n for n, _ in m.named_buffers()])
         params = [n for n, _ in m.named_parameters(recurse=False)]

@@ -15,36 +15,29 @@ Layers
   affine (GN with 1 group, GN with C groups).
 - :class:`FeatureNorm` (``"fedfn"``): per-sample L2 normalisation of the features.
 - :class:`NormIdentity` (``"none"``/``"identity"``): an identity that remembers the channels.
-- :class:`WSConv2d`: convolution with weight standardisation, for ``"gn_ws"`` (GN + WS).
+- :class:`WSConv2d`: convolution with weight standardisation, for ``"gn_ws"`` (GN + WS), and
+  FedWon's :class:`ScaledWSConv2d` (``"ws"``), in :mod:`bnfl.nn.ws`.
 
 The layer registry
 ------------------
-This module is the one place a normalisation layer is registered, and every reader asks it:
-
-- :data:`NORM_KINDS`: kind -> factory. The model builders (:mod:`bnfl.models`, through
-  :func:`make_norm`) build a method's layers from it, and the Method table
-  (:data:`bnfl.methods.METHODS`) refuses a row whose ``norm`` is not a kind of it (or an import
-  string naming a factory).
-- :data:`BATCHED_LAYERS`: layer class -> its batched form, what the batched engine
-  (:class:`bnfl.nn.batched.BatchedNet`) runs for K clients at once; :func:`register_batched`
-  adds one. A layer that owns parameters or buffers and is not here is refused by the batched
-  engine in one line naming the layer and this registry (the sequential engine runs it).
+This module is the one place a normalisation kind is registered, and every reader asks it:
+:data:`NORM_KINDS`: kind -> factory. The model builders (:mod:`bnfl.models`, through
+:func:`make_norm`) build a method's layers from it, and the Method table
+(:data:`bnfl.methods.METHODS`) refuses a row whose ``norm`` is not a kind of it (or an import
+string naming a factory). How the batched engine runs each layer class is the registry's batched
+side, :mod:`bnfl.nn.batched_layers`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from bnfl.nn.batched_norms import federated_batch_norm, group_norm, hybrid_batch_norm
 from bnfl.nn.frozen import FrozenStatsBatchNorm1d, FrozenStatsBatchNorm2d
 from bnfl.nn.hybrid import (
     GlobalStatsMixin,
@@ -53,13 +46,11 @@ from bnfl.nn.hybrid import (
     _Input1d,
     _Input2d,
 )
+from bnfl.nn.ws import RELU_GAIN, ScaledWSConv2d, WSConv2d, conv_class
 from bnfl.registry import Registry, is_import_string
 
 __all__ = [
-    "BATCHED_LAYERS",
     "NORM_KINDS",
-    "PER_CLIENT",
-    "BatchedLayer",
     "FederatedBatchNorm1d",
     "FederatedBatchNorm2d",
     "GroupNorm",
@@ -69,9 +60,9 @@ __all__ = [
     "NormIdentity",
     "WSConv2d",
     "ScaledWSConv2d",
+    "RELU_GAIN",
     "conv_class",
     "make_norm",
-    "register_batched",
 ]
 
 def _as_factory(spec: str, obj: Any) -> Any:
@@ -329,71 +320,6 @@ class NormIdentity(nn.Identity):
         return f"{self.num_features}, dim={self.dim}"
 
 
-class WSConv2d(nn.Conv2d):
-    r"""``nn.Conv2d`` with weight standardisation (Qiao et al. 2019), used with GN (``"gn_ws"``):
-
-    .. math:: \hat W_o = \frac{W_o - \operatorname{mean}(W_o)}{\sqrt{\operatorname{var}(W_o) + \epsilon}}
-
-    per output channel ``o`` over (in_channels, kh, kw), biased variance. Same parameters and
-    state_dict as ``nn.Conv2d``, so a conv can be retyped in place.
-    """
-
-    ws_eps: float = 1e-5
-
-    def forward(self, x: Tensor) -> Tensor:
-        w = self.weight
-        flat = w.flatten(1)  # (O, I*kh*kw)
-        mean = flat.mean(dim=1).view(-1, 1, 1, 1)
-        var = flat.var(dim=1, unbiased=False).view(-1, 1, 1, 1)
-        return self._conv_forward(x, (w - mean) / torch.sqrt(var + self.ws_eps), self.bias)
-
-
-
-#: ReLU's gain for scaled weight standardisation: 1 / sqrt(var(relu(z))) for z ~ N(0, 1) with
-#: the second moment kept, sqrt(2 / (1 - 1/pi)) (Brock et al. 2021, NF-Nets, App. D).
-RELU_GAIN = math.sqrt(2.0 / (1.0 - 1.0 / math.pi))
-
-
-class ScaledWSConv2d(nn.Conv2d):
-    r"""``nn.Conv2d`` with *scaled* weight standardisation (Brock et al. 2021, "Characterizing
-    signal propagation to close the performance gap in unnormalized ResNets", eq. 3), the
-    convolution of FedWon (Zhuang & Lyu, ICLR 2024), used with norm kind ``"ws"``:
-
-    .. math:: \hat W_o = g_o\,\gamma\,\frac{W_o - \operatorname{mean}(W_o)}{\sqrt{N\,(\operatorname{var}(W_o) + \epsilon)}}
-
-    per output channel ``o`` over its fan-in :math:`N` = in_channels/groups * kh * kw (biased
-    variance), with a learnable gain :math:`g_o` (initialised to 1) and the fixed activation gain
-    :math:`\gamma` (``gain``, ReLU's by default). Adds one parameter ``gain`` of shape (O,).
-    """
-
-    ws_eps: float = 1e-4
-
-    def __init__(self, *args: object, gain: float = RELU_GAIN, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        if not (math.isfinite(gain) and gain > 0):
-            raise ValueError(f"gain must be a finite number > 0, got {gain!r}")
-        self.gamma = float(gain)
-        self.gain = nn.Parameter(torch.ones(self.out_channels, device=self.weight.device, dtype=self.weight.dtype))
-
-    def standardized_weight(self) -> Tensor:
-        r""":math:`\hat W` of the docstring, shape of ``weight``."""
-        w = self.weight
-        flat = w.flatten(1)  # (O, I/groups*kh*kw)
-        fan_in = flat.shape[1]
-        mean = flat.mean(dim=1).view(-1, 1, 1, 1)
-        var = flat.var(dim=1, unbiased=False).view(-1, 1, 1, 1)
-        scale = self.gain.view(-1, 1, 1, 1) * self.gamma / torch.sqrt(fan_in * (var + self.ws_eps))
-        return (w - mean) * scale
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self._conv_forward(x, self.standardized_weight(), self.bias)
-
-
-def conv_class(norm: str) -> type[nn.Conv2d]:
-    """The convolution a model builds for norm kind ``norm``: :class:`WSConv2d` for ``"gn_ws"``,
-    :class:`ScaledWSConv2d` for ``"ws"`` (FedWon), else ``nn.Conv2d``."""
-    return {"gn_ws": WSConv2d, "ws": ScaledWSConv2d}.get(norm, nn.Conv2d)
-
 # --------------------------------------------------------------------------------------------
 # The factory
 # --------------------------------------------------------------------------------------------
@@ -504,105 +430,3 @@ def _fedfn(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine
 @NORM_KINDS.register("ws")  # the convolutions standardise (FedWon)
 def _identity(c: int, *, dim: int, groups: int, eps: float, momentum: float, affine: bool) -> nn.Module:
     return NormIdentity(c, dim=dim)
-
-
-# --------------------------------------------------------------------------------------------
-# The layer registry, batched side: how the batched engine runs a layer for K clients at once
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BatchedLayer:
-    """What a batched form sees of one layer of ``K`` stacked clients, at one forward call.
-
-    Attributes
-    ----------
-    module : nn.Module
-        The layer (its options: ``eps``, ``num_groups``, ``training``...; its own tensors are
-        not the clients').
-    k : int
-        Clients K; the input holds client ``k``'s rows at ``k*n .. (k+1)*n - 1``.
-    params : mapping of str to Tensor
-        The layer's own parameters by name (``"weight"``), stacked: shape ``(K, *shape)``.
-    buffers : mapping of str to Tensor
-        The layer's own buffers by name, stacked, ``(K, *shape)``; update them in place.
-    counts : Tensor or None
-        Real rows per client when the clients' batches were padded to ``n`` (padding rows repeat
-        the client's first sample), else ``None``.
-    """
-
-    module: nn.Module
-    k: int
-    params: Mapping[str, Tensor]
-    buffers: Mapping[str, Tensor]
-    counts: Tensor | None
-
-
-#: A batched form: ``form(layer, x) -> y`` with ``x`` and ``y`` of shape ``(K*n, C, ...)``.
-BatchedForm = Callable[[BatchedLayer, Tensor], Tensor]
-#: The form that runs the layer's own ``forward`` once per client on that client's real rows,
-#: with that client's parameters and buffers (:func:`torch.func.functional_call`): any layer
-#: whose forward updates its buffers in place runs so, equal to the sequential engine.
-PER_CLIENT = "per-client"
-
-_BATCHED: dict[type[nn.Module], BatchedForm | str] = {}
-#: Layer class (exact type) -> its batched form (a :data:`BatchedForm` or :data:`PER_CLIENT`),
-#: read-only; :func:`register_batched` adds entries. ``nn.Linear``, ``nn.Conv1d/2d/3d`` and
-#: ``nn.BatchNorm1d/2d/3d`` (with FixBN's frozen forms) are the engine's own and not listed.
-BATCHED_LAYERS: Mapping[type[nn.Module], BatchedForm | str] = MappingProxyType(_BATCHED)
-
-L = TypeVar("L", bound=type)
-
-
-def register_batched(*, form: BatchedForm | str = PER_CLIENT) -> Callable[[L], L]:
-    """Class decorator: the batched engine runs layers of this exact class with ``form``.
-
-    Parameters
-    ----------
-    form : callable or "per-client", default "per-client"
-        ``form(layer, x) -> y`` (:class:`BatchedLayer`), one computation for the K clients;
-        or :data:`PER_CLIENT`: the layer's own ``forward`` per client (a loop over K, so slower,
-        but right for any layer that updates its buffers in place).
-
-    Examples
-    --------
-    >>> from torch import nn
-    >>> from bnfl.nn import register_batched
-    >>> @register_batched()
-    ... class MyNorm(nn.BatchNorm1d):
-    ...     pass
-    """
-    if not (callable(form) or form == PER_CLIENT):
-        raise ValueError(f"register_batched: form must be a function form(layer, x) or {PER_CLIENT!r}, got {form!r}")
-
-    def add(cls: L) -> L:
-        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-            raise ValueError(f"register_batched: {cls!r} is not an nn.Module subclass")
-        _BATCHED[cls] = form
-        return cls
-
-    return add
-
-
-def _group_norm_form(layer: BatchedLayer, x: Tensor) -> Tensor:  # per-sample statistics: padding needs no mask
-    return group_norm(x, layer.k, layer.module.num_groups, layer.params.get("weight"), layer.params.get("bias"),
-                      eps=layer.module.eps)
-
-
-def _hybrid_form(layer: BatchedLayer, x: Tensor) -> Tensor:  # HBN eqs. 9-10: each client's alpha, global stats
-    m, p, b = layer.module, layer.params, layer.buffers
-    return hybrid_batch_norm(x, layer.k, p["alpha"], b["global_mean"], b["global_var"], p.get("weight"),
-                             p.get("bias"), eps=m.eps, training=m.training, counts=layer.counts)
-
-
-def _federated_form(layer: BatchedLayer, x: Tensor) -> Tensor:  # global stats; each client's cumulative moments
-    m, p, b = layer.module, layer.params, layer.buffers
-    running = (b["running_mean"], b["running_var"], b["num_batches_tracked"])
-    return federated_batch_norm(x, layer.k, b["global_mean"], b["global_var"], p.get("weight"), p.get("bias"),
-                                eps=m.eps, training=m.training, running=running, counts=layer.counts)
-
-
-for _cls in (nn.GroupNorm, GroupNorm, LayerNorm, InstanceNorm):  # bnfl's LN and IN: GroupNorms, 1 and C groups
-    register_batched(form=_group_norm_form)(_cls)
-for _cls in (HybridBatchNorm1d, HybridBatchNorm2d):
-    register_batched(form=_hybrid_form)(_cls)
-for _cls in (FederatedBatchNorm1d, FederatedBatchNorm2d):
-    register_batched(form=_federated_form)(_cls)

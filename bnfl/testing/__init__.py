@@ -24,10 +24,9 @@ from bnfl.testing._check import (
     AggregationReport,
     BNSafetyError,
     Problem,
-    ServerStepReport,
     check_aggregation,
-    check_server_step,
 )
+from bnfl.testing._server_step import ServerStepReport, check_server_step
 
 __all__ = ["POLICY_ORDER", "POLICY_WORDS", "PROBLEM_KINDS", "AggregationReport", "BNSafetyError", "Problem",
            "ServerStepReport", "check_aggregation", "check_server_step"]

@@ -283,9 +283,11 @@ def plot_bench_bn_fixes(result: Result) -> Any:
         ax.bar(x, mean, 0.7, color=[color_for(m) for m in s["methods"]], yerr=err, capsize=3,
                error_kw={"elinewidth": 1.0, "ecolor": "#333333"})
         if p.get("control") is not None and math.isfinite(num(p["control"])):
-            ax.axhline(num(p["control"]), color="#0072B2", ls="--", lw=1.0, label="FedAvg+BN, iid split")
+            ax.axhline(num(p["control"]), color=color_for("fedavg+bn"), ls="--", lw=1.0,
+                       label=f"{ALL['fedavg+bn'].label}, iid split")
         if p.get("damaged") is not None and math.isfinite(num(p["damaged"])):
-            ax.axhline(num(p["damaged"]), color="#0072B2", ls=":", lw=1.0, label="FedAvg+BN, skewed (shared rate)")
+            ax.axhline(num(p["damaged"]), color=color_for("fedavg+bn"), ls=":", lw=1.0,
+                       label=f"{ALL['fedavg+bn'].label}, skewed (shared rate)")
         ax.set_xticks(x, s["labels"], rotation=40, ha="right", fontsize=8)
         finite = [v for v in np.concatenate([low, mean]) if math.isfinite(v)]
         bottom = max(0.0, min(finite) - 5.0) if finite else 0.0

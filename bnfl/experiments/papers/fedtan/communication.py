@@ -18,9 +18,10 @@ from bnfl import models
 from bnfl.experiments.claims import Claim, info, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import curve, final_stats, merge_specs, train_runs
-from bnfl.experiments.drawing import bars_with_printed, fedtan_ii_plot, fedtan_ii_table_plot
+from bnfl.experiments.drawing import bars_with_printed
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import numbers, setups
+from bnfl.experiments.papers.fedtan.layouts import fedtan_ii_plot, fedtan_ii_table_plot
 from bnfl.experiments.papers.fedtan.numbers import CIFAR_ITERATIONS, MNIST_ITERATIONS, NUM_CLIENTS
 from bnfl.experiments.printed import matches_printed, percent, printed_claim
 from bnfl.experiments.registry import entry, plotter, same_for_all_profiles

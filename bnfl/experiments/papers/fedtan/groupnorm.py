@@ -16,9 +16,10 @@ from bnfl.experiments._claim import no_interval
 from bnfl.experiments.claims import Claim, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import curve, final_stats, fmt_mean_std, merge_specs, train_runs
-from bnfl.experiments.drawing import bars_vs_paper, panels_plot
+from bnfl.experiments.drawing import bars_vs_paper
 from bnfl.experiments.evidence import Seeds, finals, first_hits, rounds_to_each
 from bnfl.experiments.papers.fedtan import setups
+from bnfl.experiments.papers.fedtan.layouts import panels_plot
 from bnfl.experiments.papers.fedtan.numbers import NUM_CLIENTS, TABLE2
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, REFERENCE_MOMENTUM_NOTE, variant_spec
 from bnfl.experiments.registry import entry, plotter

@@ -13,9 +13,10 @@ from bnfl.experiments import calibration, curves
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.curves import curve, final_stats, late_loss, merge_specs, train_runs
-from bnfl.experiments.drawing import accuracy_lines, bars_vs_paper, panels_plot
+from bnfl.experiments.drawing import accuracy_lines, bars_vs_paper
 from bnfl.experiments.evidence import Seeds, finals, per_seed
 from bnfl.experiments.papers.fedtan import setups
+from bnfl.experiments.papers.fedtan.layouts import panels_plot
 from bnfl.experiments.papers.fedtan.numbers import TABLE1
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, variant_spec
 from bnfl.experiments.printed import parse_mean_std

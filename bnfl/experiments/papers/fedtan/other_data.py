@@ -12,9 +12,9 @@ import numpy as np
 from bnfl.experiments.claims import at_most
 from bnfl.experiments.core import Context
 from bnfl.experiments.curves import curve, merge_specs, train_runs
-from bnfl.experiments.drawing import domains_plot, iid_noniid_plot
 from bnfl.experiments.evidence import Seeds, finals
 from bnfl.experiments.papers.fedtan import setups
+from bnfl.experiments.papers.fedtan.layouts import domains_plot, iid_noniid_plot
 from bnfl.experiments.papers.fedtan.setups import IID, NONIID, variant_spec
 from bnfl.experiments.registry import entry
 from bnfl.experiments.setups import config_deviations, method_row, spec, with_data

@@ -9,7 +9,7 @@ their entries:
 - :mod:`.regime`: the calibrated stand-ins and fair rates of the headline entries (issue 36);
 - the topic modules: the toy figure, the partitions and the architecture table (``toy``), the
   learning-rate grids (``grids``), the performance comparison (``comparison``: the normalisers,
-  Tables 1, 3; the FL solvers, Table 4; the architectures, Table 5, Fig. 7), the batch size
+  Tables 1, 3; the FL solvers, Table 4), the architectures (``architectures``: Table 5, Fig. 7), the batch size
   (``batchsize``: Table 2, Figs. 1, 4), the ablations and sensitivities (``ablations``: Table 6,
   Figs. 5, 6).
 """
