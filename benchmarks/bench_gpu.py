@@ -151,7 +151,7 @@ def stacked_round_seconds(method: str, depth: int, *, graphs: bool, device: torc
         cfg = fl.TrainConfig(rounds=warmup + timed, local_steps=steps, batch_size=batch, lr=0.05 * 2 ** (s % 3),
                              eval_every=10**6, progress=False, device=str(device), batched="on", seed=s)
         sim = fl.Simulation(model, data, m.algorithm(), cfg)
-        sim._batched.options = DeviceOptions(cuda_graphs=graphs, graph_max_images=10**9)  # captured at every depth
+        sim.batched_engine.options = DeviceOptions(cuda_graphs=graphs, graph_max_images=10**9)  # captured at every depth
         sims.append(sim)
     marks: dict[int, float] = {}
 
@@ -165,7 +165,7 @@ def stacked_round_seconds(method: str, depth: int, *, graphs: bool, device: torc
     bad = [o for o in outcomes if isinstance(o, BaseException)]
     if bad:
         raise bad[0]
-    errors = {s._batched.graph_error for s in sims} - {None}
+    errors = {s.batched_engine.graph_error for s in sims} - {None}
     return (marks[warmup + timed] - marks[warmup]) / timed, (sorted(errors)[0] if errors else None)
 
 
@@ -225,7 +225,7 @@ def options_table(device: torch.device, *, tiny: bool, warmup: int, timed: int) 
                                  progress=False, device=str(device), batched="on", seed=s)
             sim = fl.Simulation(models.build("resnet20", norm="bn", num_classes=10), data, get("fedavg+bn").algorithm(),
                                 cfg)
-            sim._batched.options = opts
+            sim.batched_engine.options = opts
             sims.append(sim)
         marks: dict[int, float] = {}
 

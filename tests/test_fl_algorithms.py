@@ -201,7 +201,7 @@ def test_fixbn_freezes_statistics_after_t_star():
         assert torch.equal(sim.global_state[k], v), k
     assert any(not torch.equal(sim.global_state[k], v) for k, v in weights_t_star.items())
     # during stage II the client models normalise with the frozen statistics: train == eval
-    work = sim._work
+    work = sim.work_model
     assert all(is_frozen(m) for m in work.modules() if isinstance(m, nn.BatchNorm1d))
     x = data.x_test[:7]
     work.train()

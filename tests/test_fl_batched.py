@@ -238,7 +238,7 @@ def test_fedtan_first_step_runs_in_the_batched_layers_with_the_same_exchanges(co
 
 def _step_counts(spec: dict) -> list[int]:
     sim = fl.build(spec)
-    return [sim._steps_this_round(c) for c in range(sim.num_clients)]
+    return [sim.steps_this_round(c) for c in range(sim.num_clients)]
 
 
 #: methods whose hooks see the step count or the momentum of a client that stops early

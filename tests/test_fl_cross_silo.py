@@ -64,7 +64,7 @@ def _worker(rank: int, world: int, port: int, root: str, out: str) -> None:
             state = sim.state_dict()  # collective: every client's local state
             held: list = [None] * world  # (rows held, rows with a real id, this silo's samples)
             n_silo = load_silo(f"{root}/rank{rank}").x_train.shape[0]
-            dist.all_gather_object(held, (sim.x_train.shape[0], int((sim._rows >= 0).sum()), n_silo))
+            dist.all_gather_object(held, (sim.x_train.shape[0], int((sim.sample_rows >= 0).sum()), n_silo))
             results[m] = {"global": sim.global_state, "local": state["client_local"], "rows": hist.without_time(),
                           "counters": sim.channel.counters(), "meta": hist.meta, "held": held, "blocks": sim.clients.blocks}
         # a rank whose evaluation set differs is refused on every rank, naming it

@@ -71,7 +71,7 @@ def test_auto_falls_back_with_the_obstacle_and_on_refuses_it(tmp_path, capsys):
 
 def test_python_api_default_is_batched():
     sim = fl.build({"rounds": 1, "train": {"progress": False}})
-    assert sim._batched is not None and sim.history.meta["batched"]["used"] is True
+    assert sim.batched_engine is not None and sim.history.meta["batched"]["used"] is True
     with pytest.raises(ValueError, match="batched must be 'off', 'auto' or 'on'"):
         fl.TrainConfig(batched="yes")
 

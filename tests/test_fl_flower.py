@@ -195,12 +195,12 @@ class _Dropping(Clients):
     def attach(self, host):
         self.inner = host.here
 
-    def train(self, r, clients, received, *, lr, frozen, first=None):
+    def train(self, r, plan, clients, received, *, lr, start, first=None):
         kept = [c for c in clients if (c, r) != self.drop]
-        return self.inner.train(r, kept, received[:len(kept)], lr=lr, frozen=frozen, first=first)
+        return self.inner.train(r, plan, kept, received[:len(kept)], lr=lr, start=start, first=first)
 
-    def exchange(self, step, clients, weights, *, frozen):
-        return self.inner.exchange(step, clients, weights, frozen=frozen)
+    def exchange(self, step, clients, weights, *, plan, start):
+        return self.inner.exchange(step, clients, weights, plan=plan, start=start)
 
     def request(self, kind, clients, state):
         return self.inner.request(kind, clients, state)
@@ -357,7 +357,7 @@ def test_num_batches_tracked_never_reaches_the_aggregation(user_sim, approach):
     uploads = []
     for c in range(3):  # each client's local training (bnfl's ClientApp: client_round), then the upload
         sent, _ = sim.client_round(1, c, received, lr=0.05, frozen=False)
-        trained = sim._work.state_dict()
+        trained = sim.work_model.state_dict()
         uploads.append(_wire({k: trained[k] for k in approach.upload_keys(sim)}))
         assert approach is Users or list(sent) == list(uploads[-1])
     assert all(v.is_floating_point() for up in uploads for v in up.values())

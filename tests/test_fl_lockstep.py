@@ -55,7 +55,7 @@ def test_seeds_in_lockstep_end_where_each_seeds_own_batched_run_ends(method):
     for sim, solo, out in zip(together, alone, outcomes, strict=True):
         assert out is sim.history
         _assert_same(sim, solo)
-    assert all(type(s._batched).__name__ == "BatchedClients" for s in together)
+    assert all(type(s.batched_engine).__name__ == "BatchedClients" for s in together)
 
 
 def test_uneven_local_epochs_across_seeds_train_together():
@@ -64,7 +64,7 @@ def test_uneven_local_epochs_across_seeds_train_together():
     alone = [fl.build(_spec("fedavg+bn", s, local_unit="epochs", local_steps=1, batch_size=16)) for s in SEEDS]
     counts = set()
     for sim in alone:
-        counts |= {sim._steps_this_round(c) for c in range(sim.num_clients)}
+        counts |= {sim.steps_this_round(c) for c in range(sim.num_clients)}
         sim.cursors = {c: [0, 0] for c in range(sim.num_clients)}
         sim.run()
     assert len(counts) >= 4

@@ -39,7 +39,7 @@ def _by_hand(sim, rounds):
     state, rows = sim.run_state, []
     for r in range(1, rounds + 1):
         state, row = run_round(state, r, algorithm=sim.algorithm, clients=sim.clients, server=sim.server,
-                               channel=sim.channel, participation=sim.participation, publish=sim.hand_to_clients)
+                               channel=sim.channel, participation=sim.participation)
         rows.append(row)
     return state, rows
 

@@ -396,7 +396,7 @@ def test_hbn_moving_average_ablation_uploads_the_ema_of_the_batch_moments_seen_i
     alg = fl.HBN(client_stats="moving-average", final_round=False)
     sim = fl.Simulation(_mlp("hbn"), data, alg, _cfg(local_steps=3))
     seen: list[stats.Moments] = []
-    first = next(m for m in sim._work.modules() if isinstance(m, HybridBatchNorm1d))
+    first = next(m for m in sim.work_model.modules() if isinstance(m, HybridBatchNorm1d))
     hook = first.register_forward_hook(lambda m, a, o: seen.append(stats.moments(a[0].detach())) if m.training else None)
     sim.run()
     hook.remove()
@@ -417,7 +417,7 @@ def test_hbn_moving_average_counts_each_step_once_under_fedsam():
     alg = fl.HBN(client_stats="moving-average", final_round=False, solver="fedsam", solver_options={"rho": 0.05})
     sim = fl.Simulation(_mlp("hbn"), data, alg, _cfg(local_steps=3))
     seen: list[stats.Moments] = []
-    first = next(m for m in sim._work.modules() if isinstance(m, HybridBatchNorm1d))
+    first = next(m for m in sim.work_model.modules() if isinstance(m, HybridBatchNorm1d))
     hook = first.register_forward_hook(lambda m, a, o: seen.append(stats.moments(a[0].detach())) if m.training else None)
     sim.run()
     hook.remove()

@@ -190,17 +190,17 @@ def test_the_graphed_steady_step_machinery_equals_the_eager_steps(method, monkey
     _EagerGraph.made = 0
     together = [fl.build(s) for s in specs]
     for sim in together:
-        sim._batched.options = DeviceOptions(cuda_graphs=True)
+        sim.batched_engine.options = DeviceOptions(cuda_graphs=True)
     run_lockstep(together, stack_coupled=True)
     _check(together, alone)
-    assert _EagerGraph.made >= 1 and together[0]._batched.graph_error is None
+    assert _EagerGraph.made >= 1 and together[0].batched_engine.graph_error is None
 
 
 def test_device_options_are_off_by_default_and_refuse_non_booleans():
     from bnfl.fl.device_options import DeviceOptions
 
     assert not DeviceOptions().any and DeviceOptions().describe() == "none"
-    assert fl.build(_spec("fedavg+bn", 0))._batched.options == DeviceOptions()
+    assert fl.build(_spec("fedavg+bn", 0)).batched_engine.options == DeviceOptions()
     with pytest.raises(TypeError, match="DeviceOptions.tf32 must be True or False"):
         DeviceOptions(tf32="yes")
     with pytest.raises(ValueError, match="graph_max_images must be a positive int"):
@@ -219,7 +219,7 @@ def test_steps_larger_than_graph_max_images_run_eagerly(monkeypatch):
     for limit in (3 * 48, 3 * 48 - 1):  # 3 participants x 48 images per step
         _EagerGraph.made = 0
         sim = fl.build(spec)
-        sim._batched.options = DeviceOptions(cuda_graphs=True, graph_max_images=limit)
+        sim.batched_engine.options = DeviceOptions(cuda_graphs=True, graph_max_images=limit)
         sim.run()
         made.append(_EagerGraph.made)
     assert made[0] >= 1 and made[1] == 0
@@ -294,7 +294,7 @@ def test_a_rate_that_changes_every_round_keeps_at_most_four_graphs(monkeypatch):
     monkeypatch.setattr(batched, "GraphedStep", _EagerGraph)
     _EagerGraph.made = 0
     sim = fl.build(spec)
-    sim._batched.options = DeviceOptions(cuda_graphs=True)
+    sim.batched_engine.options = DeviceOptions(cuda_graphs=True)
     sim.run()
     assert _EagerGraph.made == 7
-    assert [len(g) for g in sim._batched._graphs.values()] == [4]
+    assert [len(g) for g in sim.batched_engine._graphs.values()] == [4]

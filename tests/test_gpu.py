@@ -292,7 +292,7 @@ def _stacked(dev, method: str, graphs: bool, dtype: str, runs=RUNS):
         torch.manual_seed(s)
         net = models.build("q_scnn", norm=m.norm, num_classes=4, in_channels=1, input_size=8)
         sim = fl.Simulation(net, data, m.algorithm(), cfg)
-        sim._batched.options = DeviceOptions(cuda_graphs=graphs)
+        sim.batched_engine.options = DeviceOptions(cuda_graphs=graphs)
         sims.append(sim)
     run_lockstep(sims, stack_coupled=True)
     return sims
@@ -311,9 +311,9 @@ def test_stacked_runs_and_graph_replay_equal_the_eager_unstacked_runs_on_the_dev
         for graphs in (False, True):
             sims = _stacked(dev, method, graphs, dtype)
             for s in sims:
-                assert s._batched.graph_error is None, s._batched.graph_error
+                assert s.batched_engine.graph_error is None, s.batched_engine.graph_error
             for got, want in zip(sims, alone, strict=True):
                 assert _state_diff(got, want) <= tol, (method, dtype, graphs, _state_diff(got, want))
             if graphs and dev.type == "cuda":
-                made = [g for net in sims[0]._batched._graphs.values() for g in net.values()]
+                made = [g for net in sims[0].batched_engine._graphs.values() for g in net.values()]
                 assert made and all(g.replays > 0 for g in made)

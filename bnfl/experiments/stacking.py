@@ -119,7 +119,7 @@ def _train_chunk(ctx: Context, keys: list[dict[str, Any]], rows: int, depth: dic
     options = training.device_options(ctx)
     built = [(k, *training._build(k["spec"], device=ctx.device, data_root=ctx.data_root, progress=False,
                                   batched=ctx.batched, options=options)) for k in keys]
-    together = [sim for _, sim, _ in built if sim._batched is not None]
+    together = [sim for _, sim, _ in built if sim.batched_engine is not None]
     outcomes = dict(zip(map(id, together), run_lockstep(together, max_rows=rows, stack_coupled=True), strict=True)) \
         if len(together) > 1 else {}
     for _, sim, _ in built:
@@ -128,5 +128,5 @@ def _train_chunk(ctx: Context, keys: list[dict[str, Any]], rows: int, depth: dic
     seconds = (time.perf_counter() - start) / len(built)
     for k, sim, split in built:
         out = training._summary(k["spec"], sim, split, outcomes[id(sim)], batched=ctx.batched, seconds=seconds)
-        out["stack"] = {"runs": len(together) if sim._batched is not None and len(together) > 1 else 1, **depth}
+        out["stack"] = {"runs": len(together) if sim.batched_engine is not None and len(together) > 1 else 1, **depth}
         ctx.cache.put(k, out)

@@ -144,8 +144,8 @@ def _build(spec: dict[str, Any], *, device: str, data_root: str | None, progress
     cfg = run_layer.RunConfig.from_dict({**spec, "device": device,
                                   "train": {**spec["train"], "progress": progress, "batched": batched}})
     sim = run_layer.build(cfg, data_root=data_root, split=split)
-    if options is not None and sim._batched is not None:
-        sim._batched.options = options
+    if options is not None and sim.batched_engine is not None:
+        sim.batched_engine.options = options
     for obs in observers:
         obs.attach(sim)
     return sim, split
@@ -306,7 +306,7 @@ def _lockstep_compute(ctx: Context, specs: Sequence[dict[str, Any]], group: Sequ
     start = time.perf_counter()
     built = [(s, *_build(s, device=ctx.device, data_root=ctx.data_root, progress=ctx.progress,
                          batched=ctx.batched, observers=observers, options=device_options(ctx))) for s in specs]
-    together = [sim for _, sim, _ in built if sim._batched is not None]
+    together = [sim for _, sim, _ in built if sim.batched_engine is not None]
     outcomes = dict(zip(map(id, together), lockstep.run_lockstep(together), strict=True)) if len(together) > 1 else {}
     for _, sim, _ in built:
         if id(sim) not in outcomes:

@@ -150,7 +150,7 @@ class CheckpointMixin:
                 _rundir.remove_stale_temps(d)
             return found and self.load_checkpoint(d)
 
-    def _write_history(self) -> None:
+    def write_history(self) -> None:
         if self.config.checkpoint_dir and self.clients.writes:
             d = Path(self.config.checkpoint_dir)
             d.mkdir(parents=True, exist_ok=True)

@@ -52,8 +52,8 @@ class ClientWork(LocalOptimizerMixin):
         self.device = torch.device(self.config.device)
         self.model_dtype = dtype = getattr(torch, self.config.dtype)
         self.model = copy.deepcopy(model).to(device=self.device, dtype=dtype)
-        #: the training samples this process holds; ``_rows`` maps a sample id to its row (None: all, in order)
-        self.x_train, self.y_train, self._rows = samples(data, self.device, dtype)
+        #: the training samples this process holds; ``sample_rows`` maps a sample id to its row (None: all, in order)
+        self.x_train, self.y_train, self.sample_rows = samples(data, self.device, dtype)
         self.x_test = keep_or_move(data.x_test, self.device, dtype)  # stored uint8 pixels stay on the host
         self.y_test = data.y_test.to(self.device)
         self.data = data
@@ -72,28 +72,34 @@ class ClientWork(LocalOptimizerMixin):
         #: the global state under the clients' own: what a client starts a round from where it
         #: received nothing (and a coupled first step loads), and what :meth:`client_state` lays its
         #: local state over. The run's global state between rounds; its start state during one
-        #: (:func:`bnfl.fl.engine.run_round`'s ``publish``); on a Flower node, what the server sent.
+        #: (what the backend hands :meth:`start_round`); on a Flower node, what the server sent.
         self.base_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.init_local = {k: self.base_state[k].clone() for k in self.local_keys}
         self.client_local: dict[int, dict[str, Tensor]] = {}
         self.client_algorithm: dict[int, dict[str, Any]] = {}  # each client's ClientContext.state
         self.cursors = {c: [0, 0] for c in range(self.num_clients)}  # epoch, batch position
-        self.frozen = False
-        #: the message plan of the current round (:meth:`Algorithm.round_plan <bnfl.fl.Algorithm.round_plan>`)
+        #: the message plan of the current round (:meth:`Algorithm.round_plan <bnfl.fl.Algorithm.round_plan>`),
+        #: as the backend handed it (:meth:`start_round`)
         self.plan = algorithm.round_plan(1)
         #: what the algorithm's hooks see (:mod:`bnfl.fl.context`); they never see the Simulation
         self.server = ServerContext(model=self.model, config=self.config, groups=groups, upload_keys=self.upload_keys,
                                     download_keys=self.download_keys, local_keys=self.local_keys,
                                     client_sizes=[len(i) for i in self.client_indices], weighting=algorithm.weighting,
                                     device=self.device, request=request)
-        self._work = copy.deepcopy(self.model)
+        self.work_model = copy.deepcopy(self.model)
         self._eval_model = copy.deepcopy(self.model)
         self._orders: BatchOrders | None = None  # the clients' batch orders, on first use
         #: per BN layer, the union's element count of the coupled first step when this process
         #: holds only some of its clients (set by a distributed backend); None: sum the step's own
-        self._union_count: dict[str, int] | None = None
+        self.union_count: dict[str, int] | None = None
         #: training-time augmentation of every drawn batch (:mod:`bnfl.fl.augment`), or None
-        self._augment = make_augmenter(self.config, data)
+        self.augmenter = make_augmenter(self.config, data)
+
+    def start_round(self, start: Mapping[str, Tensor], plan: Any) -> None:
+        """What a backend hands the store of the clients it trains, from the values
+        :meth:`Clients.train <bnfl.fl.clients.Clients.train>` received: the global state the
+        clients start the round from (where they received nothing) and the round's plan."""
+        self.base_state, self.plan = start, plan
 
     # -- a client's data and batches -----------------------------------------------------------------
     def client_context(self, c: int, received: dict[str, Tensor] | None = None) -> ClientContext:
@@ -104,9 +110,9 @@ class ClientWork(LocalOptimizerMixin):
                              loss_fn=self.loss_fn, data=lambda: self._client_data(c),
                              state=dict(self.client_algorithm.get(c, {})))
 
-    def _samples(self, ids: Tensor) -> tuple[Tensor, Tensor]:
+    def samples_of(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         """The training samples with ids ``ids`` (a 1-D integer tensor on the device)."""
-        rows = ids if self._rows is None else self._rows.index_select(0, ids)
+        rows = ids if self.sample_rows is None else self.sample_rows.index_select(0, ids)
         x = self.x_train.index_select(0, rows.to(self.x_train.device))  # = x[rows], faster
         return self._decode(x), self.y_train.index_select(0, rows)
 
@@ -115,7 +121,7 @@ class ClientWork(LocalOptimizerMixin):
         return decode(x, self.data.stored_norm, self.device, self.model_dtype)
 
     def _client_data(self, c: int) -> tuple[Tensor, Tensor]:
-        return self._samples(torch.as_tensor(self.client_indices[c], device=self.device))
+        return self.samples_of(torch.as_tensor(self.client_indices[c], device=self.device))
 
     def _epoch_batches(self, c: int, epoch: int) -> list[Tensor]:
         # = list(iterate_batches(idx, min(B, n_c), seed=seed * 1_000_003 + c, epoch=epoch, drop_last=True)),
@@ -129,8 +135,8 @@ class ClientWork(LocalOptimizerMixin):
         """Client ``c``'s next mini-batch of its endless, epoch-shuffled stream (augmented when
         ``config.augment`` says so: :mod:`bnfl.fl.augment`)."""
         ids = self.next_batch_ids(c)
-        x, y = self._samples(ids)
-        return (x, y) if self._augment is None else (self._augment.augment(x, self._augment.drawn(self.cursors, c, len(ids))), y)
+        x, y = self.samples_of(ids)
+        return (x, y) if self.augmenter is None else (self.augmenter.augment(x, self.augmenter.drawn(self.cursors, c, len(ids))), y)
 
     def next_batch_ids(self, c: int) -> Tensor:
         """The sample ids of client ``c``'s next mini-batch (:meth:`next_batch` without the samples)."""
@@ -142,7 +148,7 @@ class ClientWork(LocalOptimizerMixin):
         self.cursors[c] = [epoch, pos + 1]
         return batches[pos] if self.device.type == "cpu" else batches[pos].to(self.device)
 
-    def _steps_this_round(self, c: int) -> int:
+    def steps_this_round(self, c: int) -> int:
         if self.config.local_unit == "steps":
             return self.config.local_steps
         # epochs: finish the current epoch first so every round covers whole epochs
@@ -158,7 +164,7 @@ class ClientWork(LocalOptimizerMixin):
         state.update(self.client_local.get(c, self.init_local))
         return state
 
-    def _check_loss(self, loss: Tensor, c: int, r: int) -> None:
+    def check_loss(self, loss: Tensor, c: int, r: int) -> None:
         if not torch.isfinite(loss).all():
             self._stop(f"round {r}: client {c} reached a non-finite loss ({loss.item()}); training diverged "
                        f"(lower the learning rate). {len(self.history)} completed rounds kept in .history")
@@ -171,29 +177,29 @@ class ClientWork(LocalOptimizerMixin):
         return its upload and mean training loss. ``first`` is the round's coupled first step
         (FedTAN), in which this client is number ``index``. Every engine runs a client through this."""
         alg = self.algorithm
-        work = self._work
+        work = self.work_model
         state = self.client_state(c)
         state.update({k: v for k, v in received.items() if k in state})
         work.load_state_dict(state)
         client = self.client_context(c, received)
         alg.client_start(client, r, work)
         opt = self._optimizer(work, alg.initial_momentum(client), lr)
-        steps = self._steps_this_round(c)
+        steps = self.steps_this_round(c)
         total = 0.0
         self._set_bn_frozen(work, frozen)
         for t in range(1, steps + 1):
             opt.zero_grad(set_to_none=True)
             if t == 1 and first is not None:
                 loss = first.losses[index]
-                self._check_loss(loss, c, r)
+                self.check_loss(loss, c, r)
                 for n, q in work.named_parameters():
                     if n in first.grads[index]:
                         q.grad = first.grads[index][n].clone()
-                ema_global_stats(work, first, union_count=self._union_count)
+                ema_global_stats(work, first, union_count=self.union_count)
             else:
                 x, y = self.next_batch(c)
                 loss = alg.local_loss(client, work, x, y)
-                self._check_loss(loss.detach(), c, r)
+                self.check_loss(loss.detach(), c, r)
                 loss.backward()
             alg.adjust_grads(client, work)
             opt.step()
@@ -232,11 +238,11 @@ class ClientWork(LocalOptimizerMixin):
         (:meth:`Algorithm.client_statistics <bnfl.fl.Algorithm.client_statistics>`). The statistics are
         the model's own: BN layers left frozen by a previous round's local steps (FixBN-type phases)
         are thawed first."""
-        unfreeze_bn_stats(self._work)
+        unfreeze_bn_stats(self.work_model)
         full = dict(state)
         full.update(self.client_local.get(c, self.init_local))
-        self._work.load_state_dict(full)
-        return self.algorithm.client_statistics(self.client_context(c), self._work, kind)
+        self.work_model.load_state_dict(full)
+        return self.algorithm.client_statistics(self.client_context(c), self.work_model, kind)
 
     def _accuracy(self, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
         return accuracy(model, x, y, prepare=self._decode)

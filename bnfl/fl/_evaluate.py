@@ -124,7 +124,7 @@ class EvaluationMixin:
     def evaluation_state(self) -> Mapping[str, Tensor]:
         """The global state the global model is evaluated with (:meth:`Algorithm.evaluation_state
         <bnfl.fl.Algorithm.evaluation_state>`; the global state itself unless the algorithm says otherwise)."""
-        return self.algorithm.evaluation_state(self.server, self.global_state, self._round_clients)
+        return self.algorithm.evaluation_state(self.server, self.global_state, self.round_clients)
 
     def _comm_fields(self) -> dict[str, int]:
         ch = self.channel

@@ -29,31 +29,31 @@ class ClientHost(Protocol):
     algorithm: Any
     #: the run's :class:`~bnfl.fl.comm.Channel`; the augmenter (:mod:`bnfl.fl.augment`) or None
     channel: Any
-    _augment: Any
+    augmenter: Any
     model: nn.Module
     device: torch.device
     loss_fn: Callable[[Tensor, Tensor], Tensor]
     x_train: Tensor
     y_train: Tensor
-    _rows: Tensor | None
+    sample_rows: Tensor | None
     cursors: dict[int, list[int]]
     #: each client's local state and algorithm state (:attr:`ClientContext.state <bnfl.fl.context.ClientContext.state>`)
     client_local: dict[int, dict[str, Tensor]]
     client_algorithm: dict[int, dict[str, Any]]
-    _union_count: dict[str, int] | None
+    union_count: dict[str, int] | None
     clients_elsewhere: bool
 
     def next_batch_ids(self, c: int) -> Tensor: ...
 
-    def _samples(self, ids: Tensor) -> tuple[Tensor, Tensor]: ...
+    def samples_of(self, ids: Tensor) -> tuple[Tensor, Tensor]: ...
 
-    def _steps_this_round(self, c: int) -> int: ...
+    def steps_this_round(self, c: int) -> int: ...
 
     def client_state(self, c: int) -> dict[str, Tensor]: ...
 
     def client_context(self, c: int, received: dict[str, Tensor] | None = None) -> Any: ...
 
-    def _check_loss(self, loss: Tensor, c: int, r: int) -> None: ...
+    def check_loss(self, loss: Tensor, c: int, r: int) -> None: ...
 
     def keep_client(self, c: int, client: Any, trained: Mapping[str, Tensor], *,
                     extra: Callable[[], Mapping[str, Tensor]], momentum: Callable[[], dict[str, Tensor]],

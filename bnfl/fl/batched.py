@@ -34,9 +34,7 @@ the stacked parameters and momentum buffers. Everything a client owns stays per 
 The losses are checked for divergence and read once per round (no device sync per step). On a
 ``torch.distributed`` rank the engine batches the rank's own participants (none in some rounds).
 
-HBN's hooks (eq. 7 statistics of the downloaded model, each client's alpha) and FBN's
-(cumulative batch moments) run on the per-client views; the hybrid and FBN layers are batched
-(:mod:`bnfl.nn.batched_norms`).
+HBN's and FBN's hooks run on the per-client views; their layers are batched (:mod:`bnfl.nn.batched_norms`).
 
 What cannot be batched (what :meth:`Algorithm.batching_obstacle
 <bnfl.fl.Algorithm.batching_obstacle>` names: an algorithm with its own ``local_loss``, MOON,
@@ -108,7 +106,7 @@ def in_round_order(rows: Sequence[Any], uploads: Mapping[Any, dict[str, Tensor]]
 def same_samples(a: ClientHost, b: ClientHost) -> bool:
     """Whether two simulations hold the same training tensors (the same data loaded once: seeds
     of one configuration differ in their partition, not in their samples)."""
-    return a._rows is None and b._rows is None and a.x_train is b.x_train and a.y_train is b.y_train
+    return a.sample_rows is None and b.sample_rows is None and a.x_train is b.x_train and a.y_train is b.y_train
 
 
 def graphs_possible(device: torch.device) -> bool:
@@ -170,16 +168,20 @@ class BatchedClients(Clients):
         self.graph_error: str | None = None
 
     # -- the Clients interface ----------------------------------------------------------------------
-    def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
-              first: Any = None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
-        uploads, losses = self.run(r, clients, received, lr=lr, frozen=frozen, first=first)
+    def train(self, r: int, plan: Any, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
+              start: Mapping[str, Tensor], first: Any = None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
+        self.sim.start_round(start, plan)
+        uploads, losses = self.run(r, clients, received, lr=lr, frozen=plan.freeze_bn, first=first)
         return list(clients), uploads, losses
 
-    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, frozen: bool) -> Any:
+    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, plan: Any,
+                 start: Mapping[str, Tensor]) -> Any:
         """Step 1 of the batched local steps (:meth:`defer_first_step`) where it can be, else the
         step itself with the channel's all-reduce."""
-        deferred = self.defer_first_step(step, weights, frozen)
-        return deferred if deferred is not None else self.one_by_one.exchange(step, clients, weights, frozen=frozen)
+        self.sim.start_round(start, plan)
+        deferred = self.defer_first_step(step, weights, plan.freeze_bn)
+        return deferred if deferred is not None else self.one_by_one.exchange(step, clients, weights, plan=plan,
+                                                                               start=start)
 
     def request(self, kind: str, clients: Sequence[int], state: Mapping[str, Tensor]) -> list[dict[str, Tensor]]:
         return self.one_by_one.request(kind, clients, state)
@@ -207,15 +209,15 @@ class BatchedClients(Clients):
         :meth:`~bnfl.fl.Simulation.client_round` per client (same state updates)."""
         if not clients:  # a torch.distributed rank without participants this round
             return [], []
-        rows = self._rows(r, clients, received)
+        rows = self.rows_of(r, clients, received)
         ups, ls, failed = self._group(r, sorted(rows, key=lambda row: -row.steps), lr=lr, frozen=frozen, first=first)
         if failed:
             raise failed[self.sim]
         return in_round_order(rows, ups, ls)
 
-    def _rows(self, r: int, clients: Sequence[int], received: Sequence[dict[str, Tensor]]) -> list[_Row]:
+    def rows_of(self, r: int, clients: Sequence[int], received: Sequence[dict[str, Tensor]]) -> list[_Row]:
         sim = self.sim
-        steps = [sim._steps_this_round(c) for c in clients]
+        steps = [sim.steps_this_round(c) for c in clients]
         if min(steps, default=1) < 1:
             raise ValueError(f"round {r}: a client has no local step ({steps})")
         # received[j] is what the j-th of ``clients`` got (a torch.distributed rank passes the
@@ -318,7 +320,7 @@ class BatchedClients(Clients):
                 for name in names:
                     if name in first.grads[index[0]]:
                         net.params[name].grad = torch.stack([first.grads[i][name] for i in index])  # (K, *shape)
-                ema_stacked_stats(net, first, sim._union_count)
+                ema_stacked_stats(net, first, sim.union_count)
             else:
                 x, y = self._next_batches(rows[:a], n)  # (a*n, ...)
                 loss = forward_backward(net, x, y, a, n, sizes, loss_fn=sim.loss_fn,
@@ -413,14 +415,14 @@ class BatchedClients(Clients):
         (:func:`bnfl.fl.augment.augment_rows`)."""
         ids = [row.sim.next_batch_ids(row.client) for row in rows]
         owners = [row.sim for row in rows]
-        augmenters = [o._augment for o in owners]
+        augmenters = [o.augmenter for o in owners]
         drawn = [BatchAugmenter.drawn(row.sim.cursors, row.client, i.shape[0]) for row, i in zip(rows, ids, strict=True)] \
             if any(a is not None for a in augmenters) else []
         flat = padded(ids, n)  # (len(rows)*n,)
         if all(o is owners[0] or same_samples(o, owners[0]) for o in owners):
-            x, y = owners[0]._samples(flat)
+            x, y = owners[0].samples_of(flat)
         else:
-            parts = [o._samples(i) for o, i in zip(owners, flat.split(n), strict=True)]
+            parts = [o.samples_of(i) for o, i in zip(owners, flat.split(n), strict=True)]
             x, y = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
         if not drawn:
             return x, y
@@ -458,7 +460,7 @@ class BatchedClients(Clients):
                 continue
             t = int(bad[:, j].nonzero()[0, 0])
             try:
-                row.sim._check_loss(losses[t, j], row.client, r)
+                row.sim.check_loss(losses[t, j], row.client, r)
             except Exception as err:  # DivergenceError, with the history so far
                 failed[row.sim] = err
         return failed

@@ -155,7 +155,7 @@ def coupled_step(net: BatchedNet, x: Tensor, y: Tensor, rows: Sequence[Any], k: 
                          (gm.detach()[first], gv.detach()[first]) for layer, (_, _, _, gm, gv) in stats.items()},
             local_stats={layer: [Moments(count=cnt[j], mean=mk[j], var=vk[j]) for j in js]
                          for layer, (mk, vk, cnt, _, _) in stats.items()})
-        ema_stacked_stats(net, step, s._union_count, rows=None if owner is None else sl)
+        ema_stacked_stats(net, step, s.union_count, rows=None if owner is None else sl)
     net.coupled_stats = {}  # (its global moments hold the autograd graph)
     return loss, steps
 

@@ -131,7 +131,7 @@ def run_together(works: Sequence[ClientWork], *, max_rows: int | None = None, st
                 out[members[0]] = err
             continue
         part = [works[i] for i in members]
-        rows = {id(w): w.batched._rows(w.r, w.clients, w.received) if w.clients else [] for w in part}
+        rows = {id(w): w.batched.rows_of(w.r, w.clients, w.received) if w.clients else [] for w in part}
         lr_of = {id(row): w.lr for w in part for row in rows[id(w)]}
         ordered = sorted((row for w in part for row in rows[id(w)]), key=lambda row: -row.steps)
         rates = [lr_of[id(row)] for row in ordered]

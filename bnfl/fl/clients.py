@@ -61,18 +61,21 @@ class Clients(Protocol):
     writes: bool = True
 
     # -- a round's client work ---------------------------------------------------------------------
-    def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
-              first: Any = None) -> _Trained:
-        """Round ``r``'s local training of ``clients`` (all participants, in order), each from what it
-        received (``received[j]``: the j-th participant's download), BN statistics frozen when
-        ``frozen``, with the round's coupled first step ``first`` (what :meth:`exchange` returned,
-        or None). Returns the clients that answered (a backend that drops a failed client returns
+    def train(self, r: int, plan: Any, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
+              start: Mapping[str, Tensor], first: Any = None) -> _Trained:
+        """Round ``r``'s local training of ``clients`` (all participants, in order) under the round's
+        ``plan`` (:class:`~bnfl.fl.RoundPlan`: BN statistics frozen when ``plan.freeze_bn``, what
+        each client uploads), each from what it received (``received[j]``: the j-th participant's
+        download) over ``start`` (the global state a client that received nothing starts from),
+        with the round's coupled first step ``first`` (what :meth:`exchange` returned, or None).
+        Returns the clients that answered (a backend that drops a failed client returns
         the others), their uploads and mean training losses, in the order of ``clients``."""
         ...
 
-    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, frozen: bool) -> Any:
+    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, plan: Any,
+                 start: Mapping[str, Tensor]) -> Any:
         """The algorithm's coupled first ``step`` (:class:`~bnfl.fl.CoupledFirstStep`) of the
-        participants ``clients`` (weights :math:`p_i`) run with this backend's exchange inside the
+        participants ``clients`` (weights :math:`p_i`, from ``start``, under ``plan``) run with this backend's exchange inside the
         step; what :meth:`train` takes as ``first``. A backend that cannot exchange inside a local
         step raises a ``ValueError`` naming the way out."""
         ...
@@ -123,17 +126,20 @@ class Sequential(Clients):
     def __init__(self, host: Any) -> None:
         self.host = host  # a ClientHost (bnfl.fl._host)
 
-    def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
-              first: Any = None) -> _Trained:
+    def train(self, r: int, plan: Any, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
+              start: Mapping[str, Tensor], first: Any = None) -> _Trained:
+        self.host.start_round(start, plan)
         uploads, losses = [], []
         for j, c in enumerate(clients):
-            up, loss = self.host.client_round(r, c, received[j], lr=lr, frozen=frozen, first=first, index=j)
+            up, loss = self.host.client_round(r, c, received[j], lr=lr, frozen=plan.freeze_bn, first=first, index=j)
             uploads.append(up)
             losses.append(loss)
         return list(clients), uploads, losses
 
-    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, frozen: bool) -> Any:
+    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, plan: Any,
+                 start: Mapping[str, Tensor]) -> Any:
         """The step with the channel's all-reduce (:func:`bnfl.fl.coupled.channel_exchange`)."""
+        self.host.start_round(start, plan)
         return self.host.coupled_step(step, list(clients), weights, exchange=None)
 
     def request(self, kind: str, clients: Sequence[int], state: Mapping[str, Tensor]) -> list[dict[str, Tensor]]:

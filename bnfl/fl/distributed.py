@@ -232,9 +232,10 @@ class RankClients(Clients):
         return [u for u, _ in ordered], [x for _, x in ordered]
 
     # -- a round's client work ---------------------------------------------------------------------
-    def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
-              first: Any = None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
-        _, uploads, losses = self.host.here.train(r, self.held(clients), received, lr=lr, frozen=frozen, first=first)
+    def train(self, r: int, plan: Any, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
+              start: Mapping[str, Tensor], first: Any = None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
+        _, uploads, losses = self.host.here.train(r, plan, self.held(clients), received, lr=lr, start=start,
+                                                  first=first)
         uploads, losses = self._collect(clients, uploads, losses)
         return list(clients), uploads, losses
 
@@ -252,13 +253,14 @@ class RankClients(Clients):
         allc = {c: v for part in got for c, v in part.items()}
         return [allc[c] for c in clients]
 
-    def exchange(self, step: CoupledFirstStep, clients: Sequence[int], weights: Sequence[float], *,
-                 frozen: bool) -> CoupledStep:
+    def exchange(self, step: CoupledFirstStep, clients: Sequence[int], weights: Sequence[float], *, plan: Any,
+                 start: Mapping[str, Tensor]) -> CoupledStep:
         r"""The step of this rank's participants with weights :math:`q_i = p_i/P_r` and an exchange
         that all-reduces :math:`P_r\sum_{S_r} q_i\,\text{parts}_i` over the group (module
         docstring), counted in the channel as the simulator counts it; a rank without
         participants joins every exchange with zeros."""
         host = self.host
+        host.start_round(start, plan)
         mine = self.held(clients)
         p = {c: float(w) for c, w in zip(clients, weights, strict=True)}
         share = sum(p[c] for c in mine)
@@ -275,16 +277,16 @@ class RankClients(Clients):
 
         if not mine:  # no participant here this round: join every exchange of the step with zeros
             self._idle_exchanges(exchange, step)
-            host._union_count = self._all_counts({})
+            host.union_count = self._all_counts({})
             return CoupledStep(grads=[], losses=torch.zeros(0), layer_stats={}, local_stats={})
         out = host.coupled_step(step, mine, [p[c] / share for c in mine], exchange)
-        host._union_count = self._all_counts({n: sum(m.count for m in ms) for n, ms in out.local_stats.items()})
+        host.union_count = self._all_counts({n: sum(m.count for m in ms) for n, ms in out.local_stats.items()})
         return out
 
     def _all_counts(self, mine: dict[str, int]) -> dict[str, int]:
         """Per BN layer, the union's element count: the all-reduce of the ranks' counts (the
         server knows the clients' batch sizes in FedTAN, so the channel does not count it)."""
-        names = [n for n, m in self.host._work.named_modules() if isinstance(m, _BatchNorm)]
+        names = [n for n, m in self.host.work_model.named_modules() if isinstance(m, _BatchNorm)]
         t = torch.tensor([float(mine.get(n, 0)) for n in names], dtype=torch.float64)
         if dist.get_backend() == "nccl":
             t = t.to(self.host.device)
@@ -293,7 +295,7 @@ class RankClients(Clients):
 
     def _idle_exchanges(self, exchange: Exchange, step: CoupledFirstStep) -> None:
         z = torch.zeros(0, dtype=getattr(torch, self.host.config.dtype), device=self.host.device)
-        for layer, kind, width in step.exchanges(self.host._work):
+        for layer, kind, width in step.exchanges(self.host.work_model):
             exchange(layer, kind, z.new_zeros(0, width), z.new_zeros(0))
 
     # -- the rank's place in the run: rounds, failures, checkpoints ---------------------------------

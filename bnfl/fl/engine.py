@@ -47,7 +47,7 @@ from bnfl.fl._checkpoint import CheckpointMixin
 from bnfl.fl._client_work import ClientWork
 from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_global_stats
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
-from bnfl.fl.algorithms import Algorithm, CoupledFirstStep, RoundPlan
+from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
 from bnfl.fl.batched_choice import choose
 from bnfl.fl.clients import Clients, Sequential
 from bnfl.fl.comm import Channel
@@ -61,8 +61,7 @@ __all__ = ["TrainConfig", "FederatedData", "History", "RunState", "Simulation", 
 
 
 def run_round(state: RunState, r: int, *, algorithm: Algorithm, clients: Clients, server: ServerContext,
-              channel: Channel, participation: Participation,
-              publish: Callable[[Mapping[str, Tensor], RoundPlan], None]) -> tuple[RunState, dict[str, Any]]:
+              channel: Channel, participation: Participation) -> tuple[RunState, dict[str, Any]]:
     """Round ``r`` (1-based) from ``state``: the module docstring's steps 1-4.
 
     Parameters
@@ -80,11 +79,12 @@ def run_round(state: RunState, r: int, *, algorithm: Algorithm, clients: Clients
         Through which the broadcast and the uploads go (and are counted).
     participation : Participation
         Each round's participants (seeded: :func:`bnfl.data.partition.participation`).
-    publish : callable
-        ``publish(global_state, plan)``: hands the store this process's clients read their state
-        from (a :class:`Simulation`) the global state they start from (after the algorithm's
-        :meth:`~bnfl.fl.Algorithm.begin_round`: a client that receives nothing trains from it, a
-        coupled first step loads it) and the round's plan (what a client's epilogue uploads).
+
+    The round passes values: ``clients`` get the round's plan (what a client's epilogue uploads,
+    whether BN is frozen) and the global state the clients start from (after the algorithm's
+    :meth:`~bnfl.fl.Algorithm.begin_round`: a client that receives nothing trains from it, a coupled
+    first step loads it) as arguments of :meth:`Clients.exchange <bnfl.fl.clients.Clients.exchange>`
+    and :meth:`Clients.train <bnfl.fl.clients.Clients.train>`; no callback reaches back into a run.
 
     Returns
     -------
@@ -105,7 +105,6 @@ def run_round(state: RunState, r: int, *, algorithm: Algorithm, clients: Clients
         global_state = {**global_state, **update}
     plan = algorithm.round_plan(r)
     server.frozen = plan.freeze_bn
-    publish(global_state, plan)
     # 2. the broadcast
     if plan.download:
         payload = {k: global_state[k] for k in server.download_keys}
@@ -116,8 +115,8 @@ def run_round(state: RunState, r: int, *, algorithm: Algorithm, clients: Clients
         received = [{} for _ in participants]
     # 3. the clients' local steps, the first one coupled across them when the algorithm says so
     step = plan.coupled
-    first = clients.exchange(step, participants, p, frozen=plan.freeze_bn) if step is not None else None
-    answered, uploads, losses = clients.train(r, participants, received, lr=lr, frozen=plan.freeze_bn, first=first)
+    first = clients.exchange(step, participants, p, plan=plan, start=global_state) if step is not None else None
+    answered, uploads, losses = clients.train(r, plan, participants, received, lr=lr, start=global_state, first=first)
     if answered != participants:  # a backend reported failed clients: the rest, weights re-normalised
         participants, p = answered, server.weights(answered)
     # 4. the upload and the algorithm's aggregation (or, where the server trains, its trained model)
@@ -219,8 +218,8 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
 
         #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None; the
         #: choice and its reason in ``history.meta["batched"]`` (:func:`bnfl.fl.batched_choice.choose`)
-        self._batched, self.history.meta["batched"] = choose(self)
-        self.here: Clients = self._batched if self._batched is not None else Sequential(self)
+        self.batched_engine, self.history.meta["batched"] = choose(self)
+        self.here: Clients = self.batched_engine if self.batched_engine is not None else Sequential(self)
         self.clients: Clients = clients if clients is not None else self.here
         self.clients.attach(self)
         self.history.meta.update(self.clients.meta())
@@ -254,7 +253,7 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
     def _stop(self, why: str) -> None:
         """Mark the history as stopped by divergence, write it (with a checkpoint folder) and raise."""
         self.history.meta["stopped"] = {"reason": "diverged", "detail": why}
-        self._write_history()
+        self.write_history()
         raise DivergenceError(why, self.history)
 
     # -- the run's state ------------------------------------------------------------------------
@@ -277,7 +276,7 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         self.run_state = dataclasses.replace(self.run_state, round=int(value))
 
     @property
-    def _round_clients(self) -> list[int]:
+    def round_clients(self) -> list[int]:
         """The participants of the last round (:attr:`RunState.participants <bnfl.fl.RunState.participants>`)."""
         return list(self.run_state.participants)
 
@@ -288,19 +287,12 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         self.server.state = state.server_state
         self.base_state = state.global_state
 
-    def hand_to_clients(self, global_state: Mapping[str, Tensor], plan: RoundPlan) -> None:
-        """:func:`run_round`'s ``publish`` for this run's own clients, whose state this object
-        stores: the global state they start the round from where they received nothing, and the
-        round's plan their epilogue obeys."""
-        self.base_state = global_state
-        self.plan, self.frozen = plan, plan.freeze_bn
-
     # -- one round ---------------------------------------------------------------------------
     def _train_round(self, r: int) -> dict[str, Any]:
         """Round ``r`` over this run's state (:func:`run_round`); returns the round's history row
         before its evaluation."""
         state, row = run_round(self.run_state, r, algorithm=self.algorithm, clients=self.clients, server=self.server,
-                               channel=self.channel, participation=self.participation, publish=self.hand_to_clients)
+                               channel=self.channel, participation=self.participation)
         self._adopt(state)
         return row
 
@@ -309,10 +301,10 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         """The algorithm's coupled first ``step`` of ``clients`` (this process's participants, each
         drawing its next batch; weights ``weights``) from the global state, with ``exchange`` (None:
         the channel's all-reduce, :func:`bnfl.fl.coupled.channel_exchange`)."""
-        unfreeze_bn_stats(self._work)
-        self._work.load_state_dict(self.base_state)  # what every client starts from
+        unfreeze_bn_stats(self.work_model)
+        self.work_model.load_state_dict(self.base_state)  # what every client starts from
         batches = [self.next_batch(c) for c in clients]
-        return step.run(self._work, batches, self.loss_fn, weights,
+        return step.run(self.work_model, batches, self.loss_fn, weights,
                         exchange=channel_exchange(self.channel) if exchange is None else exchange)
 
     def _statistics_round(self) -> None:

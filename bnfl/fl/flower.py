@@ -142,7 +142,8 @@ class FlowerClients(Clients):
         failed = self.failures[self._before:]
         return {"failed_clients": [f["client"] for f in failed]} if failed else None
 
-    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, frozen: bool) -> Any:
+    def exchange(self, step: Any, clients: Sequence[int], weights: Sequence[float], *, plan: Any,
+                 start: Mapping[str, Tensor]) -> Any:
         """Flower's exchange inside a local step: a refusal (:func:`bnfl.fl.flower_setup.flower_exchange`)."""
         return flower_exchange(self.host.model, self.host.algorithm.name, self.host.server.round)
 
@@ -210,16 +211,17 @@ class FlowerClients(Clients):
         for c, reason in failed.items():
             self.failures.append({"round": r, "client": c, "node": self.nodes[c], "what": what, "reason": reason})
         if any("non-finite loss" in reason for reason in failed.values()):
-            self.host._write_history()
+            self.host.write_history()
             raise DivergenceError(f"round {r}: a client diverged (non-finite loss): {_short(failed)}", self.host.history)
         if stop:
             raise FlowerClientError(f"round {r}: {what} failed on clients {sorted(failed)} ({_short(failed)}); "
                                     f"{self.host.algorithm.name} cannot go on without them", failed)
 
     # -- where the clients run -----------------------------------------------------------------------
-    def train(self, r: int, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float, frozen: bool,
-              first: Any = None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
-        config = {"round": r, "lr": float(lr), "frozen": bool(frozen)}
+    def train(self, r: int, plan: Any, clients: list[int], received: Sequence[dict[str, Tensor]], *, lr: float,
+              start: Mapping[str, Tensor], first: Any = None) -> tuple[list[int], list[dict[str, Tensor]], list[float]]:
+        self.host.start_round(start, plan)  # the server's store: what its evaluation reads until the round ends
+        config = {"round": r, "lr": float(lr), "frozen": bool(plan.freeze_bn)}
         ok, failed = self._exchange("train", clients, received, config)
         if failed:
             self._fail(r, "training", failed, stop=stops_on_failure(self.host.algorithm) or not ok)
@@ -329,7 +331,7 @@ def _log(text: str) -> None:
 def _log_round(sim: Simulation, r: int) -> None:
     """A round hook: the round's clients (and failed ones) in Flower's log; adds nothing to the row."""
     failed = [f["client"] for f in getattr(sim.clients, "failures", []) if f["round"] == r]
-    _log(f"bnfl round {r}: trained clients {sim._round_clients}" + (f", failed {failed}" if failed else ""))
+    _log(f"bnfl round {r}: trained clients {sim.round_clients}" + (f", failed {failed}" if failed else ""))
 
 
 def flower_apps(setup: Setups, results: Sequence[FlowerResult] | None = None, *,

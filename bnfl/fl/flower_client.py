@@ -70,8 +70,8 @@ def _open(setup: FlowerSetup, msg: Message, context: Context) -> tuple[ClientRun
     load_client_state(sim, c, context.state, int(cfg["run"]))
     r = int(cfg["round"])
     sim.server.round = r
-    sim.frozen = sim.server.frozen = bool(cfg.get("frozen", False))
-    sim.plan = sim.algorithm.round_plan(r)  # what this client's round sends back
+    sim.server.frozen = bool(cfg.get("frozen", False))
+    sim.start_round(sim.base_state, sim.algorithm.round_plan(r))  # what this client's round sends back
     return sim, c, cfg
 
 
@@ -104,7 +104,7 @@ def client_app(setup: Setups | Callable[[Context], Setups]) -> ClientApp:
         s = get(context, msg)
         sim, c, cfg = _open(s, msg, context)
         received = from_arrays(msg.content["arrays"], sim.device)
-        up, loss = sim.client_round(int(cfg["round"]), c, received, lr=float(cfg["lr"]), frozen=sim.frozen)
+        up, loss = sim.client_round(int(cfg["round"]), c, received, lr=float(cfg["lr"]), frozen=sim.server.frozen)
         save_client_state(sim, c, context.state, int(cfg["run"]))
         # num-examples in samples (the weights' N_i), never in batches
         ids = sim.client_indices[c]

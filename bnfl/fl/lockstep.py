@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -64,9 +64,10 @@ class _Requests:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
-    def train(self, r: int, clients: Sequence[int], received: Sequence[dict], *, lr: float, frozen: bool,
-              first: Any = None) -> Any:
-        self._slot.work = ClientWork(self._real, r, tuple(clients), tuple(received), lr, frozen, first)
+    def train(self, r: int, plan: Any, clients: Sequence[int], received: Sequence[dict], *, lr: float,
+              start: Mapping[str, Any], first: Any = None) -> Any:
+        self._real.sim.start_round(start, plan)
+        self._slot.work = ClientWork(self._real, r, tuple(clients), tuple(received), lr, plan.freeze_bn, first)
         reply = self._baton.hand_back(self._slot)
         if isinstance(reply, BaseException):
             raise reply
@@ -146,7 +147,7 @@ def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
     if len({id(s) for s in sims}) != len(sims):
         raise ValueError("run_lockstep: the same Simulation is listed twice")
     for i, s in enumerate(sims):
-        if s._batched is None or s.clients is not s._batched:
+        if s.batched_engine is None or s.clients is not s.batched_engine:
             raise ValueError(f"run_lockstep: simulation {i} does not use the batched engine "
                              f"({s.history.meta['batched']['why']}); build it with batched='auto' or 'on' "
                              "and run it on its own if it cannot be batched")
