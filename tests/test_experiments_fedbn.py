@@ -16,11 +16,8 @@ from bnfl.data.domains import digit_domains, unseen_domain_test
 from bnfl.experiments.domain_protocol import adaptation_split, new_client_model
 from bnfl.experiments.papers.fedbn import numbers as N
 from bnfl.experiments.papers.fedbn import setups as S
-from bnfl.experiments.papers.fedbn.digits import (
-    _permutation_check,
-    most_shifted_domain,
-    unequal_sizes,
-)
+from bnfl.experiments.papers.fedbn.digits import most_shifted_domain
+from bnfl.experiments.papers.fedbn.unequal import _permutation_check, unequal_sizes
 from bnfl.experiments.printed import parse_mean_std
 
 torch.set_num_threads(1)

@@ -14,7 +14,7 @@ from bnfl.experiments.cache import RunCache
 from bnfl.experiments.claims import per_seed_claim
 from bnfl.experiments.curves import upticks
 from bnfl.experiments.domain_protocol import FedBNProtocol
-from bnfl.experiments.papers.fedbn import digits, sweeps
+from bnfl.experiments.papers.fedbn import digits, sweeps, unequal
 from bnfl.experiments.papers.fedbn.setups import fedbn_run, fedbn_runs
 from bnfl.theory.ntk import bayes_accuracy, fit_target
 
@@ -153,9 +153,9 @@ def test_shared_measurements_are_counted_once(monkeypatch):
 
     cfg15 = E.get("fedbn-tab15").configs["quick"]
     fake15 = {k: _fake_runs(70 + 20 * rng.random((3, 5)), doms) for k in ("FedAvg", "FedProx", "FedBN")}
-    monkeypatch.setattr(digits, "_unequal_runs", lambda ctx, config: fake15)
-    t15 = digits.compute_tab15(ctx, cfg15)["claims"]
-    t16 = digits.compute_tab16(ctx, E.get("fedbn-tab16").configs["quick"])["claims"]
+    monkeypatch.setattr(unequal, "_unequal_runs", lambda ctx, config: fake15)
+    t15 = unequal.compute_tab15(ctx, cfg15)["claims"]
+    t16 = unequal.compute_tab16(ctx, E.get("fedbn-tab16").configs["quick"])["claims"]
     assert all(c.counted_in is None and c.interval is not None for c in t15)
     trained = [c for c in t16 if c.kind == "reproduction"]
     assert [c.counted_in for c in trained] == ["fedbn-tab15"] * len(t15)

@@ -36,14 +36,13 @@ The losses are checked for divergence and read once per round (no device sync pe
 
 HBN's and FBN's hooks run on the per-client views; their layers are batched (:mod:`bnfl.nn.batched_norms`).
 
-What cannot be batched (what :meth:`Algorithm.batching_obstacle
-<bnfl.fl.Algorithm.batching_obstacle>` names: an algorithm with its own ``local_loss``, MOON,
-FedSAM, HBN on them, HBN's moving-average and fixed-alpha ablations; a model with layers
-:func:`~bnfl.nn.batched.batching_obstacle` refuses: weight-standardised convolutions, dropout)
-runs sequentially under ``batched="auto"`` and raises under
-``batched="on"``. The results equal the sequential engine's up to rounding (float64: 1e-12;
-float32: 1e-5, see ``tests/test_fl_batched.py``), not bitwise; ``TrainConfig.batched`` defaults
-to ``"auto"`` and ``"off"`` is the bitwise reference (:func:`choose`).
+What cannot be batched (what :meth:`Algorithm.batching_obstacle <bnfl.fl.Algorithm.batching_obstacle>`
+names: an algorithm with its own ``local_loss``, MOON, FedSAM, HBN on them, HBN's moving-average and
+fixed-alpha ablations; a model with layers :func:`~bnfl.nn.batched.batching_obstacle` refuses:
+weight-standardised convolutions, dropout) runs sequentially under ``batched="auto"`` and raises under
+``batched="on"``. The results equal the sequential engine's up to rounding (float64: 1e-12; float32:
+1e-5, see ``tests/test_fl_batched.py``), not bitwise; ``TrainConfig.batched`` defaults to ``"auto"``
+and ``"off"`` is the bitwise reference (:func:`bnfl.fl.batched_choice.choose`).
 """
 
 from __future__ import annotations
@@ -57,6 +56,7 @@ import torch
 from torch import Tensor
 
 from bnfl.fedtan import CoupledStep
+from bnfl.fl._evaluate import _cross_entropy
 from bnfl.fl.augment import BatchAugmenter, augment_rows
 from bnfl.fl.batched_sgd import ClientOptimizer, StackedSGD
 from bnfl.fl.batched_step import (
@@ -79,7 +79,6 @@ __all__ = ["BATCHED_MODES", "BatchedClients", "DeferredCoupledStep", "StackedSGD
 
 #: ``TrainConfig.batched``: never, where possible, or always (an error naming the obstacle).
 BATCHED_MODES = ("off", "auto", "on")
-
 _CLIENT_HOOKS = ("client_start", "adjust_grads", "after_step", "extra_upload")
 #: captured CUDA graphs kept per stacked net (shapes, rates, frozen phase); older ones are freed
 _GRAPHS_KEPT = 4
@@ -157,6 +156,7 @@ class BatchedClients(Clients):
         alg = sim.algorithm
         used = alg.view_hooks()
         self.hooks = {h: h in used for h in _CLIENT_HOOKS}
+        self.per_sample = sim.loss_fn is _cross_entropy  # the default loss: one per-sample call for all rows
         #: one BatchedNet per number of clients trained together (built once, loaded every round)
         self._nets: dict[int, BatchedNet] = {}
         #: CUDA graphs, channels-last, TF32, bf16 (:mod:`bnfl.fl.device_options`; all off by default)
@@ -323,7 +323,7 @@ class BatchedClients(Clients):
                 ema_stacked_stats(net, first, sim.union_count)
             else:
                 x, y = self._next_batches(rows[:a], n)  # (a*n, ...)
-                loss = forward_backward(net, x, y, a, n, sizes, loss_fn=sim.loss_fn,
+                loss = forward_backward(net, x, y, a, n, sizes, loss_fn=sim.loss_fn, per_sample=self.per_sample,
                                         autocast=lambda: self.options.autocast(sim.device))  # (a,)
             if self.hooks["adjust_grads"]:
                 for j in range(a):
@@ -369,7 +369,7 @@ class BatchedClients(Clients):
                 opt.zero_grad()  # (the backward writes fresh gradients)
                 with self.options.autocast(device):
                     out = net(xs)
-                loss = client_losses(out, ys, k, n, None, sizes, self.sim.loss_fn)
+                loss = client_losses(out, ys, k, n, None, sizes, self.sim.loss_fn, per_sample=self.per_sample)
                 loss.sum().backward()
                 opt.step(None)
                 return loss.detach()
@@ -379,7 +379,7 @@ class BatchedClients(Clients):
                 opt.zero_grad()
                 with self.options.autocast(device):
                     out = net(xs)
-                client_losses(out, ys, k, n, None, sizes, self.sim.loss_fn).sum().backward()
+                client_losses(out, ys, k, n, None, sizes, self.sim.loss_fn, per_sample=self.per_sample).sum().backward()
                 opt.zero_grad()
                 with torch.no_grad():
                     for name, b in net.buffers.items():
@@ -405,7 +405,7 @@ class BatchedClients(Clients):
                       deferred: Mapping[Any, DeferredCoupledStep], index: list[int]) -> tuple[Tensor, dict]:
         """FedTAN's first local step on the rows' next batches (:func:`~bnfl.fl.batched_step.coupled_step`)."""
         x, y = self._next_batches(rows, n)  # (K*n, ...)
-        return coupled_step(net, x, y, rows, k, n, sizes, deferred, index, self.sim.loss_fn)
+        return coupled_step(net, x, y, rows, k, n, sizes, deferred, index, self.sim.loss_fn, self.per_sample)
 
     def _next_batches(self, rows: Sequence[_Row], n: int) -> tuple[Tensor, Tensor]:
         """Each client's next mini-batch (its own stream), concatenated: ``(len(rows)*n, ...)``;

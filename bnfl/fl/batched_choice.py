@@ -8,13 +8,14 @@ time): :func:`batched_obstacle` says what stands in the way, :func:`select_batch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bnfl.fl.batched import BatchedClients
 from bnfl.nn.batched import batching_obstacle
 
 if TYPE_CHECKING:
     from bnfl.fl._host import ClientHost
+    from bnfl.fl.clients import Clients
 
 __all__ = ["batched_obstacle", "choose", "engine_line", "select_batched"]
 
@@ -33,7 +34,7 @@ def batched_obstacle(sim: ClientHost) -> str | None:
     return why if why is not None else batching_obstacle(sim.model)
 
 
-def select_batched(sim: ClientHost) -> tuple[BatchedClients | None, str]:
+def select_batched(sim: ClientHost, batched: Callable[[ClientHost], Clients]) -> tuple[Clients | None, str]:
     """The batched engine for ``sim`` per ``sim.config.batched`` and why (or why not).
 
     ``"off"``: ``None``; ``"auto"``: batched unless :func:`batched_obstacle`; ``"on"``: batched
@@ -44,7 +45,7 @@ def select_batched(sim: ClientHost) -> tuple[BatchedClients | None, str]:
         return None, "batched='off'"
     why = batched_obstacle(sim)
     if why is None:
-        return BatchedClients(sim), "batched"
+        return batched(sim), "batched"
     if mode == "on":
         raise ValueError(f"batched='on' but this run cannot be batched: {why}. Use batched='auto' (falls back to "
                          "the sequential engine) or 'off'")
@@ -95,12 +96,12 @@ def engine_line(mode: str, used: bool, why: str, *, model: str = "", algorithm: 
     return f"sequential: batched='{mode}' fell back to the sequential engine: {why}"
 
 
-def choose(sim: ClientHost) -> tuple[BatchedClients | None, dict[str, Any]]:
+def choose(sim: ClientHost, batched: Callable[[ClientHost], Clients]) -> tuple[Clients | None, dict[str, Any]]:
     """The batched engine of ``sim`` (``None``: sequential) and its ``History.meta["batched"]``
     entry: ``mode``, ``used``, ``why`` and ``line`` (:func:`engine_line`). Raises the
     ``ValueError`` of :func:`~bnfl.fl.batched.select_batched` under ``batched="on"`` when the run
     cannot be batched."""
-    engine, why = select_batched(sim)
+    engine, why = select_batched(sim, batched)
     mode, used = sim.config.batched, engine is not None
     line = engine_line(mode, used, why, model=type(sim.model).__name__, algorithm=type(sim.algorithm).__name__)
     return engine, {"mode": mode, "used": used, "why": why, "line": line}

@@ -21,7 +21,6 @@ from torch import Tensor
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.fedtan import CoupledStep
-from bnfl.fl._evaluate import _cross_entropy
 from bnfl.functional import ema
 from bnfl.nn.batched import BatchedNet
 from bnfl.stats import Moments
@@ -30,7 +29,7 @@ __all__ = ["client_losses", "coupled_step", "ema_stacked_stats", "forward_backwa
 
 
 def forward_backward(net: BatchedNet, x: Tensor, y: Tensor, a: int, n: int, sizes: list[int], *,
-                     loss_fn: Callable[..., Tensor], autocast: Callable[[], Any]) -> Tensor:
+                     loss_fn: Callable[..., Tensor], autocast: Callable[[], Any], per_sample: bool = False) -> Tensor:
     """One eager local step's forward and backward for the first ``a`` stacked clients: their
     batches ``x``, ``y`` ``(a*n, ...)``, the forward under ``autocast()`` (the device options'
     mixed precision, or nothing), each client's loss (:func:`client_losses`) and the backward of
@@ -39,17 +38,17 @@ def forward_backward(net: BatchedNet, x: Tensor, y: Tensor, a: int, n: int, size
     with net.first_clients(a):
         with autocast():
             out = net(x)
-        loss = client_losses(out, y, a, n, net.mask, sizes[:a], loss_fn)  # (a,)
+        loss = client_losses(out, y, a, n, net.mask, sizes[:a], loss_fn, per_sample=per_sample)  # (a,)
         del out  # (nothing may keep this step's autograd graph alive: a graph capture follows)
     loss.sum().backward()
     return loss
 
 
 def client_losses(out: Tensor, y: Tensor, k: int, n: int, mask: Tensor | None, sizes: list[int],
-                  loss_fn: Callable[..., Tensor]) -> Tensor:
-    """(K,) each client's batch-mean loss over its real rows (``loss_fn`` per client unless it is
-    the default cross-entropy on class labels, then one per-sample call)."""
-    if loss_fn is _cross_entropy and y.dim() == 1 and not y.is_floating_point():
+                  loss_fn: Callable[..., Tensor], *, per_sample: bool = False) -> Tensor:
+    """(K,) each client's batch-mean loss over its real rows (``loss_fn`` per client unless
+    ``per_sample``: ``loss_fn`` is the default cross-entropy, then one per-sample call on class labels)."""
+    if per_sample and y.dim() == 1 and not y.is_floating_point():
         per = F.cross_entropy(out, y, reduction="none").reshape(k, n)  # (K*n,) -> (K, n)
         if mask is None:
             return per.mean(1)
@@ -83,7 +82,7 @@ def ema_stacked_stats(net: BatchedNet, step: CoupledStep, union_count: Mapping[s
 
 def coupled_step(net: BatchedNet, x: Tensor, y: Tensor, rows: Sequence[Any], k: int, n: int, sizes: list[int],
                  deferred: Mapping[Any, Any], index: list[int], loss_fn: Callable[..., Tensor],
-                 ) -> tuple[Tensor, dict[Any, CoupledStep]]:
+                 per_sample: bool = False) -> tuple[Tensor, dict[Any, CoupledStep]]:
     r"""FedTAN's first local step (Algorithms 1-3) on the stacked clients: the forward with
     coupled BN (eqs. 39-40 through the channel's all-reduce), the backward of
     :math:`T=\sum_i p_i F_i` (eq. 41's stat-gradient all-reduce is the autograd of the
@@ -136,7 +135,7 @@ def coupled_step(net: BatchedNet, x: Tensor, y: Tensor, rows: Sequence[Any], k: 
         out = net(x)
     finally:
         net.couple = None
-    loss = client_losses(out, y, k, n, net.mask, sizes, loss_fn)  # (K,) F_i
+    loss = client_losses(out, y, k, n, net.mask, sizes, loss_fn, per_sample=per_sample)  # (K,) F_i
     (loss * p).sum().backward()
     grads = {}
     with torch.no_grad():

@@ -48,6 +48,7 @@ from bnfl.fl._client_work import ClientWork
 from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_global_stats
 from bnfl.fl._run import TIME_FIELDS, DivergenceError, FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm, CoupledFirstStep
+from bnfl.fl.batched import BatchedClients
 from bnfl.fl.batched_choice import choose
 from bnfl.fl.clients import Clients, Sequential
 from bnfl.fl.comm import Channel
@@ -218,7 +219,7 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
 
         #: the batched engine of the clients' local steps (:mod:`bnfl.fl.batched`), or None; the
         #: choice and its reason in ``history.meta["batched"]`` (:func:`bnfl.fl.batched_choice.choose`)
-        self.batched_engine, self.history.meta["batched"] = choose(self)
+        self.batched_engine, self.history.meta["batched"] = choose(self, BatchedClients)
         self.here: Clients = self.batched_engine if self.batched_engine is not None else Sequential(self)
         self.clients: Clients = clients if clients is not None else self.here
         self.clients.attach(self)
