@@ -1,8 +1,7 @@
 """Runs grouped by configuration (seeds of one configuration together) and their curves drawn:
-the part of :mod:`bnfl.runs` that :meth:`bnfl.fl.History.plot` needs. It sits below
-:mod:`bnfl.fl` (it reads a history's ``rows`` and ``meta`` and never imports :mod:`bnfl.fl`), so
-that ``History.plot`` draws without :mod:`bnfl.fl._run` importing :mod:`bnfl.runs`, which imports
-:mod:`bnfl.fl._run` to load a folder. Users import these from :mod:`bnfl.runs`."""
+the drawing part of :mod:`bnfl.runs` (``load_run(...).plot()``, :class:`bnfl.runs.RunHistory`). It
+reads a history's ``rows`` and ``meta`` and never imports :mod:`bnfl.fl`; the engine's history
+draws nothing itself. Users import these from :mod:`bnfl.runs`."""
 
 from __future__ import annotations
 
