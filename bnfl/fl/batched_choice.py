@@ -15,7 +15,6 @@ from bnfl.nn.batched import batching_obstacle
 
 if TYPE_CHECKING:
     from bnfl.fl._host import ClientHost
-    from bnfl.fl.clients import Clients
 
 __all__ = ["batched_obstacle", "choose", "engine_line", "select_batched"]
 
@@ -34,7 +33,7 @@ def batched_obstacle(sim: ClientHost) -> str | None:
     return why if why is not None else batching_obstacle(sim.model)
 
 
-def select_batched(sim: ClientHost, batched: Callable[[ClientHost], Clients]) -> tuple[Clients | None, str]:
+def select_batched(sim: ClientHost, batched: Callable[[ClientHost], Any]) -> tuple[Any, str]:
     """The batched engine for ``sim`` per ``sim.config.batched`` and why (or why not).
 
     ``"off"``: ``None``; ``"auto"``: batched unless :func:`batched_obstacle`; ``"on"``: batched
@@ -96,7 +95,7 @@ def engine_line(mode: str, used: bool, why: str, *, model: str = "", algorithm: 
     return f"sequential: batched='{mode}' fell back to the sequential engine: {why}"
 
 
-def choose(sim: ClientHost, batched: Callable[[ClientHost], Clients]) -> tuple[Clients | None, dict[str, Any]]:
+def choose(sim: ClientHost, batched: Callable[[ClientHost], Any]) -> tuple[Any, dict[str, Any]]:
     """The batched engine of ``sim`` (``None``: sequential) and its ``History.meta["batched"]``
     entry: ``mode``, ``used``, ``why`` and ``line`` (:func:`engine_line`). Raises the
     ``ValueError`` of :func:`~bnfl.fl.batched.select_batched` under ``batched="on"`` when the run
