@@ -29,6 +29,7 @@ __all__ = ["LAYERS"]
 #: Layers from the bottom up; each is a tuple of module or package names.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("bnfl._version", "bnfl._checks", "bnfl._atomic", "bnfl._folder_lock", "bnfl._safe_torch", "bnfl._layers",
+     "bnfl._input_checks",
      "bnfl.display", "bnfl.registry", "bnfl.functional", "bnfl.intervals"),
     ("bnfl._figure",),
     ("bnfl.stats", "bnfl.grads"),

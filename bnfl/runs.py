@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bnfl._input_checks import ROWS_FIX, check_history_rows, unreadable
 from bnfl._run_groups import SEED_FIELDS, Group, group_runs, plot_runs  # noqa: F401  (re-exported)
 from bnfl.fl._history_file import read_rows
 from bnfl.fl._run import History
@@ -52,17 +53,21 @@ def load_run(path: str | os.PathLike[str]) -> History:
     f = p if p.is_file() else p / HISTORY
     if not f.is_file():
         raise ValueError(f"{p} holds no run (no {HISTORY} in it): pass the --out folder of a bnfl train run")
-    text = f.read_text(encoding="utf-8")
     try:
-        data = json.loads(text)
-        meta, rows = dict(data.get("meta") or {}), list(data["rows"])
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-        rows = read_rows(f)  # cut short by a crash: its complete rows
-        first = text.split("\n", 1)[0].strip().removeprefix('{"meta":').removesuffix(",")
+        text = f.read_text(encoding="utf-8")
         try:
-            meta = dict(json.loads(first))
-        except (json.JSONDecodeError, TypeError, ValueError):
-            meta = {}
+            data = json.loads(text)
+            meta, rows = dict(data.get("meta") or {}), data["rows"]
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            rows = read_rows(f)  # cut short by a crash: its complete rows
+            first = text.split("\n", 1)[0].strip().removeprefix('{"meta":').removesuffix(",")
+            try:
+                meta = dict(json.loads(first))
+            except (json.JSONDecodeError, TypeError, ValueError):
+                meta = {}
+    except (ValueError, RecursionError) as err:  # not UTF-8, nested too deeply, a 5,000-digit number
+        raise ValueError(f"{f}: not a readable run history ({unreadable(err)}); {ROWS_FIX}") from None
+    rows = check_history_rows(rows, f)  # each row an object with a round >= 0 and numbers: one line if not
     if not rows:
         raise ValueError(f"{f} holds no finished round yet: wait for the run's first round, or pass another folder")
     meta["source"] = str(f.parent)
