@@ -86,9 +86,10 @@ class RunConfig:
         _check_device(self.device)
         for name in ("rounds", "seed"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "rounds" else 0) or v >= 2**32:
-                raise ValueError(f"{name} must be a {'positive' if name == 'rounds' else 'non-negative'} integer "
-                                 f"below 2**32, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "rounds" else 0) \
+                    or name == "seed" and v >= 2**32:
+                raise ValueError(f"{name} must be a {'positive' if name == 'rounds' else 'non-negative'} integer"
+                                 f"{' below 2**32' if name == 'seed' else ''}, got {v!r}")
         if self.rounds > MAX_ROUNDS:
             raise ValueError(f"rounds must be at most {MAX_ROUNDS:,}, got {self.rounds!r}")
         if "name" not in self.model:
