@@ -19,7 +19,10 @@ def default_out(dirs: Sequence[str | os.PathLike[str]]) -> Path:
     """Where ``bnfl plot`` writes without ``--out``: next to the runs, never into the current
     folder unless the runs are there: ``curves.png`` in the folder that holds all of them (a run
     folder itself: beside it, as ``<name>-curves.png``, so that the run folder stays the run's)."""
-    common = Path(os.path.commonpath([os.path.abspath(d) for d in dirs]))
+    try:  # relative when the paths are (the line "wrote ..." then reads as they were given)
+        common = Path(os.path.commonpath([os.path.normpath(d) for d in dirs]))
+    except ValueError:  # absolute and relative paths mixed
+        common = Path(os.path.commonpath([os.path.abspath(d) for d in dirs]))
     if common.is_file():  # a history.json given as the path
         common = common.parent
     if (common / runs.HISTORY).is_file():
