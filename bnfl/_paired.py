@@ -124,7 +124,6 @@ def format_differences(diffs: Sequence[Difference], baseline: str) -> str:
     if not diffs:
         return f"(no other configuration to compare with {baseline})"
     width = max(len(d.run) for d in diffs)
-    lines = [f"final test accuracy minus {diffs[0].baseline}'s, paired by seed "
-             "[95% t-interval over seeds], in percentage points:"]
+    lines = [f"final test acc. minus {diffs[0].baseline}'s, paired by seed [95% t-interval], in pts:"]
     lines += [f"  {d.run.ljust(width)}  {d.text()}" for d in diffs]
     return "\n".join(lines)

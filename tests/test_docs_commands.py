@@ -86,7 +86,7 @@ BLOCKS: dict[tuple[str, str], object] = {
         ("test", "tests/test_own_fix.py::test_a_layer_of_your_own_is_batched_and_equals_the_sequential_engine"),
     ("recipes.md", "python examples/recipes/flower_strategy.py --rounds 3"):
         ("test", "tests/test_recipes.py::test_flower_strategy_sends_and_averages_only_non_bn_state"),
-    ("runs.md", "for s in 0 1 2; do"): RUN,
+    ("runs.md", "cfg=examples/fedtan_digits.toml"): RUN,
     ("runs.md", "import bnfl"): RUN,
     ("runs.md", "bnfl train --config examples/fedbn_domains.toml --out runs/fedbn --quiet"): RUN,
     ("which-fix.md", "bnfl diagnose --config examples/fedtan_digits.toml"): RUN,
