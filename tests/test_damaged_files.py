@@ -148,3 +148,41 @@ def test_a_silo_npz_with_an_object_array_names_the_file_and_the_array(tmp_path: 
         load_silo(tmp_path)
     msg = str(info.value)
     assert str(tmp_path / "train.npz") in msg and "'x'" in msg and "dtype=object" in msg and "allow_pickle" not in msg
+
+
+# -- fuzz: result.json and history.json as the CLI reads them ----------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
+                    | st.text(max_size=5), lambda kids: st.lists(kids, max_size=3)
+                    | st.dictionaries(st.text(max_size=5), kids, max_size=3), max_leaves=8)
+ROW = st.fixed_dictionaries({}, optional={"round": JSON | st.integers(-3, 5), "test_acc": JSON | st.floats(0, 1),
+                                          "test_loss": JSON, "train_loss": JSON, "bytes_total": JSON,
+                                          "wall_time": JSON})
+HISTORY = st.fixed_dictionaries({"meta": JSON, "rows": JSON | st.lists(ROW, max_size=3)})
+RESULT = st.lists(JSON, max_size=2) | st.fixed_dictionaries({}, optional={"id": JSON, "claims": JSON | st.lists(
+    st.fixed_dictionaries({}, optional={"verdict": JSON, "id": JSON, "statement": JSON, "interval": JSON}),
+    max_size=2), "rows": JSON, "seeds": JSON, "profile": JSON})
+
+
+def _no_traceback(argv: list[str]) -> None:
+    code, err = _main(argv)
+    assert code in (0, 1) or (code == 2 and len(err.splitlines()) == 1 and "error: " in err), err
+    assert "Traceback" not in err, err
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=HISTORY)
+def test_fuzz_bnfl_plot_on_history_json_is_a_figure_or_one_line(tmp_path_factory, doc) -> None:
+    run = tmp_path_factory.mktemp("h")
+    (run / "history.json").write_text(json.dumps(doc))
+    _no_traceback(["plot", str(run), "--out", str(run / "c.png")])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=RESULT)
+def test_fuzz_bnfl_compare_on_result_json_is_an_answer_or_one_line(tmp_path_factory, doc) -> None:
+    root = tmp_path_factory.mktemp("r")
+    bad, good = _result_folders(root, json.dumps(doc))
+    _no_traceback(["compare", str(bad), str(good)])
