@@ -22,7 +22,7 @@ export MKL_NUM_THREADS ?= 1
 export MPLBACKEND ?= Agg
 export PYTHONHASHSEED ?= 0
 
-.PHONY: venv run test lint docs lab bench clean-venv
+.PHONY: venv demo run test lint docs lab bench clean-venv
 
 venv: $(STAMP)
 
@@ -37,6 +37,10 @@ $(STAMP): pyproject.toml | $(PY)
 $(RUN_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet "$(TORCH)" -e ".[$(RUN_EXTRAS)]"
 	touch $(RUN_STAMP)
+
+## The fast start: install what the reproductions need (no test, docs or notebook tools) and run `bnfl demo`.
+demo: $(RUN_STAMP)
+	$(VENV)/bin/bnfl demo
 
 ## The main job: every registered figure and table (all papers) into figures/ (+ figures/REPORT.md), resumable.
 run: $(RUN_STAMP)

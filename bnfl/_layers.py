@@ -31,13 +31,13 @@ __all__ = ["LAYERS"]
 #: Layers from the bottom up; each is a tuple of module or package names.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("bnfl._version", "bnfl._checks", "bnfl._atomic", "bnfl._folder_lock", "bnfl._safe_torch", "bnfl._layers",
-     "bnfl.display", "bnfl.registry", "bnfl.functional", "bnfl.intervals"),
+     "bnfl._input_checks", "bnfl._progress", "bnfl.display", "bnfl.registry", "bnfl.functional", "bnfl.intervals"),
     ("bnfl._figure",),
     ("bnfl.stats", "bnfl.grads"),
     ("bnfl.fedtan",),
     ("bnfl.nn",),
     ("bnfl.models", "bnfl.data", "bnfl.compat", "bnfl.testing"),
-    ("bnfl.fl", "bnfl.methods", "bnfl.plots", "bnfl.runs", "bnfl._run_groups"),
+    ("bnfl.fl", "bnfl.methods", "bnfl.plots", "bnfl.runs", "bnfl._run_groups", "bnfl._paired"),
     ("bnfl.train",),
     ("bnfl.theory",),
     ("bnfl.diagnosis",),

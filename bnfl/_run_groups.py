@@ -133,7 +133,7 @@ def plot_runs(runs: Sequence[_Run], *, loss: str = "auto"):
     for i, g in enumerate(groups):
         color = plots.color_for(g.method, i)
         n = len(g.runs)
-        label = g.label + (f" ({n} seeds, 95% interval)" if n > 1 else "")
+        label = g.label.replace(g.method, plots.label_for(g.method), 1) + (f" ({n} seeds, 95% interval)" if n > 1 else "")
         field = loss
         if loss == "auto":
             field = "test_loss" if all(any(r.get("test_loss") is not None for r in h.rows) for h in g.runs) \

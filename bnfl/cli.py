@@ -78,7 +78,7 @@ def _one_line(err: BaseException) -> str:
     """The error line of ``err``: a bnfl error's own message; an operating-system error (a read-only
     or full disk, a file where a folder should be) named by its path and what to do."""
     if isinstance(err, RecursionError):
-        return "the input is nested too deeply to read (a config's tables go a few levels deep at most)"
+        return "the input is nested too deeply to read (bnfl's files go a few levels deep at most); check the file you gave"
     if not isinstance(err, OSError) or err.strerror is None or isinstance(err, FileNotFoundError) and not err.filename:
         return " ".join(str(err).split())
     import errno

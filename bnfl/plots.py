@@ -31,6 +31,7 @@ __all__ = [
     "git_commit",
     "figures_dir",
     "forest",
+    "label_for",
     "new_figure",
     "save_figure",
     "style",
@@ -46,6 +47,12 @@ def _method(name: str) -> Any:
         return by_id[key]
     by_label = {m.label.lower(): m for m in methods}
     return by_label.get(key)
+
+
+def label_for(method: str) -> str:
+    """The label of a method (id or label of :data:`bnfl.methods.METHODS`), else ``method`` itself."""
+    m = _method(method)
+    return m.label if m is not None else method
 
 
 def color_for(method: str, index: int = 0) -> str:

@@ -43,6 +43,7 @@ resolved to is kept apart and never listed as registered.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 import sys
@@ -216,7 +217,9 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def unknown(self, name: object) -> str:
         """The message of an unknown ``name``: the valid names listed."""
-        return f"unknown {self.kind} {name!r}; {self.listing}: {', '.join(self.available())}"
+        near = difflib.get_close_matches(str(name).lower(), list(self.available()), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
+        return f"unknown {self.kind} {name!r}; {self.listing}: {', '.join(self.available())}{hint}"
 
     def knows(self, name: object) -> bool:
         """Whether :meth:`lookup` would find ``name`` without importing anything (registered, or an

@@ -23,12 +23,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bnfl._input_checks import ROWS_FIX, check_history_rows, unreadable
+from bnfl._paired import Difference, compare_to, format_differences  # noqa: F401  (re-exported)
 from bnfl._run_groups import SEED_FIELDS, Group, group_runs, plot_runs  # noqa: F401  (re-exported)
 from bnfl.fl._history_file import read_rows
 from bnfl.fl._run import History
 from bnfl.intervals import t_interval
 
-__all__ = ["Group", "compare", "find_runs", "format_comparison", "group_runs", "load_run", "plot_runs"]
+__all__ = ["Difference", "Group", "compare", "compare_to", "find_runs", "format_comparison", "format_differences",
+           "group_runs", "load_run", "plot_runs"]
 
 HISTORY = "history.json"
 
@@ -52,17 +55,21 @@ def load_run(path: str | os.PathLike[str]) -> History:
     f = p if p.is_file() else p / HISTORY
     if not f.is_file():
         raise ValueError(f"{p} holds no run (no {HISTORY} in it): pass the --out folder of a bnfl train run")
-    text = f.read_text(encoding="utf-8")
     try:
-        data = json.loads(text)
-        meta, rows = dict(data.get("meta") or {}), list(data["rows"])
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-        rows = read_rows(f)  # cut short by a crash: its complete rows
-        first = text.split("\n", 1)[0].strip().removeprefix('{"meta":').removesuffix(",")
+        text = f.read_text(encoding="utf-8")
         try:
-            meta = dict(json.loads(first))
-        except (json.JSONDecodeError, TypeError, ValueError):
-            meta = {}
+            data = json.loads(text)
+            meta, rows = dict(data.get("meta") or {}), data["rows"]
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            rows = read_rows(f)  # cut short by a crash: its complete rows
+            first = text.split("\n", 1)[0].strip().removeprefix('{"meta":').removesuffix(",")
+            try:
+                meta = dict(json.loads(first))
+            except (json.JSONDecodeError, TypeError, ValueError):
+                meta = {}
+    except (ValueError, RecursionError) as err:  # not UTF-8, nested too deeply, a 5,000-digit number
+        raise ValueError(f"{f}: not a readable run history ({unreadable(err)}); {ROWS_FIX}") from None
+    rows = check_history_rows(rows, f)  # each row an object with a round >= 0 and numbers: one line if not
     if not rows:
         raise ValueError(f"{f} holds no finished round yet: wait for the run's first round, or pass another folder")
     meta["source"] = str(f.parent)
@@ -128,6 +135,11 @@ def _seconds(s: float | None) -> str:
     return f"{m} min {sec:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
 
 
+def _seed_cell(seeds: Sequence[Any]) -> str:
+    """``"0 (1 seed)"``, ``"0, 1, 2 (3 seeds)"``: the seed ids and how many (a lone ``0`` read as none)."""
+    return f"{', '.join(map(str, seeds))} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})"
+
+
 def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
     """:func:`compare`'s rows as an aligned text table."""
     def acc(r: dict[str, Any]) -> str:
@@ -138,7 +150,7 @@ def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
         return f"{r['accuracy']:.2f} [{r['accuracy_low']:.2f}, {r['accuracy_high']:.2f}]"
 
     head = ["run", "seeds", "rounds", "final test acc. (%)", "communicated", "wall time"]
-    body = [[r["run"], ", ".join(map(str, r["seeds"])), str(r["rounds"]), acc(r), _size(r["bytes"]),
+    body = [[r["run"], _seed_cell(r["seeds"]), str(r["rounds"]), acc(r), _size(r["bytes"]),
              _seconds(r["wall_time"])] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
 

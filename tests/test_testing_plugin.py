@@ -1,7 +1,7 @@
 """The pytest fixtures of bnfl.testing.pytest_plugin, run exactly as docs/bn-safe.md shows them.
 
-The page's ``conftest.py`` and ``test_my_server.py`` blocks are copied into a fresh folder with a
-``my_server.py`` and run by pytest in a subprocess (``--bnfl-examples 10``): against a BN-safe
+The page's ``conftest.py``, ``my_server.py`` and ``test_my_server.py`` blocks are copied into a fresh
+folder and run by pytest in a subprocess (``--bnfl-examples 10``): against a BN-safe
 server (bnfl.compat's exact merge) both tests pass; against a naive one (state_dict averaging, a
 server learning rate that overshoots) both fail, with a counterexample in the output.
 """
@@ -74,7 +74,8 @@ def test_the_page_example_is_about_ten_lines():
 
 
 def test_the_page_example_passes_a_bn_safe_server(tmp_path):
-    res = run_example(tmp_path / "safe", SAFE)
+    assert page_block("# my_server.py").split("\n", 1)[1].strip() == SAFE.strip()  # the page gives the module
+    res = run_example(tmp_path / "safe", page_block("# my_server.py"))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "2 passed" in res.stdout
 

@@ -62,16 +62,28 @@ def _cmd_list(args: argparse.Namespace) -> int:
         entry = get(eid)
         stored = load_result(out, eid)
         last = f"{stored.verdict} ({stored.profile})" if stored is not None else "-"
-        rows.append((eid, entry.kind, ",".join(sorted(entry.configs)), last, entry.title))
-    header = ("id", "kind", "profiles", "last result", "title")
-    widths = [max(len(r[i]) for r in [*rows, header]) for i in range(4)]
+        took = _took(stored.duration_s) if stored is not None and stored.duration_s else ""
+        rows.append((eid, entry.kind, ",".join(sorted(entry.configs)), last, took, entry.title))
+    header = ("id", "kind", "profiles", "last result", "took", "title")
+    widths = [max(len(r[i]) for r in [*rows, header]) for i in range(5)]
     for r in [header, *rows]:  # the title on its own lines below: every line fits LIST_WIDTH columns
-        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)).rstrip())
-        for line in textwrap.wrap(r[4], LIST_WIDTH - 4) or [""]:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)).rstrip())
+        for line in textwrap.wrap(r[5], LIST_WIDTH - 4) or [""]:
             print("    " + line)
-    print(textwrap.fill(f"(last result: verdict and profile of the result stored in {out})", LIST_WIDTH,
+    print(textwrap.fill(f"(last result: verdict and profile of the result stored in {out}; took: its measured "
+                        "compute time, one process, on the machine that made it)", LIST_WIDTH,
                         break_on_hyphens=False))
     return 0
+
+
+def _took(seconds: float) -> str:
+    """``"0.4 s"``, ``"42 s"``, ``"9 min"``, ``"1 h 05 min"``: how long an entry took."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    m = round(seconds / 60)
+    return f"{m} min" if m < 60 else f"{m // 60} h {m % 60:02d} min"
 
 
 def _print_result(result) -> None:  # noqa: ANN001 - Result

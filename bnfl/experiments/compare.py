@@ -25,7 +25,6 @@ verdict differs); 1 when some claim does not; 2 when a folder is missing or hold
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bnfl.experiments._result_file import read_result
 from bnfl.experiments.core import Result
 from bnfl.experiments.dashboard import entry_order
 from bnfl.experiments.verdicts import judge_claim_record
@@ -50,8 +50,8 @@ def load_folder(folder: str | Path) -> dict[str, Result]:
     out: dict[str, Result] = {}
     for path in sorted(root.glob("*/result.json")):
         try:
-            out[path.parent.name] = Result.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, json.JSONDecodeError, TypeError) as err:
+            out[path.parent.name] = read_result(path)  # a damaged file: one line naming it and the field
+        except OSError as err:
             raise ValueError(f"{path} is not a readable result ({err}); remove it or rerun that entry") from err
     if not out:
         raise ValueError(f"{folder} holds no <id>/result.json; give the --out folder of a bnfl reproduce run")

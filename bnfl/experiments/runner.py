@@ -33,6 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bnfl import _atomic
+from bnfl.experiments._result_file import read_result
 from bnfl.experiments.cache import RunBusy, RunCache
 from bnfl.experiments.core import (
     PROFILES,
@@ -65,14 +66,17 @@ def result_path(out: str | os.PathLike[str], experiment_id: str) -> Path:
     return Path(out) / experiment_id / RESULT_FILE
 
 
-def load_result(out: str | os.PathLike[str], experiment_id: str) -> Result | None:
-    """The stored result of ``experiment_id`` under ``out``, or ``None``."""
+def load_result(out: str | os.PathLike[str], experiment_id: str, *, strict: bool = False) -> Result | None:
+    """The stored result of ``experiment_id`` under ``out``, or ``None`` (a damaged one too, to be
+    rerun; with ``strict``, a damaged one raises a ``ValueError`` that names the file)."""
     path = result_path(out, experiment_id)
     if not path.is_file():
         return None
     try:
-        return Result.from_dict(json.loads(path.read_text()))
-    except (OSError, json.JSONDecodeError, TypeError):
+        return read_result(path)
+    except (OSError, ValueError):
+        if strict:
+            raise
         return None
 
 
@@ -470,7 +474,7 @@ def reproduce(
     options = {"profile": profile, "device": device, "seeds": seeds, "out": out_dir, "data_root": data_root,
                "force": force, "batched": batched}
     if report_only:
-        results = [r for r in (load_result(out_dir, eid) for eid in todo) if r is not None]
+        results = [r for r in (load_result(out_dir, eid, strict=True) for eid in todo) if r is not None]
     elif jobs > 1:
         results, timings = _run_parallel(todo, options, jobs, progress)
     for key, eids in by_paper.items() if jobs <= 1 and not report_only else ():

@@ -41,6 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from bnfl import _folder_lock
+from bnfl._progress import bar_options
 from bnfl.data.partition import Participation
 from bnfl.fedtan import CoupledStep, Exchange
 from bnfl.fl._checkpoint import CheckpointMixin
@@ -360,7 +361,7 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
             # tqdm.auto probes for a notebook's widgets: loaded when a run starts, not with bnfl.
             from tqdm.auto import tqdm
 
-            bar = tqdm(rounds, desc=self.algorithm.name, leave=False)
+            bar = tqdm(rounds, desc=self.algorithm.name, leave=False, **bar_options())  # a log: every 30 s
         for r in rounds if bar is None else bar:
             t0 = time.perf_counter()
             row = self._train_round(r)
@@ -374,7 +375,7 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
             self.history.rows.append(row)
             self._check_max_loss(row)
             if bar is not None and "test_acc" in row:
-                bar.set_postfix(loss=f"{row['train_loss']:.3f}", acc=f"{row['test_acc']:.3f}")
+                bar.set_postfix(loss=f"{row['train_loss']:.3f}", acc=f"{row['test_acc']:.3f}", refresh=False)
             if cfg.checkpoint_dir:
                 self.save_checkpoint(cfg.checkpoint_dir)
         finished = self.round == cfg.rounds and (stop_after is None or stop_after >= cfg.rounds)

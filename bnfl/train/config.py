@@ -226,7 +226,7 @@ def _cli_run(args: argparse.Namespace) -> int:
           + ("-" if acc is None else f"{100 * acc:.2f}%")
           + f", {last.get('comm_rounds')} communication rounds, {_bytes(last.get('bytes_total'))} communicated"
           + (f"; wrote {cfg.out}/history.json" if cfg.out else "")
-          + (f"\n{hist.meta['batched']['line']}" if "line" in hist.meta.get("batched", {}) else ""))
+          + (f"\n{hist.meta['batched']['line']}" if "line" in hist.meta.get("batched", {}) and not args.quiet else ""))
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ import tomllib
 import torch
 
 from bnfl import models
+from bnfl._input_checks import unreadable
 from bnfl.data import DATASETS
 from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
 from bnfl.fl._run import MAX_ROUNDS, TrainConfig
@@ -83,9 +85,10 @@ class RunConfig:
         _check_device(self.device)
         for name in ("rounds", "seed"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "rounds" else 0):
-                raise ValueError(f"{name} must be a {'positive' if name == 'rounds' else 'non-negative'} integer, "
-                                 f"got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "rounds" else 0) \
+                    or name == "seed" and v >= 2**32:
+                raise ValueError(f"{name} must be a {'positive' if name == 'rounds' else 'non-negative'} integer"
+                                 f"{' below 2**32' if name == 'seed' else ''}, got {v!r}")
         if self.rounds > MAX_ROUNDS:
             raise ValueError(f"rounds must be at most {MAX_ROUNDS:,}, got {self.rounds!r}")
         if "name" not in self.model:
@@ -192,10 +195,13 @@ def load_config(path: str | Path) -> RunConfig:
                          f"{kind}; save the config as UTF-8 (TOML files are UTF-8)") from None
     try:
         d = tomllib.loads(text.removeprefix("\ufeff"))
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"{p}: not valid TOML: {err}") from None
+    except ValueError as err:  # TOMLDecodeError, and a number too long to read (bnfl._input_checks)
+        raise ValueError(f"{p}: not valid TOML: {unreadable(err)}") from None
     except RecursionError:
         raise ValueError(f"{p}: nested too deeply to read (a config's tables go a few levels deep at most)") from None
+    if not d:  # an empty file trains every default: say so
+        print(f"bnfl: warning: {p} sets nothing; every field takes its default (see examples/run.annotated.toml)",
+              file=sys.stderr)
     return RunConfig.from_dict(d)
 
 

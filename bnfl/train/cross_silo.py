@@ -49,6 +49,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from bnfl import models
+from bnfl._input_checks import npz_arrays
 from bnfl.fl._run import FederatedData, History, TrainConfig
 from bnfl.fl.algorithms import Algorithm
 from bnfl.fl.distributed import RankClients, init_from_env
@@ -125,7 +126,7 @@ def load_silo(root: str | Path) -> Silo:
             missing = [k for k in ("x", "y") if k not in f.files]
             if missing:
                 raise ValueError(f"{path}: no array {' or '.join(missing)} (it has {', '.join(f.files)})")
-            arrays[part] = {k: f[k] for k in f.files}
+            arrays[part] = npz_arrays(f, path)  # an object array: one line naming the file, not numpy's
     train = arrays["train"]
     clients = None
     if "client" in train:

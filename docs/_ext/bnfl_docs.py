@@ -546,7 +546,7 @@ class LedgerDirective(Directive):
         para["ids"].append(target_id)
         para += nodes.strong(text=f"{paper} {eq}: ")
         if not rows:
-            para += nodes.emphasis(text="not yet in the equation ledger (no verified implementation).")
+            para += nodes.emphasis(text="not implemented in bnfl (no row in the equation ledger).")
             return [para]
         funcs: list[str] = []
         tests: list[str] = []
@@ -564,18 +564,23 @@ class LedgerDirective(Directive):
             )
             ref += nodes.literal(text=f.removeprefix("bnfl."))
             para += ref
-        para += nodes.Text("; proved by ")
+        para += nodes.Text(".")
+        # The tests on demand: a collapsed block under the line, not a box of long names after
+        # every equation.
+        proofs = nodes.paragraph(classes=["bnfl-ledger-tests"])
         for i, t in enumerate(tests):
             if i:
-                para += nodes.Text(", ")
+                proofs += nodes.Text(", ")
             ref = addnodes.pending_xref(
                 "", refdomain="std", reftype="ref", reftarget=test_label(t),
                 refexplicit=True, refwarn=True, refdoc=env.docname,
             )
             ref += nodes.literal(text=t.split("::")[-1])
-            para += ref
-        para += nodes.Text(".")
-        return [para]
+            proofs += ref
+        n = len(tests)
+        opened = nodes.raw("", f'<details class="bnfl-ledger-tests"><summary>proved by {n} test'
+                           f'{"s" if n != 1 else ""}</summary>', format="html")
+        return [para, opened, proofs, nodes.raw("", "</details>", format="html")]
 
 
 # --------------------------------------------------------------------------------------------

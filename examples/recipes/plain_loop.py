@@ -214,7 +214,7 @@ def main(argv=None) -> dict[str, float]:
     for m in args.methods:
         out[m] = federated(m, rounds=args.rounds)["accuracy"]
         print(f"{m:10s} test accuracy after {args.rounds} rounds: "
-              f"{out[m]:.3f}")
+              f"{100 * out[m]:.2f}%")  # accuracy in %, as everywhere in bnfl
     return out
 
 

@@ -21,7 +21,9 @@
 # **What to look for.** As the number of classes per client $k$ shrinks from 10 (iid-like) to 2, the
 # local statistics drift away from the global ones (Property 2). FedTAN should follow centralized
 # training at every $k$; FedAvg+BN (gradient deviation) and FedBN (poor generalisation of the
-# personalised models) should drop as $k$ decreases.
+# personalised models) should drop as $k$ decreases. FedBN sits lowest by design of this protocol:
+# its per-client models, each fitted to its client's $k$ classes, are scored on the whole test set
+# (on feature shift, scored on each client's own data, it is the fix to use).
 #
 # **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
 # whose result is committed in `figures/fedtan-fig5/result.json`. Its deviations from the catalog's
