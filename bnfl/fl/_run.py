@@ -338,6 +338,13 @@ class History:
         nothing is written (``fig.savefig("curves.png")``; ``.svg``, ``.pdf`` too)."""
         return _run_groups.plot_runs([self, *others], loss=loss)
 
+    def compare(self, *others: History, baseline: str) -> list[Any]:
+        """Final test accuracy of each configuration among this run and ``others`` minus the
+        ``baseline`` method's, paired by seed, with its 95% interval in points and a verdict
+        (:func:`bnfl.runs.compare_to`: a list of :class:`bnfl.runs.Difference`)."""
+        from bnfl import _paired  # here: bnfl._paired reads bnfl.plots, which reads bnfl.fl
+        return _paired.compare_to([self, *others], baseline)
+
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> History:
         d = json.loads(Path(path).read_text())
