@@ -111,12 +111,22 @@ def release(directory: str | os.PathLike[str]) -> None:
 
 @contextlib.contextmanager
 def locked(directory: str | os.PathLike[str] | None, *, what: str = "run") -> Iterator[None]:
-    """Hold ``directory``'s lock inside the ``with`` block (``None``: nothing to lock)."""
+    """Hold ``directory``'s lock inside the ``with`` block (``None``: nothing to lock). A block
+    that fails leaves no folder it made behind while it stays empty (a config refused after the
+    lock was taken: nothing written, no empty ``--out`` folder)."""
     if directory is None:
         yield
         return
+    made = [p for p in (Path(directory), *Path(directory).parents) if not p.exists()]
     hold(directory, what=what)
     try:
         yield
-    finally:
+    except BaseException:
         release(directory)
+        for p in made:  # the folder first, then the parents made for it; each only while empty
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+    release(directory)

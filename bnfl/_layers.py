@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bnfl.fedtan",),
     ("bnfl.nn",),
     ("bnfl.models", "bnfl.data", "bnfl.compat", "bnfl.testing"),
-    ("bnfl.fl", "bnfl.methods", "bnfl.plots", "bnfl.runs", "bnfl._run_groups", "bnfl._paired"),
+    ("bnfl.fl", "bnfl.methods", "bnfl.plots", "bnfl.runs", "bnfl._run_groups", "bnfl._paired", "bnfl._fit_checks"),
     ("bnfl.train",),
     ("bnfl.theory",),
     ("bnfl.diagnosis",),

@@ -60,8 +60,7 @@ class Difference:
         n = len(self.seeds)
         if self.interval is None:
             return f"{self.points:+.1f} pts, {self.word}"
-        iv = self.interval
-        return f"{iv.estimate:+.1f} [{iv.low:.1f}, {iv.high:.1f}] pts, {self.word} ({n} seeds)"
+        return f"{self.interval}, {self.word} ({n} seeds)"
 
 
 def _finals(g: Group) -> dict[Any, float]:
@@ -109,7 +108,7 @@ def compare_to(runs: Sequence[_Run], baseline: str) -> list[Difference]:
             out.append(Difference(g.label, base.label, shared, diffs[0], None,
                                   "one shared seed, no interval: train both with two or more seeds (--seed 1, 2)"))
             continue
-        iv = t_interval(diffs, paired=True)
+        iv = t_interval(diffs, paired=True, unit="%")
         if iv.low > 0 or iv.high < 0:
             word = "better" if iv.low > 0 else "worse"
         else:

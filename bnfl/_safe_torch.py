@@ -18,6 +18,7 @@ import io
 import os
 import pickle
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -50,10 +51,12 @@ def load(source: str | os.PathLike[str] | io.BytesIO, *, map_location: Any = "cp
     numpy_arrays : bool, default False
         Also rebuild numpy arrays and dtypes (and nothing else numpy offers).
     """
-    if not numpy_arrays:
-        return torch.load(source, map_location=map_location, weights_only=True, mmap=mmap)
-    with torch.serialization.safe_globals(_numpy_rebuilders()):
-        return torch.load(source, map_location=map_location, weights_only=True, mmap=mmap)
+    with warnings.catch_warnings():  # a raw pickle: torch warns of its protocol before refusing it
+        warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+        if not numpy_arrays:
+            return torch.load(source, map_location=map_location, weights_only=True, mmap=mmap)
+        with torch.serialization.safe_globals(_numpy_rebuilders()):
+            return torch.load(source, map_location=map_location, weights_only=True, mmap=mmap)
 
 
 def why(err: BaseException) -> str:
@@ -67,6 +70,7 @@ def why(err: BaseException) -> str:
             or (isinstance(err, OSError) and err.errno == errno.EINVAL)):
         return "not a complete zip archive: truncated or corrupt"
     if ("Unsupported operand" in msg or "invalid load key" in msg or "Ran out of input" in msg
+            or "Invalid magic number" in msg
             or isinstance(err, EOFError)):
         return "not a torch file: garbage or truncated bytes"
     if isinstance(err, pickle.UnpicklingError):

@@ -31,7 +31,9 @@ and roughly how many seeds would decide it (:func:`seeds_to_decide`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +43,7 @@ import numpy as np
 __all__ = [
     "METHODS",
     "SIDES",
+    "UNITS",
     "Interval",
     "bootstrap_interval",
     "detectable_effect",
@@ -57,6 +60,8 @@ __all__ = [
 METHODS: tuple[str, ...] = ("t", "bootstrap")
 #: The claimed side of a threshold: ``"above"`` (``x >= threshold``) or ``"below"`` (``x <= threshold``).
 SIDES: tuple[str, ...] = ("above", "below")
+#: What an :class:`Interval`'s numbers are, for printing: unknown, accuracy in %, accuracy as a share of 1.
+UNITS: tuple[str, ...] = ("", "%", "fraction")
 
 #: Power of :func:`detectable_effect` (the usual 80%).
 POWER = 0.8
@@ -117,6 +122,17 @@ class Interval:
         ``True``: of paired differences; ``False``: of two unpaired groups; ``None``: one sample.
     values : tuple of float
         The per-seed values the interval was computed from (the differences when paired).
+    unit : {"", "%", "fraction"}
+        What the numbers are, for printing only (not in ``repr``, ``==`` or :meth:`to_dict`):
+        ``"%"`` accuracies in percent, ``"fraction"`` accuracies as shares of 1 (printed times
+        100), ``""`` unknown.
+
+    ``str(iv)`` (and ``f"{iv}"``, ``f"{iv:.2f}"`` for other decimals) follows one rule: with a
+    unit of accuracy, a difference (``paired`` True or False) prints in percentage points with
+    its sign, ``"+13.5 [6.6, 20.4] pts"``, and a mean in percent, ``"72.3 [70.1, 74.5] %"``;
+    without a unit the numbers print as they are, 4 significant digits, ``"+0.1351 [0.06612,
+    0.2041]"``, because a share of 1 cannot be told from a loss by its value. Give
+    ``unit="fraction"`` to :func:`estimate` or :func:`t_interval` for accuracies in [0, 1].
     """
 
     estimate: float
@@ -129,6 +145,27 @@ class Interval:
     se: float
     paired: bool | None = None
     values: tuple[float, ...] = field(default_factory=tuple)
+    unit: str = field(default="", repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"unit must be one of {UNITS}, got {self.unit!r}")
+
+    def __str__(self) -> str:
+        return self.__format__("")
+
+    def __format__(self, spec: str) -> str:
+        m = re.fullmatch(r"(?:\.(\d{1,2})f?)?", spec)
+        if m is None:
+            raise ValueError(f"format spec {spec!r} for an Interval: give '' or '.Nf' (N decimals)")
+        sign = "" if self.paired is None else "+"
+        if not self.unit:
+            d = f".{m.group(1)}f" if m.group(1) else ".4g"
+            return f"{self.estimate:{sign}{d}} [{self.low:{d}}, {self.high:{d}}]"
+        k = 100.0 if self.unit == "fraction" else 1.0
+        d = f".{m.group(1) or 1}f"
+        ends = f"{k * self.estimate:{sign}{d}} [{k * self.low:{d}}, {k * self.high:{d}}]"
+        return f"{ends} pts" if self.paired is not None else f"{ends} %"
 
     @property
     def half_width(self) -> float:
@@ -146,18 +183,19 @@ class Interval:
                 f"({round(100 * self.level)}% {self.method}, {kind}, {self.n} seeds)")
 
 
-def t_interval(values: Sequence[float], *, level: float = 0.95, paired: bool | None = None) -> Interval:
+def t_interval(values: Sequence[float], *, level: float = 0.95, paired: bool | None = None,
+               unit: str = "") -> Interval:
     """Student's t-interval of the mean of ``values``: ``mean +- t_{(1+level)/2, n-1} sd / sqrt(n)``.
 
     ``paired`` only labels what the values are (``True`` for paired differences,
-    :func:`paired_differences`).
+    :func:`paired_differences`), ``unit`` how they print (:class:`Interval`).
     """
     x, level = _values(values), _level(level)
     n = x.size
     mean, sd = float(x.mean()), float(x.std(ddof=1))
     se = sd / math.sqrt(n)
     h = t_quantile((1.0 + level) / 2.0, n - 1) * se
-    return Interval(mean, mean - h, mean + h, "t", level, n, sd, se, paired, tuple(float(v) for v in x))
+    return Interval(mean, mean - h, mean + h, "t", level, n, sd, se, paired, tuple(float(v) for v in x), unit)
 
 
 def welch_interval(a: Sequence[float], b: Sequence[float], *, level: float = 0.95) -> Interval:
@@ -229,13 +267,24 @@ def paired_differences(a: Mapping[int, float] | Sequence[float], b: Mapping[int,
 
 
 def estimate(a: Sequence[float], b: Sequence[float] | None = None, *, paired: bool = True, method: str = "t",
-             level: float = 0.95, n_boot: int = 10_000, seed: int = 0) -> Interval:
+             level: float = 0.95, n_boot: int = 10_000, seed: int = 0, unit: str = "") -> Interval:
     """The interval of ``mean(a)`` (``b`` None) or of ``mean(a) - mean(b)``.
 
     ``paired=True`` (the default, for runs that share seeds and partitions) takes the interval of
     the per-seed differences; ``paired=False`` that of two independent groups (Welch's t, or the
     bootstrap stratified by group). ``method``: ``"t"`` or ``"bootstrap"`` (see the module docstring).
+    ``unit`` says how the interval prints (:class:`Interval`): ``"fraction"`` for accuracies in
+    [0, 1], ``"%"`` for accuracies in percent; ``str(estimate(a, b, unit="fraction"))`` reads
+    ``"+13.5 [6.6, 20.4] pts"``.
     """
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+    return dataclasses.replace(_estimate(a, b, paired=paired, method=method, level=level, n_boot=n_boot,
+                                         seed=seed), unit=unit)
+
+
+def _estimate(a: Sequence[float], b: Sequence[float] | None, *, paired: bool, method: str, level: float,
+              n_boot: int, seed: int) -> Interval:
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if b is None:

@@ -164,7 +164,7 @@ def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-# -- drawing a run: History.plot lives here, above the engine, beside the other drawings ------------
+# -- drawing and comparing a run: History.plot and .compare live here, above the engine, beside the other drawings ------------
 class RunHistory(History):
     """A :class:`~bnfl.fl.History` read back from a run folder (:func:`load_run`), which draws itself.
 
@@ -176,3 +176,9 @@ class RunHistory(History):
         seeds of one configuration as a band: :func:`plot_runs`); returns the Figure, nothing is
         written (``fig.savefig("curves.png")``; ``.svg``, ``.pdf`` too)."""
         return plot_runs([self, *others], loss=loss)
+
+    def compare(self, *others: History, baseline: str) -> list[Difference]:
+        """Final test accuracy of each configuration among this run and ``others`` minus the
+        ``baseline`` method's, paired by seed, with its 95% interval in points and a verdict
+        (:func:`compare_to`: a list of :class:`Difference`)."""
+        return compare_to([self, *others], baseline)

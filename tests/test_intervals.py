@@ -226,3 +226,37 @@ def test_at_least_and_at_most_take_per_seed_values():
     assert c.verdict == "pass" and c.interval["threshold"] == 10.0
     assert at_most("bn", "BN at most 70", np.array(bn), 70.0).verdict == "fail"
     assert at_least("plain", "", 2.0, 1.0).interval is None  # one number: the margin-against-noise claim
+
+
+# -- how an Interval prints (issue 50: "+13.5 [6.6, 20.4] pts", not the raw dataclass) ----------------
+_A, _B = [0.80, 0.85, 0.90], [0.66, 0.72, 0.766]
+
+
+def test_a_difference_of_accuracies_prints_in_points_with_its_sign():
+    iv = I.estimate(_A, _B, unit="fraction")
+    assert str(iv) == f"{iv}" == "+13.5 [12.2, 14.7] pts"
+    assert f"{iv:.2f}" == "+13.47 [12.22, 14.72] pts"
+    pct = I.estimate([100 * v for v in _A], [100 * v for v in _B], unit="%")
+    assert str(pct) == "+13.5 [12.2, 14.7] pts"
+    assert str(I.estimate(_B, _A, unit="fraction", paired=False)).startswith("-13.5 [")
+
+
+def test_a_mean_of_accuracies_prints_in_percent_without_a_sign():
+    assert str(I.estimate(_A, unit="fraction")) == "85.0 [72.6, 97.4] %"
+    assert str(I.t_interval([70.0, 72.0, 75.0], unit="%")) == "72.3 [66.1, 78.6] %"
+
+
+def test_without_a_unit_the_numbers_print_as_they_are_and_repr_equality_and_dict_are_unchanged():
+    iv = I.estimate(_A, _B)
+    assert str(iv) == "+0.1347 [0.1222, 0.1472]"
+    assert f"{iv:.2f}" == "+0.13 [0.12, 0.15]"
+    marked = I.estimate(_A, _B, unit="fraction")
+    assert repr(marked) == repr(iv) and repr(iv).startswith("Interval(estimate=0.1346")
+    assert marked == iv and marked.to_dict() == iv.to_dict() and "unit" not in iv.to_dict()
+
+
+def test_an_unknown_unit_or_format_spec_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="unit must be one of"):
+        I.estimate(_A, _B, unit="pts")
+    with pytest.raises(ValueError, match="format spec"):
+        format(I.estimate(_A, _B), "e")

@@ -102,7 +102,8 @@ def test_a_file_size_limit_hit_while_saving_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     msg = _one_line(proc.returncode, proc.stderr.strip())
     assert msg.startswith(f"writing {tmp_path / 'run' / 'checkpoint.pt'} failed (") and "is the disk full?" in msg
-    assert not [p for p in (tmp_path / "run").iterdir() if p.name.endswith(".tmp")]
+    run = tmp_path / "run"  # nothing saved: the folder this run made is removed, as a refused config's is
+    assert not run.exists() or not [p for p in run.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_config_that_is_a_folder_is_one_line(tmp_path):
@@ -259,3 +260,40 @@ def test_run_device_is_checked_before_anything_is_stored(tmp_path):
     msg = _one_line(*_main(["run", "fedtan-tab4", "--profile", "smoke", "--device", "warp9", "--out", str(out)]), "run")
     assert msg.startswith("device: 'warp9' cannot be used here")
     assert not out.exists() or not list(out.rglob("result.json"))
+
+
+# -- issue 50: nothing left behind, nothing printed before the line, plain words ----------------------------
+def test_a_config_refused_after_the_folder_was_made_leaves_no_empty_out_folder(tmp_path):
+    bad = _cfg(tmp_path, BASE + '[model]\nname = "q_mlp_bn"\nwidthx = 3\n')
+    msg = _one_line(*_main(["train", "--config", bad, "--out", str(tmp_path / "new" / "run")]))
+    assert "bad option for q_mlp_bn" in msg and not (tmp_path / "new").exists()
+    (tmp_path / "mine").mkdir()  # a folder that was there before stays
+    _one_line(*_main(["train", "--config", bad, "--out", str(tmp_path / "mine")]))
+    assert (tmp_path / "mine").is_dir() and not any((tmp_path / "mine").iterdir())
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_a_raw_pickle_checkpoint_is_refused_without_torchs_pickle_warning_before_it(tmp_path, protocol):
+    import pickle
+    import warnings
+
+    ckpt = tmp_path / "raw.pt"
+    ckpt.write_bytes(pickle.dumps({"round": 1, "global_state": {}}, protocol=protocol))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        msg = _one_line(*_main(["diagnose", "--config", _cfg(tmp_path), "--checkpoint", str(ckpt), "--quiet"]),
+                        "diagnose")
+    assert msg == f"checkpoint {ckpt} is unreadable (not a torch file: garbage or truncated bytes)"
+    assert not [w for w in seen if "pickle protocol" in str(w.message)]
+
+
+def test_the_divergence_line_says_where_the_completed_rounds_are(tmp_path):
+    from bnfl import fl
+
+    out = tmp_path / "run"
+    text = BASE.replace("rounds = 1", "rounds = 6") + 'lr = 1000.0\nbatched = "off"\n'
+    msg = _one_line(*_main(["train", "--config", _cfg(tmp_path, text), "--out", str(out)]))
+    assert ".history" not in msg and msg.endswith(f"completed rounds are saved in {out / 'history.json'}")
+    with pytest.raises(fl.DivergenceError) as err:
+        fl.run(_cfg(tmp_path, text.replace("[train]", "[train]\nmax_loss = 1000.0")))
+    assert str(err.value).endswith("completed rounds are saved in the error's .history (DivergenceError.history)")

@@ -90,3 +90,12 @@ def test_the_figure_goes_next_to_the_runs_and_the_legend_shows_labels(folders, t
 def test_one_seed_reads_as_one_seed(folders) -> None:
     text = runs.format_comparison(runs.compare(runs.find_runs([folders / "prox"])))
     assert "7 (1 seed)" in text.splitlines()[2]
+
+
+def test_a_loaded_run_compares_itself_and_others_against_a_baseline(folders) -> None:
+    tan, *rest = runs.find_runs([folders / "tan", folders / "bn"])
+    diffs = tan.compare(*rest, baseline="fedavg+bn")
+    assert [str(d) for d in diffs] == [str(d) for d in runs.compare_to([tan, *rest], "fedavg+bn")]
+    assert len(diffs) == 1 and str(diffs[0]).startswith("fedtan vs fedavg+bn: ") and "(3 seeds)" in str(diffs[0])
+    with pytest.raises(ValueError, match="did you mean 'fedavg\\+bn'"):
+        tan.compare(*rest, baseline="fedavg+b")

@@ -167,7 +167,7 @@ class ClientWork(LocalOptimizerMixin):
     def check_loss(self, loss: Tensor, c: int, r: int) -> None:
         if not torch.isfinite(loss).all():
             self._stop(f"round {r}: client {c} reached a non-finite loss ({loss.item()}); training diverged "
-                       f"(lower the learning rate). {len(self.history)} completed rounds kept in .history")
+                       "(lower the learning rate)")
 
     # -- a client's round, statistics and accuracy ----------------------------------------------------
     def client_round(self, r: int, c: int, received: dict[str, Tensor], *, lr: float, frozen: bool,

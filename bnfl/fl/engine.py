@@ -34,6 +34,7 @@ import copy
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -250,10 +251,13 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         bound, loss = self.config.max_loss, row.get("train_loss")
         if bound is not None and loss is not None and not loss <= bound:
             self._stop(f"round {row['round']}: the training loss {loss:.4g} passed max_loss = {bound:g}; training "
-                       f"diverged (lower the learning rate). {len(self.history)} completed rounds kept in .history")
+                       f"diverged (lower the learning rate)")
 
     def _stop(self, why: str) -> None:
         """Mark the history as stopped by divergence, write it (with a checkpoint folder) and raise."""
+        d = self.config.checkpoint_dir if self.clients.writes else None  # where _write_history writes
+        why += f"; its {len(self.history)} completed rounds are saved in " + (
+            str(Path(d) / "history.json") if d else "the error's .history (DivergenceError.history)")
         self.history.meta["stopped"] = {"reason": "diverged", "detail": why}
         self.write_history()
         raise DivergenceError(why, self.history)

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bnfl import models
+from bnfl import _fit_checks, models
 from bnfl.data import load
 from bnfl.data import partition as P
 from bnfl.data.partition_kinds import PARTITIONS
@@ -120,6 +120,8 @@ def build_model(cfg: RunConfig, split: Any, *, norm: str) -> tuple[str, nn.Modul
     mopts["norm"] = norm
     mopts.setdefault("num_classes", split.num_classes)
     check_labels(split, mopts["num_classes"], given="num_classes" in cfg.model)
+    _fit_checks.refuse_oversized(name, lambda: models.build_for(name, split.input_shape, **mopts), split.input_shape,
+                                 cfg.train_config().batch_size, cfg.device)  # before the seed: RNG untouched
     torch.manual_seed(cfg.seed)
     try:
         model = models.build_for(name, split.input_shape, **mopts)
@@ -176,6 +178,7 @@ def build_parts(cfg: RunConfig | Mapping[str, Any] | str | Path, *, data_root: s
     if split is None:
         split = load_data(cfg, data_root)
     clients, client_test = partition(cfg, split)
+    _fit_checks.warn_batch(cfg.train_config().batch_size, clients)  # a line only under bnfl train
     data = FederatedData.from_split(split, clients, client_test)
     _, model = build_model(cfg, split, norm=method.norm)
     run_meta = {"method": method.id, "method_options": dict(cfg.method_options), "model": dict(cfg.model),

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from bnfl import _folder_lock
+from bnfl import _fit_checks, _folder_lock
 from bnfl.data.partition_kinds import PARTITIONS  # [partition] kind: a Registry of PartitionKind
 from bnfl.fl._run import TRAIN_MAX_LOSS, History
 from bnfl.fl._rundir import prepare
@@ -214,7 +214,8 @@ def _cli_run(args: argparse.Namespace) -> int:
         d["train"].setdefault("max_loss", TRAIN_MAX_LOSS)  # bnfl train stops a diverging run (TrainConfig.max_loss)
     cfg = RunConfig.from_dict(d)
     engine = resolve_engine(args.engine)
-    hist = _run(cfg, resume=args.resume, engine=engine, overwrite=args.overwrite)
+    with _fit_checks.warnings_on():  # a batch larger than a client: one line (bnfl train only)
+        hist = _run(cfg, resume=args.resume, engine=engine, overwrite=args.overwrite)
     if engine == "distributed":
         rank = dist.get_rank()
         dist.destroy_process_group()
