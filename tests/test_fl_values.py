@@ -82,3 +82,21 @@ def test_run_round_takes_no_callback_and_clients_train_receives_the_plan():
         assert train[:5] == ["self", "r", "plan", "clients", "received"] and "start" in train and "frozen" not in train
         exchange = inspect.signature(impl.exchange).parameters
         assert {"plan", "start"} <= set(exchange) and "frozen" not in exchange
+
+
+def test_one_name_per_algorithm_the_method_ids_and_older_spellings_still_read():
+    from bnfl.fl.algorithms import ALGORITHMS
+    from bnfl.methods import METHODS
+    from bnfl.train.accounting import _resolve
+
+    for name, cls in ALGORITHMS.items():
+        ids = [m.id for m in METHODS.values() if m.algorithm_name == name]
+        assert ids, f"algorithm {name!r} is no method's"
+        # its method id itself, or (an algorithm of several norms) the stem of its methods' ids
+        assert name in ids or any(i.startswith(f"{name}+") for i in ids), (name, ids)
+        assert cls.name == name
+    old = {"fedavg-alg2": "fedavg+alg2", "centralized-fixbn": "centralized+fixbn", "decoupled": "decoupled-bn"}
+    for was, now in old.items():
+        assert ALGORITHMS.lookup(was) is ALGORITHMS[was] is ALGORITHMS[now] and ALGORITHMS.knows(was)
+        assert was not in ALGORITHMS.available() and was not in list(ALGORITHMS)
+        assert _resolve(was).id == now  # an accounting call of older bnfl
