@@ -100,3 +100,25 @@ def test_one_name_per_algorithm_the_method_ids_and_older_spellings_still_read():
         assert ALGORITHMS.lookup(was) is ALGORITHMS[was] is ALGORITHMS[now] and ALGORITHMS.knows(was)
         assert was not in ALGORITHMS.available() and was not in list(ALGORITHMS)
         assert _resolve(was).id == now  # an accounting call of older bnfl
+
+
+def test_aggregate_returns_the_new_server_state_and_writes_none_into_the_server():
+    from types import SimpleNamespace
+
+    import torch
+
+    from bnfl import fl
+    from bnfl.fl.algorithms import MomentumPolicy
+
+    sim = fl.build({"method": "fedadam+bn", "rounds": 1, "train": {"local_steps": 1, "progress": False}})
+    server, state = sim.server, sim.global_state
+    server.state = {}
+    uploads = [{k: state[k] + i for k in server.upload_keys} for i in (1, 2)]
+    new = sim.algorithm.aggregate(server, state, [0, 1], [0.5, 0.5], uploads)
+    assert server.state == {}  # the algorithm's state comes back as a value, with the global state
+    assert {"fedadam.m", "fedadam.v"} <= set(new.server_state) and set(new) == set(state)
+    # the server's momentum: returned, not written
+    ctx = SimpleNamespace(config=SimpleNamespace(momentum=0.9, momentum_mode="global"), state={})
+    ups = [{"momentum.w": torch.ones(2)}, {"momentum.w": torch.full((2,), 3.0)}]
+    out = MomentumPolicy("global").aggregate(ctx, [0.5, 0.5], ups)
+    assert ctx.state == {} and torch.equal(out["optimizer.momentum"]["w"], torch.full((2,), 2.0))
