@@ -159,13 +159,14 @@ class Registry(Mapping[str, T], Generic[T]):
         self._accepts = accepts
         self._expects = expects
         self._entries: dict[str, T] = {}
+        self._aliases: dict[str, str] = {}  # an older spelling -> its registered name (read, never listed)
         self._plugins: dict[str, T] = {}  # import strings and entry points already resolved
         # the defining module, as typing.TypeVar records it (the API docs document it there)
         self.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)
 
     # -- the Mapping of registered entries ----------------------------------------------------
     def __getitem__(self, name: str) -> T:
-        return self._entries[name]
+        return self._entries[self._aliases.get(name, name)]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -207,6 +208,13 @@ class Registry(Mapping[str, T], Generic[T]):
             raise ValueError(f"{self.kind} {name!r} is registered twice")
         self._entries[name] = obj
         return obj
+
+    def alias(self, old: str, name: str) -> None:
+        """Let ``old`` (an earlier spelling, as older logs and configs wrote it) read as the registered
+        ``name``; it is looked up, never listed (:meth:`available`, iteration)."""
+        if name not in self._entries or old in self._entries:
+            raise ValueError(f"{self.kind} alias {old!r} -> {name!r}: the name must be registered, the alias not")
+        self._aliases[old] = name
 
     # -- looking up ------------------------------------------------------------------------------
     def available(self) -> list[str]:
@@ -270,7 +278,8 @@ class Registry(Mapping[str, T], Generic[T]):
                          + f", not {takes} (bnfl.registry.plugin); refused, nothing was called")
 
     def _key(self, name: str) -> str:
-        return name.lower() if self.lower and not is_import_string(name) else name
+        key = name.lower() if self.lower and not is_import_string(name) else name
+        return self._aliases.get(key, key)
 
     def _keep(self, name: str, obj: Any) -> T:
         entry = self._convert(name, obj) if self._convert is not None else obj

@@ -82,3 +82,43 @@ def test_run_round_takes_no_callback_and_clients_train_receives_the_plan():
         assert train[:5] == ["self", "r", "plan", "clients", "received"] and "start" in train and "frozen" not in train
         exchange = inspect.signature(impl.exchange).parameters
         assert {"plan", "start"} <= set(exchange) and "frozen" not in exchange
+
+
+def test_one_name_per_algorithm_the_method_ids_and_older_spellings_still_read():
+    from bnfl.fl.algorithms import ALGORITHMS
+    from bnfl.methods import METHODS
+    from bnfl.train.accounting import _resolve
+
+    for name, cls in ALGORITHMS.items():
+        ids = [m.id for m in METHODS.values() if m.algorithm_name == name]
+        assert ids, f"algorithm {name!r} is no method's"
+        # its method id itself, or (an algorithm of several norms) the stem of its methods' ids
+        assert name in ids or any(i.startswith(f"{name}+") for i in ids), (name, ids)
+        assert cls.name == name
+    old = {"fedavg-alg2": "fedavg+alg2", "centralized-fixbn": "centralized+fixbn", "decoupled": "decoupled-bn"}
+    for was, now in old.items():
+        assert ALGORITHMS.lookup(was) is ALGORITHMS[was] is ALGORITHMS[now] and ALGORITHMS.knows(was)
+        assert was not in ALGORITHMS.available() and was not in list(ALGORITHMS)
+        assert _resolve(was).id == now  # an accounting call of older bnfl
+
+
+def test_aggregate_returns_the_new_server_state_and_writes_none_into_the_server():
+    from types import SimpleNamespace
+
+    import torch
+
+    from bnfl import fl
+    from bnfl.fl.algorithms import MomentumPolicy
+
+    sim = fl.build({"method": "fedadam+bn", "rounds": 1, "train": {"local_steps": 1, "progress": False}})
+    server, state = sim.server, sim.global_state
+    server.state = {}
+    uploads = [{k: state[k] + i for k in server.upload_keys} for i in (1, 2)]
+    new = sim.algorithm.aggregate(server, state, [0, 1], [0.5, 0.5], uploads)
+    assert server.state == {}  # the algorithm's state comes back as a value, with the global state
+    assert {"fedadam.m", "fedadam.v"} <= set(new.server_state) and set(new) == set(state)
+    # the server's momentum: returned, not written
+    ctx = SimpleNamespace(config=SimpleNamespace(momentum=0.9, momentum_mode="global"), state={})
+    ups = [{"momentum.w": torch.ones(2)}, {"momentum.w": torch.full((2,), 3.0)}]
+    out = MomentumPolicy("global").aggregate(ctx, [0.5, 0.5], ups)
+    assert ctx.state == {} and torch.equal(out["optimizer.momentum"]["w"], torch.full((2,), 2.0))

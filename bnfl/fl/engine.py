@@ -125,13 +125,17 @@ def run_round(state: RunState, r: int, *, algorithm: Algorithm, clients: Clients
     # 4. the upload and the algorithm's aggregation (or, where the server trains, its trained model)
     if plan.server_trains:
         global_state = {k: uploads[0][k] for k in global_state}
+    server_state = server.state
     if plan.upload:
         uploads = channel.gather(uploads)
-        global_state = algorithm.aggregate(server, global_state, participants, p, uploads)
-        algorithm.aggregate_momentum(server, p, uploads)
+        new = algorithm.aggregate(server, global_state, participants, p, uploads)
+        # the new server state: the one the algorithm returns with the global state (Aggregated; a
+        # plain mapping, an algorithm of older bnfl: server.state as its hooks left it) and the momentum
+        server_state = {**getattr(new, "server_state", server.state), **(algorithm.aggregate_momentum(server, p, uploads) or {})}
+        global_state = dict(new)
     row = {"round": r, "lr": lr, "clients": participants, "train_loss": float(np.dot(p, losses)),
            "frozen_stats": bool(plan.freeze_bn), "coupled_first_step": step.name if step is not None else ""}
-    return RunState(global_state, round=r, server_state=server.state, participants=tuple(participants)), row
+    return RunState(global_state, round=r, server_state=server_state, participants=tuple(participants)), row
 
 
 def run_statistics_round(state: RunState, *, algorithm: Algorithm, clients: Clients, server: ServerContext,
@@ -146,11 +150,12 @@ def run_statistics_round(state: RunState, *, algorithm: Algorithm, clients: Clie
     server.round, server.state = r, dict(state.server_state)
     channel.broadcast({k: state.global_state[k] for k in server.download_keys}, len(participants))
     uploads = channel.gather(clients.request("final", participants, state.global_state), tag="statistics")
-    global_state = algorithm.aggregate_statistics(server, state.global_state, participants,
-                                                  server.weights(participants), uploads)
+    new = algorithm.aggregate_statistics(server, state.global_state, participants,
+                                         server.weights(participants), uploads)
+    server_state, global_state = getattr(new, "server_state", server.state), dict(new)
     row = {"round": r, "lr": 0.0, "clients": participants, "train_loss": None, "frozen_stats": False,
            "coupled_first_step": "", "statistics_only": True}
-    return RunState(global_state, round=r, server_state=server.state, participants=tuple(participants)), row
+    return RunState(global_state, round=r, server_state=server_state, participants=tuple(participants)), row
 
 
 class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):

@@ -27,8 +27,9 @@ def _resolve(method: Any) -> Any:
     """A method id (or :class:`~bnfl.methods.Method`); an algorithm name stands for that algorithm
     with its default options (the model passed to :func:`comm_volume` carries the norm)."""
     ids = METHODS.available()
-    if isinstance(method, str) and method.lower() not in ids and method in ALGORITHMS:
-        return next(m for m in METHODS.values() if m.algorithm_name == method and not m.options)
+    if isinstance(method, str) and method.lower() not in ids and ALGORITHMS.knows(method):
+        name = ALGORITHMS.lookup(method).name  # an older spelling reads as the algorithm's one name
+        return next(m for m in METHODS.values() if m.algorithm_name == name and not m.options)
     try:
         return get_method(method)
     except ValueError:

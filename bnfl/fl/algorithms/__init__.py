@@ -48,6 +48,11 @@ from bnfl.fl.algorithms._solvers import (
 )
 from bnfl.fl.algorithms._statistics import FBN, hbn_client_stats
 
+# one name per algorithm: the method id it is (bnfl.methods); the spellings of older bnfl, which
+# its logs and accounting calls wrote, still read
+for _old, _cls in (("fedavg-alg2", FedAvgAlg2), ("centralized-fixbn", CentralizedFixBN), ("decoupled", DecoupledBN)):
+    ALGORITHMS.alias(_old, _cls.name)
+
 __all__ = [
     "Algorithm", "CoupledFirstStep", "MomentumPolicy", "RoundPlan", "FBN", "Centralized", "SingleNet", "FedAvg", "FedProx", "Scaffold", "FedBN", "SiloBN",
     "FedAvgAlg2", "FedTAN", "FedTAN2", "FixBN", "CentralizedFixBN", "DecoupledBN", "HBN", "FedAdam", "MOON", "FedSAM", "FedACG",

@@ -18,6 +18,23 @@ if TYPE_CHECKING:
     from bnfl.fl.context import ClientContext, ServerContext
 
 
+
+class Aggregated(dict):
+    """What :meth:`Algorithm.aggregate` returns: the new global state (this dict) and the new
+    server state (:attr:`server_state`: the algorithm's own state, SCAFFOLD's ``c``, FedAdam's
+    moments), a value the round puts into the next :class:`~bnfl.fl.RunState`. A plain mapping
+    (an algorithm of older bnfl) is the global state alone: its server state is then what its
+    hooks left in ``server.state``."""
+
+    def __init__(self, state: Mapping[str, Tensor], server_state: Mapping[str, Any]) -> None:
+        super().__init__(state)
+        self.server_state: dict[str, Any] = dict(server_state)
+
+    @classmethod
+    def of(cls, out: Mapping[str, Tensor], server: ServerContext) -> Aggregated:
+        """``out`` as an :class:`Aggregated` (a plain mapping: with ``server.state`` as it stands)."""
+        return out if isinstance(out, Aggregated) else cls(out, server.state)
+
 class Algorithm:
     """Base class: FedAvg semantics; subclasses override class attributes and a few hooks."""
 
@@ -130,10 +147,10 @@ class Algorithm:
         return self.momentum_policy.download(server)
 
     def aggregate_momentum(self, server: ServerContext, weights: Sequence[float],
-                           uploads: Sequence[Mapping[str, Tensor]]) -> None:
-        """After :meth:`aggregate`: the server's momentum from the uploads, into ``server.state``
-        (default: :attr:`momentum_policy`)."""
-        self.momentum_policy.aggregate(server, weights, uploads)
+                           uploads: Sequence[Mapping[str, Tensor]]) -> dict[str, Any]:
+        """After :meth:`aggregate`: the server's momentum from the uploads, as the server-state
+        entries it returns (the round puts them into the server state; default: :attr:`momentum_policy`)."""
+        return self.momentum_policy.aggregate(server, weights, uploads)
 
     def extra_download(self, server: ServerContext) -> dict[str, Tensor]:
         """Tensors broadcast with the model (prefixed keys)."""
@@ -142,13 +159,14 @@ class Algorithm:
     def aggregate(self, server: ServerContext, state: Mapping[str, Tensor], clients: Sequence[int],
                   weights: Sequence[float], uploads: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
         """The new global state from the gathered uploads (default: the weighted average of the
-        uploaded keys, FedTAN eq. 7). Pure: neither ``state`` nor ``uploads`` is modified; an
-        algorithm's own server state (SCAFFOLD's ``c``, FedAdam's moments) is a value in
-        ``server.state`` (:class:`~bnfl.fl.context.ServerContext`), never an attribute."""
+        uploaded keys, FedTAN eq. 7) with the new server state (:class:`Aggregated`: the
+        algorithm's own state, SCAFFOLD's ``c``, FedAdam's moments, returned, never written into
+        ``server.state`` nor kept in an attribute; by default ``server.state`` as it stands).
+        Pure: neither ``state``, ``uploads`` nor ``server.state`` is modified."""
         keys = server.upload_keys
         if server.frozen:  # frozen statistics are still sent (FedTAN Table 4) but kept bit-exact
             keys = [k for k in keys if k not in server.groups["bn_stats"]]
-        return {**state, **weighted_sum([{k: u[k] for k in keys} for u in uploads], weights)}
+        return Aggregated({**state, **weighted_sum([{k: u[k] for k in keys} for u in uploads], weights)}, server.state)
 
     # -- statistics requests (rounds without local training) ------------------------------------
     def client_statistics(self, client: ClientContext, model: nn.Module, kind: str) -> dict[str, Tensor]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._base import Aggregated, Algorithm
 from bnfl.fl.algorithms._registry import register_algorithm
 
 
@@ -124,9 +124,8 @@ class Scaffold(Algorithm):
         return {n: torch.zeros_like(p) for n, p in server.model.named_parameters() if n in shared}
 
     def extra_download(self, server):
-        if not server.state.get("scaffold.c"):
-            server.state["scaffold.c"] = self._zeros(server)
-        return {f"scaffold.c.{n}": t for n, t in server.state["scaffold.c"].items()}
+        c = server.state.get("scaffold.c") or self._zeros(server)  # zeros before the first aggregate
+        return {f"scaffold.c.{n}": t for n, t in c.items()}
 
     def client_start(self, client, r, model):
         client.scratch["scaffold.start"] = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -156,13 +155,13 @@ class Scaffold(Algorithm):
         return delta
 
     def aggregate(self, server, state, clients, weights, uploads):
-        new = super().aggregate(server, state, clients, weights, uploads)
+        new = Aggregated.of(super().aggregate(server, state, clients, weights, uploads), server)
         k = len(clients)
-        c = dict(server.state.get("scaffold.c") or {})
+        c = dict(server.state.get("scaffold.c") or self._zeros(server))
         for n in c:
             mean_dc = sum(u[f"scaffold.dc.{n}"] for u in uploads) / k
             c[n] = c[n] + (k / server.num_clients) * mean_dc
-        server.state["scaffold.c"] = c
+        new.server_state["scaffold.c"] = c  # returned with the global state (Aggregated)
         return new
 
 

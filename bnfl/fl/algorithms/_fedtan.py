@@ -22,7 +22,7 @@ class FedAvgAlg2(Algorithm):
     layer-wise global statistics (FedTAN eqs. 39-40), the backward the clients' own
     stat-gradients (no eq. 41). ``2L + 1`` rounds per iteration."""
 
-    name = "fedavg-alg2"
+    name = "fedavg+alg2"
 
     def coupled_step(self, r):
         return CoupledFirstStep("stats")

@@ -70,7 +70,7 @@ class CentralizedFixBN(FixBN):
     """Centralized+FixBN (FixBN Table 4): pooled-data SGD (batch N*B, as :class:`Centralized`) whose BN
     statistics are frozen after T* = ``switch_fraction`` of the iterations (:class:`FixBN`'s rule)."""
 
-    name = "centralized-fixbn"
+    name = "centralized+fixbn"
     communicates = False
     centralized = True
 
@@ -86,7 +86,7 @@ class DecoupledBN(Algorithm):
     FixBN reports 52% with it vs 89% centralized (E=1, non-iid CIFAR-10).
     """
 
-    name = "decoupled"
+    name = "decoupled-bn"
 
     def begin_round(self, server, r, clients, state):
         uploads = server.request("recalibrate", clients, state, tag="statistics")

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from bnfl import stats
-from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._base import Aggregated, Algorithm
 from bnfl.fl.algorithms._hbn_options import (
     REFERENCE_CODE,
     REFERENCE_STAT_SAMPLES,
@@ -282,12 +282,13 @@ class HBN(_ServerStatistics, Algorithm):
         return up
 
     def aggregate(self, server, state, clients, weights, uploads):
-        new = self.solver.aggregate(server, state, clients, weights, uploads)
+        new = Aggregated.of(self.solver.aggregate(server, state, clients, weights, uploads), server)
         if self.alpha_sharing == "averaged":
             keys = [k for k in uploads[0] if k.startswith("hbn.alpha.")]
-            server.state["hbn.alpha_average"] = {
+            new.server_state["hbn.alpha_average"] = {
                 k[len("hbn.alpha."):]: sum(w * u[k] for w, u in zip(weights, uploads, strict=True)) for k in keys}
         new.update(self.pooled_statistics(server, state, uploads))
+        new.server_state.update(self.statistics_server_state())
         return new
 
     def round_plan(self, r):
@@ -335,7 +336,8 @@ class HBN(_ServerStatistics, Algorithm):
         return _moments_upload(self.stats_tag, self._client_moments(client, r, model))
 
     def aggregate_statistics(self, server, state, clients, weights, uploads):
-        return {**state, **self.pooled_statistics(server, state, uploads)}
+        return Aggregated({**state, **self.pooled_statistics(server, state, uploads)},
+                          {**server.state, **self.statistics_server_state()})
 
     def evaluation_state(self, server, state, clients):
         """``eval_stats="recompute"`` (the reference code's test): the round's ``clients`` recompute

@@ -25,7 +25,7 @@ run's ``TrainConfig.momentum_mode``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
@@ -95,13 +95,14 @@ class MomentumPolicy:
         return {f"{_PREFIX}{n}": t for n, t in server.state[_KEY].items()}
 
     def aggregate(self, server: ServerContext, weights: Sequence[float],
-                  uploads: Sequence[Mapping[str, Tensor]]) -> None:
-        r"""``"global"``: :math:`\bar m = \sum_i p_i m_i` of the uploaded buffers into ``server.state``."""
+                  uploads: Sequence[Mapping[str, Tensor]]) -> dict[str, Any]:
+        r"""``"global"``: the server-state entry of :math:`\bar m = \sum_i p_i m_i`, the uploaded
+        buffers averaged (returned: the round puts it into the server state); else nothing."""
         if self.mode_for(server.config) != "global" or not uploads:
-            return
+            return {}
         names = [k for k in uploads[0] if k.startswith(_PREFIX)]
         avg = weighted_sum([{k: u[k] for k in names} for u in uploads], weights)
-        server.state[_KEY] = {k[len(_PREFIX):]: v for k, v in avg.items()}
+        return {_KEY: {k[len(_PREFIX):]: v for k, v in avg.items()}}
 
     def __repr__(self) -> str:
         return f"MomentumPolicy({self.mode!r})"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._base import Aggregated, Algorithm
 from bnfl.fl.algorithms._registry import register_algorithm
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class FedAdam(Algorithm):
         self.scope = _check_scope("FedAdam", scope)
 
     def aggregate(self, server, state, clients, weights, uploads):
-        new = super().aggregate(server, state, clients, weights, uploads)  # the weighted average, FedAvg
+        new = Aggregated.of(super().aggregate(server, state, clients, weights, uploads), server)  # FedAvg's average
         ms, vs = dict(server.state.get("fedadam.m") or {}), dict(server.state.get("fedadam.v") or {})  # server state
         for n in _server_keys(server, state, self.scope):
             delta = new[n] - state[n]
@@ -100,7 +100,7 @@ class FedAdam(Algorithm):
             v = self.beta2 * v + (1 - self.beta2) * delta * delta
             ms[n], vs[n] = m, v
             new[n] = state[n] + self.server_lr * m / (v.sqrt() + self.tau)
-        server.state["fedadam.m"], server.state["fedadam.v"] = ms, vs
+        new.server_state["fedadam.m"], new.server_state["fedadam.v"] = ms, vs  # returned (Aggregated)
         return new
 
     def __repr__(self) -> str:
@@ -335,13 +335,13 @@ class FedACG(Algorithm):
                 p.grad.add_(p.detach() - anchor[n], alpha=self.beta)
 
     def aggregate(self, server, state, clients, weights, uploads):
-        new = super().aggregate(server, state, clients, weights, uploads)
+        new = Aggregated.of(super().aggregate(server, state, clients, weights, uploads), server)
         ms = dict(server.state.get("fedacg.m") or {})
         for n in server.state.get("fedacg.keys", ()):
             delta = new[n] - state[n]  # ``state`` holds the lookahead that was broadcast
             ms[n] = self.lam * ms.get(n, torch.zeros_like(state[n])) + delta
             # w_g + m = (w_g + lam m_old) + delta = the average itself: the global state keeps it
-        server.state["fedacg.m"] = ms
+        new.server_state["fedacg.m"] = ms  # returned (Aggregated)
         return new
 
     def __repr__(self) -> str:

@@ -17,7 +17,7 @@ from bnfl.nn.hybrid import GlobalStatsMixin
 if TYPE_CHECKING:
     from bnfl.fl.context import ServerContext
 
-from bnfl.fl.algorithms._base import Algorithm
+from bnfl.fl.algorithms._base import Aggregated, Algorithm
 from bnfl.fl.algorithms._hbn_options import (
     pool,
 )
@@ -75,12 +75,16 @@ class _ServerStatistics:
                 old_m, old_v = mean, var
             out[prefix + "global_mean"] = (1 - self.lam) * old_m + self.lam * mean  # eq. 11
             out[prefix + "global_var"] = (1 - self.lam) * old_v + self.lam * var
-        server.state[f"{tag}.initialised"] = True
         return out
 
+    def statistics_server_state(self) -> dict[str, bool]:
+        """The server-state entry the aggregate after :meth:`pooled_statistics` returns: a first estimate exists."""
+        return {f"{self.stats_tag}.initialised": True}
+
     def aggregate(self, server, state, clients, weights, uploads):
-        new = super().aggregate(server, state, clients, weights, uploads)  # type: ignore[misc]
+        new = Aggregated.of(super().aggregate(server, state, clients, weights, uploads), server)  # type: ignore[misc]
         new.update(self.pooled_statistics(server, state, uploads))
+        new.server_state.update(self.statistics_server_state())
         return new
 
 
