@@ -120,7 +120,8 @@ def build_model(cfg: RunConfig, split: Any, *, norm: str) -> tuple[str, nn.Modul
     mopts["norm"] = norm
     mopts.setdefault("num_classes", split.num_classes)
     check_labels(split, mopts["num_classes"], given="num_classes" in cfg.model)
-    _fit_checks.refuse_oversized(name, lambda: models.build_for(name, split.input_shape, **mopts), split.input_shape,
+    shapes = {k: v for k, v in mopts.items() if k != "weights"}  # the estimate needs shapes, not a weights file
+    _fit_checks.refuse_oversized(name, lambda: models.build_for(name, split.input_shape, **shapes), split.input_shape,
                                  cfg.train_config().batch_size, cfg.device)  # before the seed: RNG untouched
     torch.manual_seed(cfg.seed)
     try:
