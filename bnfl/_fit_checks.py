@@ -18,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+
+from bnfl.fl.stack_depth import free_bytes
 
 __all__ = ["available_bytes", "need_bytes", "refuse_oversized", "warn_batch", "warnings_on"]
 
@@ -41,23 +42,20 @@ def warnings_on() -> Iterator[None]:
 
 
 def available_bytes(device: str) -> int | None:
-    """Memory free for a new allocation on ``device``: ``torch.cuda.mem_get_info`` on a GPU,
-    ``MemAvailable`` of ``/proc/meminfo`` (free plus reclaimable cache) on the CPU, else the free
-    physical pages; ``None`` when it cannot be told (no check then)."""
-    dev = torch.device(device)
+    """Memory free for a new allocation on ``device``: ``MemAvailable`` of ``/proc/meminfo`` (free
+    plus reclaimable cache) on the CPU where it can be read, else what the stack planner counts
+    (:func:`bnfl.fl.stack_depth.free_bytes`: ``torch.cuda.mem_get_info`` on a GPU, the free physical
+    pages on the CPU); ``None`` when it cannot be told (no check then)."""
     try:
-        if dev.type == "cuda":
-            return int(torch.cuda.mem_get_info(dev)[0])
-        if dev.type != "cpu":
+        dev = torch.device(device)
+        if dev.type not in ("cpu", "cuda"):
             return None
-        try:
-            with open("/proc/meminfo", encoding="ascii") as f:
+        if dev.type == "cpu":
+            with contextlib.suppress(OSError), open("/proc/meminfo", encoding="ascii") as f:
                 for line in f:
                     if line.startswith("MemAvailable:"):
                         return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+        return free_bytes(dev)
     except (RuntimeError, ValueError, OSError, AttributeError, AssertionError):
         return None
 
