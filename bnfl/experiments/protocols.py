@@ -38,7 +38,7 @@ from bnfl.experiments.core import _jsonable, config_hash
 from bnfl.experiments.headlines import HEADLINES, Headline
 
 __all__ = ["CATALOG_CHOICE", "LOG_PATH", "PROFILE", "THRESHOLD_SOURCES", "amendments", "amendments_markdown",
-           "declaration", "load_log", "protocol_hash", "row_amendments", "threshold_source", "unrecorded",
+           "declaration", "load_log", "protocol_cell", "protocol_hash", "row_amendments", "threshold_source", "unrecorded",
            "validate_log"]
 
 #: The profile whose protocol is declared (the committed results' profile).
@@ -221,3 +221,15 @@ def amendments_markdown(rows: Sequence[tuple[int, Headline]], log: Mapping[str, 
                          f"{a['what']} Why: {a['why']}{late} Before: {_side(a['before'])}; after: "
                          f"{_side(a['after'])}.")
     return "\n".join(lines)
+
+
+def protocol_cell(headline: Headline, result: Any = None, log: Mapping[str, Any] | None = None) -> str:
+    """A headline row's protocol as the table shows it: the hash its stored result ran under (or
+    the declaration's, marked, when the result stores none), whether the declaration still has it,
+    and its amendments' ids."""
+    declared = protocol_hash(headline.entry)
+    stored = getattr(result, "protocol_hash", "") or ""
+    text = f"`{stored}`" if stored == declared else (
+        f"`{stored}` (declared now: `{declared}`)" if stored else f"declared `{declared}`, not stored")
+    ids = [a["id"] for a in row_amendments(headline, log)]
+    return text + (f"; amended {len(ids)}x: {', '.join(ids)}" if ids else "; not amended")
