@@ -38,7 +38,7 @@ from bnfl.experiments.core import _jsonable, config_hash
 from bnfl.experiments.headlines import HEADLINES, Headline
 
 __all__ = ["CATALOG_CHOICE", "LOG_PATH", "PROFILE", "THRESHOLD_SOURCES", "amendments", "amendments_markdown",
-           "declaration", "load_log", "protocol_cell", "protocol_hash", "row_amendments", "threshold_source", "unrecorded",
+           "declaration", "paper_protocols_markdown", "load_log", "protocol_cell", "protocol_hash", "row_amendments", "threshold_source", "unrecorded",
            "validate_log"]
 
 #: The profile whose protocol is declared (the committed results' profile).
@@ -227,9 +227,30 @@ def protocol_cell(headline: Headline, result: Any = None, log: Mapping[str, Any]
     """A headline row's protocol as the table shows it: the hash its stored result ran under (or
     the declaration's, marked, when the result stores none), whether the declaration still has it,
     and its amendments' ids."""
-    declared = protocol_hash(headline.entry)
+    try:
+        declared = protocol_hash(headline.entry)
+    except KeyError:  # a headline of an unregistered entry, or one without a threshold source
+        return "not declared"
     stored = getattr(result, "protocol_hash", "") or ""
     text = f"`{stored}`" if stored == declared else (
         f"`{stored}` (declared now: `{declared}`)" if stored else f"declared `{declared}`, not stored")
     ids = [a["id"] for a in row_amendments(headline, log)]
     return text + (f"; amended {len(ids)}x: {', '.join(ids)}" if ids else "; not amended")
+
+
+def paper_protocols_markdown(paper: str, results: Mapping[str, Any], link: Any = None,
+                             log: Mapping[str, Any] | None = None) -> str:
+    """A paper page's section on its headline rows (``paper``: the id prefix, ``"fedtan"``): each row's
+    protocol (:func:`protocol_cell`) and the amendments beside it; empty when the paper has no row."""
+    rows = [(n, h) for n, h in enumerate(HEADLINES, 1) if h.paper == paper]
+    if not rows:
+        return ""
+    show = link or (lambda eid: f"`{eid}`")
+    lines = ["## Headline rows: protocol and amendments", "",
+             "Each headline row's protocol is declared in `bnfl.experiments.protocols` and hashed; the hash below "
+             "is the one its stored result ran under. Amendments, with the verdict before and after, are "
+             "recorded in `figures/PROTOCOL-LOG.json` (see *Pre-registered protocols*).", ""]
+    lines += [f"- Row {n}, {show(h.entry)} `{h.claim}` ({h.topic}): {protocol_cell(h, results.get(h.entry), log)}."
+              for n, h in rows]
+    amended = amendments_markdown(rows, log)
+    return "\n".join(lines + (["", "Amendments:", "", amended] if amended else [])) + "\n"
