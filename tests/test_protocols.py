@@ -111,3 +111,13 @@ def test_the_headline_table_names_each_rows_protocol_and_its_amendments():
     assert "- **A11** (row 18, fedbn-tab11" in text and "Protocol amendments" in text
     below = headline_markdown(results, why="below")
     assert "Protocol: `" in below and "- **A3** (row 7, hbn-tab1" in below
+
+
+def test_the_runner_stores_the_hash_of_what_ran(tmp_path):
+    from bnfl.experiments.runner import run
+
+    result = run("fedtan-fig2", profile="quick", out=tmp_path)  # an exact entry: no training
+    stored = json.loads((tmp_path / "fedtan-fig2" / "result.json").read_text())
+    assert stored["protocol_hash"] == result.protocol_hash == P.protocol_hash("fedtan-fig2")
+    other = run("fedtan-fig2", profile="quick", seeds=2)  # not the declared seeds: another hash
+    assert other.protocol_hash == P.protocol_hash("fedtan-fig2", seeds=[0, 1]) != result.protocol_hash

@@ -216,7 +216,8 @@ def amendments_markdown(rows: Sequence[tuple[int, Headline]], log: Mapping[str, 
     lines = []
     for n, h in rows:
         for a in row_amendments(h, log):
-            late = " Decided after the earlier result was seen." if a.get("after_seeing") else ""
+            late = (" Decided after the earlier result was seen." if a.get("after_seeing")
+                    and "decided after" not in a["why"].lower() else "")
             lines.append(f"- **{a['id']}** (row {n}, {h.entry}, {a['date']}, {', '.join(a['commits'])}): "
                          f"{a['what']} Why: {a['why']}{late} Before: {_side(a['before'])}; after: "
                          f"{_side(a['after'])}.")
