@@ -3,7 +3,9 @@
 **The declaration** (:func:`declaration`) of an entry is what it was set to measure before a result
 is seen: the quick profile's configuration exactly as the registry builds it
 (``registry.get(id).config("quick")``: the stand-in data, model, partition, rounds, the rate grid
-and tuning rule, the deviations from the paper's recipe), its seeds, and for each of its headline
+and tuning rule, the deviations from the paper's recipe), where the configuration has a rate grid
+the tuning rule's defaults (:mod:`bnfl.experiments.tuning`: tuning seeds, validation share, the
+grid's edge rule), its seeds, and for each of its headline
 claims (:data:`bnfl.experiments.headlines.HEADLINES`) the paper's statement it tests
 (``paper_effect``, quoted with its table or figure), the stand-in, the threshold's rule
 (``threshold_reason``), where the threshold comes from (:data:`THRESHOLD_SOURCES`: a CATALOG
@@ -107,6 +109,7 @@ def declaration(entry_id: str, *, profile: str = PROFILE, config: Mapping[str, A
     ``config`` and ``seeds`` default to ``profile``'s as the registry declares them; the runner
     passes what actually ran.
     """
+    from bnfl.experiments import tuning
     from bnfl.experiments.registry import get
 
     entry = get(entry_id)
@@ -114,9 +117,12 @@ def declaration(entry_id: str, *, profile: str = PROFILE, config: Mapping[str, A
         config = entry.config(profile)
     if seeds is None:
         seeds = range(int(entry.default_seeds.get(profile, 1)))
-    return {"entry": entry_id, "profile": profile, "config": _jsonable(dict(config)),
-            "seeds": [int(s) for s in seeds],
-            "claims": [_claim_declaration(h) for h in HEADLINES if h.entry == entry_id]}
+    out = {"entry": entry_id, "profile": profile, "config": _jsonable(dict(config)), "seeds": [int(s) for s in seeds],
+           "claims": [_claim_declaration(h) for h in HEADLINES if h.entry == entry_id]}
+    if '"grid"' in json.dumps(out["config"]):  # a rate grid: the tuning rule's defaults, where the config is silent
+        out["tuning_rule"] = {"seeds": list(tuning.TUNE_SEEDS), "validation": tuning.VALIDATION,
+                              "extend": tuning.EXTEND, "edge_rule": tuning.EDGE_RULE}
+    return out
 
 
 def protocol_hash(entry_id: str, *, profile: str = PROFILE, config: Mapping[str, Any] | None = None,
