@@ -220,6 +220,7 @@ def amendments_markdown(rows: Sequence[tuple[int, Headline]], log: Mapping[str, 
     """The amendments of the headline ``rows`` (``(row number, headline)``) as a markdown list: id,
     date, commits, what, why, the verdict before and after; empty when none is amended."""
     lines = []
+    log = load_log() if log is None else log
     for n, h in rows:
         for a in row_amendments(h, log):
             late = (" Decided after the earlier result was seen." if a.get("after_seeing")
@@ -227,6 +228,8 @@ def amendments_markdown(rows: Sequence[tuple[int, Headline]], log: Mapping[str, 
             lines.append(f"- **{a['id']}** (row {n}, {h.entry}, {a['date']}, {', '.join(a['commits'])}): "
                          f"{a['what']} Why: {a['why']}{late} Before: {_side(a['before'])}; after: "
                          f"{_side(a['after'])}.")
+    if lines and log.get("not_yet_logged"):
+        lines.append(f"- *Not yet logged:* {log['not_yet_logged']}")
     return "\n".join(lines)
 
 
@@ -242,7 +245,7 @@ def protocol_cell(headline: Headline, result: Any = None, log: Mapping[str, Any]
     text = f"`{stored}`" if stored == declared else (
         f"`{stored}` (declared now: `{declared}`)" if stored else f"declared `{declared}`, not stored")
     ids = [a["id"] for a in row_amendments(headline, log)]
-    return text + (f"; amended {len(ids)}x: {', '.join(ids)}" if ids else "; not amended")
+    return text + (f"; amended {len(ids)}x: {', '.join(ids)}" if ids else "; no amendment logged")
 
 
 def paper_protocols_markdown(paper: str, results: Mapping[str, Any], link: Any = None,
