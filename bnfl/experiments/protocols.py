@@ -36,8 +36,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bnfl.experiments import tuning
 from bnfl.experiments.core import _jsonable, config_hash
 from bnfl.experiments.headlines import HEADLINES, Headline
+from bnfl.experiments.registry import get
 
 __all__ = ["CATALOG_CHOICE", "LOG_PATH", "PROFILE", "THRESHOLD_SOURCES", "amendments", "amendments_markdown",
            "declaration", "paper_protocols_markdown", "load_log", "protocol_cell", "protocol_hash", "row_amendments", "threshold_source", "unrecorded",
@@ -109,9 +111,6 @@ def declaration(entry_id: str, *, profile: str = PROFILE, config: Mapping[str, A
     ``config`` and ``seeds`` default to ``profile``'s as the registry declares them; the runner
     passes what actually ran.
     """
-    from bnfl.experiments import tuning
-    from bnfl.experiments.registry import get
-
     entry = get(entry_id)
     if config is None:
         config = entry.config(profile)
