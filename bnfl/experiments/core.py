@@ -57,6 +57,9 @@ class Result:
         Curves and other arrays the plot needs (``{name: {"x": [...], "y": [...]}}``).
     config : dict
         The full configuration that ran; ``config_hash`` identifies it.
+    protocol_hash : str
+        The hash of the protocol declaration it ran under (:func:`bnfl.experiments.protocols.protocol_hash`;
+        empty in results stored before protocols were declared and not stamped since).
     deviations : list of str
         Where this run departs from the catalog's recipe for the profile, and why.
     notes : list of str
@@ -82,6 +85,7 @@ class Result:
     series: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     config_hash: str = ""
+    protocol_hash: str = ""
     deviations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     device: str = "cpu"

@@ -23,6 +23,7 @@ from typing import Any
 
 from bnfl.display import display_number, display_value, round_numbers
 from bnfl.experiments.headlines import HEADLINES, STAND_INS, Headline, StandIn
+from bnfl.experiments.protocols import amendments_markdown, protocol_cell
 from bnfl.experiments.titles import (
     _clauses,
     data_names,
@@ -257,6 +258,7 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
                     "stand-in (quick)": h.stand_in,
                     "verdict": v.text.upper() if v is not None else VERDICT_MARKS[c.verdict],
                     "word": v.word if v is not None else c.verdict, "entry": h.entry,
+                    "protocol": protocol_cell(h, results.get(h.entry)),
                     "why": _one_line(" ".join(p for p in parts if p))})
         key = _measurement(h, stored)
         if key is not None and key in measured:  # two statements about one paired difference: counted once
@@ -315,16 +317,19 @@ def headline_markdown(results: Mapping[str, Any], *, why: str = "column",
         if link is not None:
             r["entry"] = link(r["entry"])
     cols = ["#", "paper", "claim", "paper's effect", "ours", "threshold", "stand-in (quick)", "verdict", "entry"]
+    amended = amendments_markdown([(n, h) for n, h in enumerate(headlines, 1)])
+    amended = ["", "Protocol amendments (`figures/PROTOCOL-LOG.json`; the protocol column names the hash of each "
+               "row's declaration, `bnfl.experiments.protocols`):", "", amended] if amended else []
     if why == "column":
-        return "\n".join(_table(rows, [*cols, "why"])) + "\n"
+        return "\n".join(_table(rows, [*cols, "protocol", "why"]) + amended) + "\n"
     for r in rows:  # narrow pages: six columns, the stand-in by its short name (the banner explains it)
         r["claim"] = f"**{r['paper']}**: {r['claim']} ({r['entry']})"
         r["ours (threshold)"] = f"{r['ours']}; threshold {r['threshold']}"
         r["stand-in"] = r["stand-in (quick)"].split(" (")[0]
     lines = _table(rows, ["#", "claim", "paper's effect", "ours (threshold)", "stand-in", "verdict"])
     lines += ["", "Why, row by row:", ""]
-    lines += [f"{r['#']}. {r['why']}" for r in rows]
-    return "\n".join(lines) + "\n"
+    lines += [f"{r['#']}. {r['why']} Protocol: {r.get('protocol', '–')}." for r in rows]
+    return "\n".join(lines + amended) + "\n"
 
 
 def counts_markdown(results: Iterable[Any]) -> str:

@@ -165,8 +165,9 @@ HEADLINES: tuple[Headline, ...] = (
              precondition=_SKEW_BN_DAMAGE),
     Headline("fedtan-fig4", "fair-iid-fedtan", "FedTAN reaches centralized accuracy",
              "iid: FedTAN 89.32 vs centralized within ~1 pt (Fig. 4, Table 2)", "Q-DIG (8x8 digits, iid)",
-             threshold_reason="±2 pts: the entry's equivalence tolerance (the paper's iid FedTAN is 0.27 pts from "
-                              "centralized, 91.26 vs 91.53); each at its own tuned rate", paper_value=-0.27),
+             threshold_reason="±2 pts: the CATALOG's choice, an equivalence tolerance (the paper's iid FedTAN "
+                              "is 0.27 pts from centralized, 91.26 vs 91.53); each at its own tuned rate",
+             paper_value=-0.27),
     Headline("fedtan-fig4", "fair-fedbn", "FedBN fails on label skew",
              "non-iid: FedBN 19.46 and SiloBN 19.43, near chance (Table 1)", _DIG2,
              threshold_reason="0: direction only (FedBN no better than FedAvg+BN; paper 19.46 vs 45.90); each method "
@@ -180,13 +181,14 @@ HEADLINES: tuple[Headline, ...] = (
     # HBN (Chen, Xu, Wu, Kittler)
     Headline("hbn-tab1", "hbn-best-Q-DIG phi=0.1", "HBN is the best normaliser under strong non-iid",
              "CIFAR-10, phi=0.1: HBN 71.56 vs FixBN 70.36, BN 69.61, GN 68.76 (Table 1)", _HBN_CONV,
-             threshold_reason="-1 pt: the paper's margin, read as non-inferiority ('best or within 1 pt of the best'; "
-                              "the paper's HBN leads the runner-up FixBN by 1.20)", paper_value=1.20,
+             threshold_reason="-1 pt: the CATALOG's choice, a non-inferiority margin ('best or within 1 pt of "
+                              "the best'; the paper's HBN leads the runner-up FixBN by 1.20)", paper_value=1.20,
              precondition=_HBN_SKEW01),
     Headline("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1", "HBN beats BN under strong non-iid",
              "CIFAR-10, phi=0.1: HBN - BN = +1.95 pts (Table 1)", _HBN_CONV,
-             threshold_reason="1 pt: a fraction of the stand-in's own damage, 35% of BN's 2.89-pt loss at phi = 0.1 "
-                              "(iid - phi = 0.1, calibration); the paper's HBN - BN is +1.95", paper_value=1.95,
+             threshold_reason="1 pt: the CATALOG's choice (calibration's scaling of the paper's effect to the "
+                              "stand-in's damage gives 0.91 pts: +1.95 x 2.89 / 6.21, BN's loss at phi = 0.1 on the "
+                              "stand-in over the paper's); the paper's HBN - BN is +1.95", paper_value=1.95,
              repair=True, precondition=_HBN_SKEW01),
     Headline("hbn-tab2", "drop-0.6", "HBN keeps its accuracy at small batches",
              "CIFAR-100, phi=0.6, B=32 -> 2: BN drops 5.74 pts, HBN 2.19 (Table 2)", _HBN_PILOT,
@@ -199,8 +201,9 @@ HEADLINES: tuple[Headline, ...] = (
              repair=True, precondition=_BN_DROP),
     Headline("hbn-tab4", "gains", "HBN as a plug-in helps FL solvers",
              "CIFAR-10: +HBN gains +1.0 to +3.2 pts on all 8 solvers (Table 4)", _HBN_PILOT,
-             threshold_reason="3 of 4 solvers with a gain whose interval lies above 0: the paper's margin (it gains "
-                              "on all 8); one of the stand-in's 4 may fail", precondition=_HBN_SKEW06, units="solvers"),
+             threshold_reason="3 of 4 solvers with a gain whose interval lies above 0: the CATALOG's choice "
+                              "(the paper gains on all 8); one of the stand-in's 4 may fail", precondition=_HBN_SKEW06,
+             units="solvers"),
     Headline("hbn-tab6", "moving-average-worst", "Ablation: eq. 7 by moving average is worst",
              "CIFAR-10: (1) 72.25 vs full HBN 78.22, other ablations 76.33-77.90 (Table 6)", _HBN_PILOT,
              threshold_reason="0: direction only ((1) minus the worst of the other ablations; paper 72.25 - 76.33)",
@@ -213,14 +216,16 @@ HEADLINES: tuple[Headline, ...] = (
                               "centralized (the entry computes it from its own centralized runs)", paper_value=46.37),
     Headline("fixbn-fig1", "fair-fixbn-closes", "FixBN closes the gap",
              "FixBN recovers most of BN's centralized accuracy at E=1 (Fig. 1)", _DIG2,
-             threshold_reason="0.7 of the gap: set in the entry; each method at its own tuned rate; the paper's FixBN "
-                              "closes 41.75 of 45.57 pts (0.92, Table 4)", paper_value=0.92, units="share",
+             threshold_reason="0.7 of the gap: the CATALOG's choice; each method at its own tuned rate; the "
+                              "paper's FixBN closes 41.75 of 45.57 pts (0.92, Table 4)", paper_value=0.92,
+             units="share",
              precondition=Precondition("BN's FL gap: centralized BN - FedAvg+BN > 0", "bn-gap", "BN's FL gap")),
     Headline("fixbn-fig1", "star", "Local momentum helps FixBN",
              "FixBN* (maintained local momentum) >= FixBN (Fig. 1)", _DIG2,
-             threshold_reason="-0.5 pt: the entry's non-inferiority margin (Fig. 1 prints no number); each variant at "
-                              "its own rate, tuned on a validation split over the same grid and seeds (momentum 0.9 at "
-                              "the common rate takes steps ten times as large as plain SGD)"),
+             threshold_reason="-0.5 pt: the CATALOG's choice, a non-inferiority margin (Fig. 1 prints no "
+                              "number); each variant at its own rate, tuned on a validation split over the same grid "
+                              "and seeds (momentum 0.9 at the common rate takes steps ten times as large as plain "
+                              "SGD)"),
     Headline("fixbn-fig4", "fixbn-local-E1", "Maintained local momentum helps",
              "Shards, fixed epochs: maintained momentum raises every norm's accuracy (Fig. 4)",
              "Q-DIG shards (8x8 digits)", threshold_reason="0: direction only (Fig. 4 prints no numbers); each variant "
@@ -254,8 +259,9 @@ HEADLINES: tuple[Headline, ...] = (
              precondition=_SHIFT_DAMAGE),
     Headline("fedbn-fig3", "fair-faster", "FedBN converges faster",
              "digits, E=1: FedBN's training loss below FedAvg's through training (Fig. 3)", _DOM,
-             threshold_reason="0.8 of the rounds: set in the entry ('through training'); 0.5 is no effect (either "
-                              "lower half the time); each method at its own tuned rate", null=0.5, units="share",
+             threshold_reason="0.8 of the rounds: the CATALOG's choice ('through training'); 0.5 is no effect "
+                              "(either lower half the time); each method at its own tuned rate", null=0.5,
+             units="share",
              precondition=_SHIFT_DAMAGE),
     Headline("fedbn-fig4", "fair-a-E16", "Robust to many local epochs",
              "digits: FedBN above FedAvg at every E in {1, 4, 8, 16} (Fig. 4a)", _DOM,
@@ -265,8 +271,8 @@ HEADLINES: tuple[Headline, ...] = (
     Headline("fedbn-tab17", "fedbn-fedprox-thin", "Comparable on unseen domains",
              "Morpho-global: FedBN 92.45 vs FedProx 92.35, FedAvg 91.28 (App. G, Table 17)",
              "Q-DOM with unseen 'thin' style",
-             threshold_reason="±3 pts: the entry's equivalence tolerance (paper: FedBN 92.45, FedProx 92.35, "
-                              "FedAvg 91.28); each method at its own tuned rate", paper_value=0.10,
+             threshold_reason="±3 pts: the CATALOG's choice, an equivalence tolerance (paper: FedBN 92.45, "
+                              "FedProx 92.35, FedAvg 91.28); each method at its own tuned rate", paper_value=0.10,
              precondition=_SHIFT_DAMAGE),
     # the common benchmark (no paper)
     Headline("bench-bn-fixes", "label-skew-fedtan", "Benchmark: FedTAN repairs label-skew damage",

@@ -46,6 +46,7 @@ from bnfl.experiments.core import (
     deep_merge,
     machine,
 )
+from bnfl.experiments.protocols import protocol_hash
 from bnfl.experiments.registry import get, ids
 from bnfl.experiments.report import write_report
 from bnfl.experiments.stacking import STACK_MODES, default_stack, stack_entry
@@ -206,8 +207,7 @@ def run(
     parts = entry.compute(ctx, config)
     duration = time.perf_counter() - start
     result = Result(
-        id=entry.id,
-        title=entry.title,
+        id=entry.id, title=entry.title,
         profile=profile,
         seeds=seed_list,
         rows=list(parts.get("rows", [])),
@@ -215,7 +215,7 @@ def run(
         claims=list(parts.get("claims", [])),
         series=dict(parts.get("series", {})),
         config=config,
-        config_hash=key,
+        config_hash=key, protocol_hash=protocol_hash(entry.id, profile=profile, config=config, seeds=seed_list),
         deviations=list(parts.get("deviations", [])),
         notes=list(parts.get("notes", [])),
         device=device,

@@ -796,6 +796,7 @@ def generate_reproductions(written: set[Path]) -> None:
 
     from bnfl.experiments import dashboard
     from bnfl.experiments.forest import FOREST_ID
+    from bnfl.experiments.protocols import paper_protocols_markdown
     from bnfl.experiments.report import (
         COUNTS_KEY,
         HEADLINE_INTRO,
@@ -897,6 +898,9 @@ def generate_reproductions(written: set[Path]) -> None:
         if mine:
             page += ["## Verdicts", "", dashboard.entries_markdown(mine, link=link, heading=None).rstrip("\n"), "",
                      COUNTS_KEY, ""]
+        protocol_lines = paper_protocols_markdown(page_name(paper), results, link)
+        if protocol_lines:
+            page += [protocol_lines.rstrip("\n"), ""]
         for e in done:
             title = known.get(e["id"], {}).get("title") or e["title"]
             page += [f"({entry_label(e['id'])})=", f"## `{e['id']}`: {entry_title(e['id'], title, results)}", ""]

@@ -1,0 +1,123 @@
+"""Pre-registration (issue 47): each stored result carries the protocol hash of its entry's
+declaration, or an amendment in figures/PROTOCOL-LOG.json records the change; the log's schema;
+each amended headline row's last "after" is the interval stored today."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bnfl.experiments import protocols as P
+from bnfl.experiments._result_file import read_result
+from bnfl.experiments.dashboard import find_claim, headline_markdown
+from bnfl.experiments.headlines import HEADLINES
+
+FIGURES = Path(__file__).resolve().parents[1] / "figures"
+
+
+def _results(folder: Path) -> list:
+    return [read_result(p) for p in sorted(folder.glob("*/result.json"))]
+
+
+def test_every_committed_result_ran_under_its_declared_protocol_or_a_logged_amendment():
+    results = _results(FIGURES)
+    assert len(results) >= 70
+    assert P.unrecorded(results) == []
+
+
+def test_a_result_whose_config_changed_is_caught_in_a_tampered_copy(tmp_path):
+    folder = tmp_path / "figures"
+    for eid in ("fedtan-tab2", "hbn-tab1"):
+        shutil.copytree(FIGURES / eid, folder / eid)
+    assert P.unrecorded(_results(folder)) == []
+    path = folder / "fedtan-tab2" / "result.json"
+    data = json.loads(path.read_text())
+    data["config"]["tune"]["grid"] = [0.05, 0.1, 0.2, 0.5]  # a widened grid, as if run after the fact
+    data["protocol_hash"] = P.protocol_hash("fedtan-tab2", config=data["config"])
+    path.write_text(json.dumps(data))
+    problems = P.unrecorded(_results(folder))
+    assert len(problems) == 1 and problems[0].startswith("fedtan-tab2: ran under protocol")
+    # an amendment recording exactly that change (from the stored hash to the declared one) answers it
+    log = copy.deepcopy(P.load_log())
+    log["amendment"].append({**log["amendment"][0], "id": "A99", "from_hash": data["protocol_hash"],
+                             "to_hash": P.protocol_hash("fedtan-tab2")})
+    assert P.unrecorded(_results(folder), log) == []
+    data.pop("protocol_hash")  # and a result with no hash at all is listed
+    path.write_text(json.dumps(data))
+    assert "stores no protocol_hash" in P.unrecorded(_results(folder))[0]
+
+
+def test_the_hash_is_canonical_and_holds_no_measured_number_or_path():
+    eid = "fixbn-fig3"
+    d = P.declaration(eid)
+    assert P.protocol_hash(eid) == P.protocol_hash(eid) and len(P.protocol_hash(eid)) == 16
+    assert "\"/" not in json.dumps(d) and "code" not in d and all("row" not in c for c in d["claims"])
+    reordered = dict(reversed(list(d["config"].items())))  # key order does not matter
+    assert P.protocol_hash(eid, config=reordered) == P.protocol_hash(eid)
+    assert P.protocol_hash(eid, seeds=[0, 1, 2]) != P.protocol_hash(eid)
+    claim = d["claims"][0]
+    assert claim["paper_effect"].endswith("(Fig. 3)") and claim["threshold_source"] == "direction only"
+
+
+def test_every_headline_threshold_says_where_it_comes_from():
+    catalog = [n for n, h in enumerate(HEADLINES, 1) if P.threshold_source(h) == P.CATALOG_CHOICE]
+    assert catalog == [3, 6, 7, 10, 13, 14, 20, 22]
+    for n in catalog:
+        assert P.CATALOG_CHOICE in HEADLINES[n - 1].threshold_reason, n
+        assert "the paper's margin" not in HEADLINES[n - 1].threshold_reason, n
+
+
+def test_the_log_schema_and_each_amended_rows_last_after_is_what_is_stored_today():
+    log = P.load_log()
+    assert P.validate_log(log) == []
+    rows = {a["row"] for a in log["amendment"]}
+    assert {5, 7, 16, 17, 18} <= rows
+    results = {r.id: r for r in _results(FIGURES)}
+    for n in sorted(rows):
+        h = HEADLINES[n - 1]
+        last = P.row_amendments(h, log)[-1]
+        assert last["row"] == n and last["after"]["claim"] == h.claim
+        iv = find_claim(results, h).interval
+        stored = (round(iv["estimate"], 2), round(iv["low"], 2), round(iv["high"], 2), iv["n"])
+        assert (last["after"]["estimate"], last["after"]["low"], last["after"]["high"],
+                last["after"]["seeds"]) == stored, n
+    assert len(log["stamp"][0]["hashes"]) == len(results)
+
+
+def test_the_schema_check_names_a_missing_field_and_a_broken_interval():
+    log = copy.deepcopy(P.load_log())
+    del log["amendment"][0]["why"]
+    log["amendment"][1]["before"]["low"] = 99.0
+    problems = P.validate_log(log)
+    assert "A1: no 'why'" in problems and any("A2: before interval" in p for p in problems)
+
+
+def test_a_broken_log_file_is_one_clear_line(tmp_path):
+    bad = tmp_path / "log.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="is not valid JSON"):
+        P.load_log(bad)
+
+
+def test_the_headline_table_names_each_rows_protocol_and_its_amendments():
+    results = {r.id: r for r in _results(FIGURES)}
+    text = headline_markdown(results)
+    row5 = next(line for line in text.splitlines() if line.startswith("| 5 |"))
+    assert f"`{P.protocol_hash('fedtan-tab2')}`; amended 2x: A1, A2" in row5
+    assert "- **A11** (row 18, fedbn-tab11" in text and "Protocol amendments" in text
+    below = headline_markdown(results, why="below")
+    assert "Protocol: `" in below and "- **A3** (row 7, hbn-tab1" in below
+
+
+def test_the_runner_stores_the_hash_of_what_ran(tmp_path):
+    from bnfl.experiments.runner import run
+
+    result = run("fedtan-fig2", profile="quick", out=tmp_path)  # an exact entry: no training
+    stored = json.loads((tmp_path / "fedtan-fig2" / "result.json").read_text())
+    assert stored["protocol_hash"] == result.protocol_hash == P.protocol_hash("fedtan-fig2")
+    other = run("fedtan-fig2", profile="quick", seeds=2)  # not the declared seeds: another hash
+    assert other.protocol_hash == P.protocol_hash("fedtan-fig2", seeds=[0, 1]) != result.protocol_hash
