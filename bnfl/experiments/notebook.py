@@ -32,6 +32,7 @@ import torch
 from bnfl.display import cell_text, html_table, image, png
 from bnfl.display import show_html as _show_html
 from bnfl.experiments.core import labels_first
+from bnfl.experiments.counting import entry_verdict
 from bnfl.experiments.dashboard import data_names, stand_in_title, stand_ins_of, why_lines
 from bnfl.experiments.registry import get
 from bnfl.experiments.report import claim_rows
@@ -158,7 +159,7 @@ def claims_html(result: Any) -> str:
     caption = (f"{counts['pass']} pass, {counts['fail']} fail, {counts['inconclusive']} inconclusive, "
                f"{counts['info']} reported only"
                + (f" ({linked} more re-read from other entries, counted there)" if linked else "")
-               + f"; overall {VERDICT_MARKS[result.verdict]}")
+               + f"; verdict: {entry_verdict(result)}")
     table = html_table(rows, caption=caption,
                        styles={"verdict": lambda v: f"color:{colour.get(v, 'inherit')};font-weight:bold;"})
     lines = why_lines([c.why for c in result.claims])
