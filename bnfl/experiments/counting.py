@@ -117,7 +117,7 @@ def same_vector(a: Any, b: Any) -> bool:
 def _stored_kind(result: Any, claim: Any) -> str:
     if claim.kind in ("consistency", "structural"):
         return claim.kind
-    return "reproduction" if result.runs or getattr(claim, "interval", None) else "structural"
+    return "reproduction" if getattr(result, "runs", None) or getattr(claim, "interval", None) else "structural"
 
 
 def _judge_consistency(claim: Any) -> tuple[str, str]:
@@ -146,16 +146,16 @@ def standing(result: Any, claim: Any) -> Standing:
         return Standing("structural", True, claim.verdict,
                         f"every seed gives {vec[1][0]:g}: no spread over seeds, a fixed property of the stand-in, "
                         "checked (pass/fail), not a measurement with an interval")
-    names = {c.name: c for c in result.claims}
+    names, rid = {c.name: c for c in result.claims}, getattr(result, "id", "")
     fair = names.get(f"fair-{claim.name}")
     if fair is not None and fair.counted_in is None:
         return Standing(kind, False, claim.verdict, f"the common-rate twin of fair-{claim.name} (each method at its "
-                        "own tuned rate), which counts", (result.id, fair.name))
+                        "own tuned rate), which counts", (rid, fair.name))
     for eid, keep, drop, why in ONE_MEASUREMENT:
-        if result.id == eid and claim.name == drop and keep in names:
+        if rid == eid and claim.name == drop and keep in names:
             return Standing(kind, False, claim.verdict, f"one measurement with {keep}: {why}; counted there",
                             (eid, keep))
-    across = LINKED_ACROSS.get((result.id, claim.name))
+    across = LINKED_ACROSS.get((rid, claim.name))
     if across is not None:
         return Standing(kind, False, claim.verdict, f"the same per-seed values as {across}'s {claim.name} (the same "
                         "BN-only runs); counted there", (across, claim.name))
@@ -164,7 +164,7 @@ def standing(result: Any, claim: Any) -> Standing:
             break
         if same_vector(other, claim) and _counted_reproduction(result, other):
             return Standing(kind, False, claim.verdict, f"the same per-seed values as {other.name}, another "
-                            "threshold; counted there", (result.id, other.name))
+                            "threshold; counted there", (rid, other.name))
     return Standing(kind, True, claim.verdict)
 
 
@@ -185,7 +185,7 @@ def headline_of(entry: str, claim: str) -> Headline | None:
 
 def _precondition(result: Any, name: str) -> tuple[Any, str] | None:
     for g in GATES:
-        if g.entry != result.id or name not in g.claims:
+        if g.entry != getattr(result, "id", "") or name not in g.claims:
             continue
         if g.precondition is not None:
             pre = next((c for c in result.claims if c.name == g.precondition), None)
@@ -206,7 +206,7 @@ def claim_word(result: Any, claim: Any) -> Verdict | None:
     precondition (:data:`GATES`) and its headline's null; ``None`` for a check or an ``info`` claim."""
     if claim.verdict == "info" or standing(result, claim).kind != "reproduction":
         return None
-    h = headline_of(result.id, claim.name)
+    h = headline_of(getattr(result, "id", ""), claim.name)
     pre = _precondition(result, claim.name)
     return judge_claim(claim, null=h.null if h is not None else 0.0,
                        precondition=pre[0] if pre else None, precondition_label=pre[1] if pre else "the precondition")

@@ -263,7 +263,7 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
                     "word": v.word if v is not None else c.verdict, "entry": h.entry,
                     "why": _one_line(" ".join(p for p in parts if p))})
         link = counting.standing(results[h.entry], c).link
-        key = link if link is not None and link[1] is not None else (h.entry, h.claim)
+        key = (link[0] or h.entry, link[1]) if link is not None and link[1] is not None else (h.entry, h.claim)
         if key in measured:  # two statements about one measurement: counted once
             row["same_as"] = str(measured[key] + 1)
             row["why"] = _one_line(f"{row['why']} One measurement with row {measured[key] + 1} "
