@@ -239,8 +239,19 @@ def checks_text(result: Any) -> str:
 
 def entry_verdict(result: Any) -> str:
     """An entry's verdict: the count of its counted reproduction claims' words; an entry without
-    one reads as its checks (``"structural checks: 4 pass"``), ``"n/a"`` without either."""
-    return word_text(entry_words(result)) or checks_text(result) or "n/a"
+    one reads as its checks (``"structural checks: 4 pass"``), or, when every claim it shows is
+    counted elsewhere, says where (``"3 claims reported only, counted in fedbn-fig5"``); ``"n/a"``
+    without any."""
+    text = word_text(entry_words(result)) or checks_text(result)
+    if text:
+        return text
+    elsewhere = [s for s in standings(result).values() if not s.counted and s.link is not None]
+    if elsewhere:
+        where = sorted({s.link[0] for s in elsewhere if s.link[0]})
+        return (f"{len(elsewhere)} claim{'s' if len(elsewhere) != 1 else ''} reported only, counted in "
+                + ", ".join(where))
+    info = sum(c.verdict == "info" for c in result.claims)
+    return f"{info} number{'s' if info != 1 else ''} reported (info), no claim" if info else "n/a"
 
 
 def reported_only(results: Iterable[Any]) -> list[tuple[str, str, Standing]]:
