@@ -174,7 +174,7 @@ def _counted_reproduction(result: Any, claim: Any) -> bool:
 
 
 def standings(result: Any) -> dict[str, Standing]:
-    """``{claim name: Standing}`` of every claim of ``result``."""
+    """``{claim name: Standing}`` of every claim of ``result`` (names are unique in a stored result)."""
     return {c.name: standing(result, c) for c in result.claims}
 
 
@@ -230,7 +230,8 @@ def checks_text(result: Any) -> str:
     checks: 1 fail"`` (empty when there are none)."""
     parts = []
     for kind in ("structural", "consistency"):
-        got = [s.verdict for s in standings(result).values() if s.counted and s.kind == kind and s.verdict != "info"]
+        got = [s.verdict for c in result.claims for s in [standing(result, c)]
+               if s.counted and s.kind == kind and s.verdict != "info"]
         if got:
             parts.append(f"{kind} checks: " + ", ".join(f"{got.count(v)} {v}" for v in ("pass", "fail", "inconclusive")
                                                         if got.count(v)))
@@ -245,7 +246,7 @@ def entry_verdict(result: Any) -> str:
     text = word_text(entry_words(result)) or checks_text(result)
     if text:
         return text
-    elsewhere = [s for s in standings(result).values() if not s.counted and s.link is not None]
+    elsewhere = [s for c in result.claims for s in [standing(result, c)] if not s.counted and s.link is not None]
     if elsewhere:
         where = sorted({s.link[0] for s in elsewhere if s.link[0]})
         return (f"{len(elsewhere)} claim{'s' if len(elsewhere) != 1 else ''} reported only, counted in "
