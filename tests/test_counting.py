@@ -151,6 +151,7 @@ def test_every_surface_shows_the_same_words(results, tmp_path, bnfl_docs, monkey
     monkeypatch.setattr(bnfl_docs, "GEN", tmp_path / "gen")
     bnfl_docs.generate_reproductions(set())
     pages = "\n".join(p.read_text() for p in (tmp_path / "gen" / "reproductions").glob("*.md"))
+    assert ".png: verdict</th>" not in pages  # no figure file's stored pass/fail beside the page's words
     for eid, r in results.items():
         want = K.entry_verdict(r)
         section = re.search(rf"^## {re.escape(eid)}\n\n\*\*.*?\*\* — verdict: \*\*(.+?)\*\* \(", report, re.M)
