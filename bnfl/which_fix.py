@@ -322,8 +322,7 @@ def fixbn_feature_shift(figures: str | Path) -> str:
             f"below, under feature shift at its tuned rate {row.get('lr')}: {diff}, "
             f"**{word.word if word is not None else c['verdict']}** (\"beats FedAvg+BN\")")
     if bad:
-        text += (f"; in its tuning, the rate{'s' if len(bad) > 1 else ''} {', '.join(bad)} diverged there, so it is "
-                 "the method most sensitive to its rate")
+        text += f"; in its tuning, the rate{'s' if len(bad) > 1 else ''} {', '.join(bad)} diverged there"
     return text + ".\n"
 
 
