@@ -204,8 +204,30 @@ def headlines(figures: str | Path) -> dict[str, dict[str, str]]:
         ours = (f"{_cell(res['rows'], h.key, h.row, h.ours_col)} vs "
                 f"{shown} {_cell(res['rows'], h.key, h.baseline, h.ours_col)}")
         out[m] = {"entry": h.entry, "setting": h.setting, "paper": paper, "ours": ours,
-                  "profile": str(res.get("profile", "")), "verdict": str(res.get("verdict", ""))}
+                  "profile": str(res.get("profile", "")), "verdict": _entry_verdict(res)}
     return out
+
+
+def _result(res: Mapping[str, Any]) -> Any:
+    from bnfl.experiments.core import Result
+
+    defaults = {"title": "", "profile": "", "seeds": [], "rows": [], "paper": []}
+    return Result.from_dict({**defaults, **res})
+
+
+def _entry_verdict(res: Mapping[str, Any]) -> str:
+    """The entry's verdict as every report reads it (:func:`bnfl.experiments.counting.entry_verdict`)."""
+    from bnfl.experiments.counting import entry_verdict
+
+    return entry_verdict(_result(res))
+
+
+def _words(res: Mapping[str, Any]) -> dict[str, Any]:
+    """``{claim name: Verdict}`` of the result's reproduction claims (:func:`bnfl.experiments.counting.claim_word`)."""
+    from bnfl.experiments.counting import claim_word
+
+    r = _result(res)
+    return {c.name: w for c in r.claims for w in [claim_word(r, c)] if w is not None}
 
 
 def benchmark(figures: str | Path) -> dict[str, Any] | None:
@@ -216,6 +238,7 @@ def benchmark(figures: str | Path) -> dict[str, Any] | None:
         return None
     settings = list(res["series"]["settings"])
     claims = {c["name"]: c for c in res["claims"]}
+    words = _words(res)
     cells: dict[str, dict[str, str]] = {}
     for m in ("fedavg+bn", *METHODS):
         label = _label(m)
@@ -229,7 +252,7 @@ def benchmark(figures: str | Path) -> dict[str, Any] | None:
                 iv = c.get("interval")
                 diff = (f"{iv['estimate']:+.2f} [{iv['low']:+.2f}, {iv['high']:+.2f}]" if iv and "low" in iv
                         else "diverged" if c.get("measured") is None else f"{c['measured']:+.2f}")
-                text += f" ({diff}: {c['verdict']})"
+                text += f" ({diff}: {words[c['name']].word if c['name'] in words else c['verdict']})"
             cells.setdefault(m, {})[s] = text
     control = {s: next((f"{r['acc (%)']:.2f}" for r in res["rows"] if r["setting"] == s
                         and r["method"].startswith("FedAvg+BN, iid") and r.get("acc (%)") is not None), "–")
@@ -276,6 +299,31 @@ def markdown(figures: str | Path, *, comm: Mapping[str, Mapping[str, float]] | N
             "Accuracy (%) of the method against its paper's baseline; ours on the quick profile's stand-in data "
             "(the 8x8 digits), so the levels differ from the paper's and the gap is what to compare.", "", _md(rows)]
     return "\n".join(out)
+
+
+def fixbn_feature_shift(figures: str | Path) -> str:
+    """The short answer's sentence on FixBN under feature shift, from the stored benchmark: its
+    difference from FedAvg+BN with the verdict word, the rate it was tuned to and the rates that
+    diverged in its tuning (read from the row's ``lr tuning``)."""
+    res = _load(Path(figures), "bench-bn-fixes")
+    if res is None:
+        return ("FixBN assumes the averaged statistics suit every client; `figures/bench-bn-fixes` is not computed "
+                "yet to say how it fares under feature shift.\n")
+    c = next((c for c in res["claims"] if c["name"] == "feature-shift-fixbn"), None)
+    row = next((r for r in res["rows"] if r["setting"] == "feature shift" and r["method"] == _label("fixbn")), None)
+    if c is None or row is None:
+        return "FixBN assumes the averaged statistics suit every client; the stored benchmark has no FixBN row.\n"
+    iv, word = c.get("interval") or {}, _words(res).get("feature-shift-fixbn")
+    diff = (f"{iv['estimate']:+.2f} [{iv['low']:.2f}, {iv['high']:.2f}] points over FedAvg+BN (95% t-interval, "
+            f"{iv.get('n')} seeds)" if "low" in iv else "no interval (a run diverged)")
+    grid = str(row.get("lr tuning", ""))
+    bad = re.findall(r"([\d.]+): diverged", grid)
+    text = (f"FixBN assumes the averaged statistics suit every client. In the committed run of the common benchmark "
+            f"below, under feature shift at its tuned rate {row.get('lr')}: {diff}, "
+            f"**{word.word if word is not None else c['verdict']}** (\"beats FedAvg+BN\")")
+    if bad:
+        text += f"; in its tuning, the rate{'s' if len(bad) > 1 else ''} {', '.join(bad)} diverged there"
+    return text + ".\n"
 
 
 def benchmark_markdown(figures: str | Path) -> str:

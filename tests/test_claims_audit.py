@@ -44,7 +44,7 @@ def test_a_claim_declared_structural_counts_as_structural_inside_a_trained_entry
     res = _result("fedtan-fig10", [arith, plain, _trained()])
     assert [D.claim_kind(res, c) for c in res.claims] == ["structural", "reproduction", "reproduction"]
     counts = D.kind_counts([res])["fedtan"]
-    assert counts["structural"]["pass"] == 1 and counts["reproduction"]["pass"] == 2
+    assert counts["structural"]["pass"] == 1 and counts["reproduction"]["reproduced"] == 2
     assert "*(structural check)*" in R.claim_rows(res)[0]["check"]
     assert Claim.from_dict(json.loads(json.dumps(arith.to_dict()))).kind == "structural"
     with pytest.raises(ValueError, match="kind must be one of"):

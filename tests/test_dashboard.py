@@ -71,7 +71,7 @@ def test_claim_kinds_split_structural_from_reproduction_without_touching_stored_
     assert [D.claim_kind(trained, c) for c in trained.claims] == ["reproduction", "consistency"]
     assert D.claim_kind(exact, rep) == "structural" and rep.kind == "reproduction"
     counts = D.kind_counts([trained, exact])["fedtan"]
-    assert counts["reproduction"]["pass"] == 1 and counts["structural"]["pass"] == 1
+    assert counts["reproduction"]["reproduced"] == 1 and counts["structural"]["pass"] == 1
     assert counts["consistency"]["pass"] == 1
 
 
@@ -114,14 +114,14 @@ def test_report_opens_with_the_headline_table_built_from_a_results_folder(tmp_pa
     tab1 = next(r for r in rows if h_noise.topic in r)
     assert "| 16.67 ± 5.50 pts (noise) |" in tab1 and "Measured 16.67 >= 8.0." in tab1 and "16.6663" not in tab1
     assert "| REPRODUCED |" in tab1 and "no interval stored" in tab1
-    assert "Headline rows: 2 reproduced, 22 not run." in text
+    assert "Headline rows: 24 rows, 24 measurements: 2 reproduced, 22 not run." in text
     assert text.index("![Headline effects") < text.index("| # | paper |")  # the picture opens the report
     assert (tmp_path / "headline-forest.png").is_file() and (tmp_path / "headline-forest.svg").is_file()
     assert "**Machine.** The stored numbers were computed on: not recorded (4 entries)." in text
-    assert "another CPU" in text and "Key: each cell is *pass/fail/inconclusive/info*" in text
+    assert "another CPU" in text and "Key: a reproduction cell counts its claims by verdict word" in text
     assert "| not run |" in next(r for r in rows if h_missing.topic in r)
     assert "**The quick profile trains on stand-in data" in text and "**Q-DIG**" in text
-    assert "## Claims by paper and kind" in text and "| Benchmark (no paper) | 1/0/0/0 |" in text
+    assert "## Claims by paper and kind" in text and "| Benchmark (no paper) | 1/0/0/0/0/0 |" in text
     grouped = text.split("## Entries by paper")[1]
     assert grouped.index("fedtan-fig2") < grouped.index("fedtan-fig10") < grouped.index("fedtan-tab1")
     assert grouped.index("### FedTAN") < grouped.index("### Benchmark (no paper)")
@@ -166,11 +166,12 @@ def test_docs_dashboard_and_paper_pages_from_a_small_results_folder(bnfl_docs, t
     assert f"**HBN**: {HEADLINES[5].topic} ({{ref}}`hbn-tab1 <repro-hbn-tab1>`)" in row
     assert f"97.78 pts; threshold {HEADLINES[5].threshold_reason}" in row and "| Q-DIG/Q-SCNN |" in row
     assert "| REPRODUCED |" in row
-    assert "Key: each cell is *pass/fail/inconclusive/info*" in (out / "hbn.md").read_text()
+    assert "Key: a reproduction cell counts its claims by verdict word" in (out / "hbn.md").read_text()
     hbn = (out / "hbn.md").read_text()
-    assert hbn.startswith("# HBN: Hybrid Batch Normalisation\n\n**2 entries: 1 pass, 1 fail.**")  # opens with it
+    assert hbn.startswith("# HBN: Hybrid Batch Normalisation\n\n**2 entries; counted reproduction claims: 1 reproduced, "
+                          "2 contradicted.**")  # opens with it
     assert hbn.index("## Verdicts") < hbn.index("(repro-hbn-fig1)=") < hbn.index("(repro-hbn-tab1)=")
-    assert "reproduction: 1 pass, 2 fail" in hbn  # the linked claim is shown, counted in hbn-tab1 only
+    assert "reproduction: 1 reproduced, 2 contradicted" in hbn  # the linked claim is shown, counted in hbn-tab1 only
     headings = [line for line in hbn.splitlines() if line.startswith("#")]
     assert not [h for h in headings if re.search(r"artifact|in the text|\d\.\d{5}", h)], headings
     heading = next(line for line in hbn.splitlines() if line.startswith("## `hbn-fig1`"))
@@ -229,10 +230,9 @@ def test_report_links_a_re_read_claim_rounds_and_lists_whys_under_each_table(tmp
     assert "| 1. FedBN beats FedAvg *(re-reads [fedbn-tab11](#fedbn-tab11); counted there)* |" in table
     assert table.rstrip().endswith("Why, by check:\n\n- 1. short; one seed")
     text = write_report(results, tmp_path / "REPORT.md").read_text()
-    assert "Claims: 1 pass, 0 fail, 1 inconclusive" not in text and "Claims: 1 pass, 0 fail, 0 inconclusive" in text
-    assert "| FedBN | 1/0/0/0 |" in text  # counts by kind: the re-read claim counts in fedbn-tab11 only
-    failing = text.split("## Failing and inconclusive claims, and why")[1].split("\n## ")[0]
-    assert "re-reads [fedbn-tab11](#fedbn-tab11)" in failing
+    assert "Counted reproduction claims: 1 reproduced;" in text
+    assert "| FedBN | 1/0/0/0/0/0 |" in text  # counts by kind: the re-read claim counts in fedbn-tab11 only
+    assert "## Claims not reproduced" not in text  # the re-read claim is listed where it counts: it passes there
     assert "**title of fedbn-fig5 (quick profile on stand-in data: Q-DOM)**" in text
     assert "- digits -> Q-DOM, lambda 0.0123" in text and "- ratio 1.33" in text
     assert not re.search(r"\d\.\d{5}", text.split("Generated ")[0] + text.split("## Entries by paper")[1])

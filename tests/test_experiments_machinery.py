@@ -565,7 +565,14 @@ def test_cli_run_list_and_errors(tmp_path, capsys):
     assert "PASS" in out
     assert main(["list", "--paper", "fedtan", "--out", str(tmp_path)]) == 0
     listing = capsys.readouterr().out
-    assert "fedtan-tab3" in listing and "pass (smoke)" in listing and "fedtan-fig14" in listing
+    from bnfl.experiments.counting import entry_verdict
+    from bnfl.experiments.runner import load_result
+
+    verdict = entry_verdict(load_result(tmp_path, "fedtan-tab3"))
+    assert verdict.startswith("structural checks: ")  # an entry that trains nothing: its checks, by pass/fail
+    row = listing.split("\nfedtan-tab3 ", 1)[1]
+    assert row.split("\n", 1)[0].split()[2] == "smoke" and f"\n    verdict: {verdict}\n" in row
+    assert "fedtan-fig14" in listing
     assert main(["run", "fedtan-fig99", "--profile", "smoke", "--out", str(tmp_path)]) == 2
     assert "no experiment" in capsys.readouterr().err
 

@@ -159,7 +159,7 @@ def test_html_tables_escape_align_and_mark_verdicts():
     assert 'style="text-align:right;">1.2346</td>' in tables and "The paper (verbatim)" in tables
     assert "|---" not in tables
     claims = notebook.claims_html(r)
-    assert ">FAIL</td>" in claims and "#cf222e" in claims and "0 pass, 1 fail, 0 inconclusive, 0 reported only" in claims
+    assert ">FAIL</td>" in claims and "#cf222e" in claims and "verdict: structural checks: 1 fail" in claims
     assert notebook.html_table([]) == "<p><em>(none)</em></p>"
 
 
@@ -218,8 +218,8 @@ def test_claims_table_rounds_links_a_re_read_claim_and_lists_whys_under_it():
     text = notebook.claims_html(result)
     table, below = text.split("</table>")
     assert "97.78" in table and "97.7776" not in text and "<th>why</th>" not in table
-    assert "3. b &gt;= 99 (re-reads hbn-tab1; counted there)" in table
-    assert "0 pass, 2 fail, 0 inconclusive, 0 reported only (1 more re-read from other entries, counted there)" in table
+    assert "3. b &gt;= 99 (structural check) (re-reads hbn-tab1; counted there)" in table  # no runs: a check
+    assert "verdict: structural checks: 2 fail (1 more reported only, counted where their measurement is)" in table
     items = re.findall(r"<li>(.*?)</li>", below)
     assert items == ["1. a is short by 1.22", f"checks 1-3: {html_escape(shared)}",
                      "checks 2, 3: b is short by 0.877"], items

@@ -18,10 +18,10 @@ from bnfl import _folder_lock
 from bnfl.experiments import runner
 from bnfl.experiments._outdir import check_entry_folder
 from bnfl.experiments.core import PROFILES
+from bnfl.experiments.counting import claim_word, entry_verdict, standing
 from bnfl.experiments.dryrun import dry_run
 from bnfl.experiments.headlines import HEADLINES
 from bnfl.experiments.registry import get, ids
-from bnfl.experiments.report import claim_counts
 from bnfl.experiments.runner import load_result
 from bnfl.train import config_schema
 
@@ -61,17 +61,19 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for eid in ids(args.paper):
         entry = get(eid)
         stored = load_result(out, eid)
-        last = f"{stored.verdict} ({stored.profile})" if stored is not None else "-"
+        last = stored.profile if stored is not None else "-"
         took = _took(stored.duration_s) if stored is not None and stored.duration_s else ""
-        rows.append((eid, entry.kind, ",".join(sorted(entry.configs)), last, took, entry.title))
-    header = ("id", "kind", "profiles", "last result", "took", "title")
+        verdict = f"verdict: {entry_verdict(stored)}" if stored is not None else ""
+        rows.append((eid, entry.kind, ",".join(sorted(entry.configs)), last, took, entry.title, verdict))
+    header = ("id", "kind", "profiles", "last result", "took", "title", "")
     widths = [max(len(r[i]) for r in [*rows, header]) for i in range(5)]
-    for r in [header, *rows]:  # the title on its own lines below: every line fits LIST_WIDTH columns
+    for r in [header, *rows]:  # the title and the verdict on their own lines below: every line fits LIST_WIDTH
         print("  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)).rstrip())
-        for line in textwrap.wrap(r[5], LIST_WIDTH - 4) or [""]:
+        for line in [*(textwrap.wrap(r[5], LIST_WIDTH - 4) or [""]), *textwrap.wrap(r[6], LIST_WIDTH - 4)]:
             print("    " + line)
-    print(textwrap.fill(f"(last result: verdict and profile of the result stored in {out}; took: its measured "
-                        "compute time, one process, on the machine that made it)", LIST_WIDTH,
+    print(textwrap.fill(f"(last result: the profile of the result stored in {out}, its verdict below the title: the "
+                        "verdict words of its counted reproduction claims, or its checks' pass/fail; took: its "
+                        "measured compute time, one process, on the machine that made it)", LIST_WIDTH,
                         break_on_hyphens=False))
     return 0
 
@@ -88,10 +90,13 @@ def _took(seconds: float) -> str:
 
 def _print_result(result) -> None:  # noqa: ANN001 - Result
     print(f"{result.id} [{result.profile}, {len(result.seeds)} seed(s), {result.duration_s:.1f} s]: "
-          f"{result.verdict.upper()}")
+          f"{entry_verdict(result)}")
     for c in result.claims:
         margin = "" if c.margin is None else f" (margin {c.margin:+.4g})"
-        print(f"  {c.verdict.upper():4s} {c.statement}{margin}")
+        s, word = standing(result, c), claim_word(result, c)
+        mark = word.word.upper() if word is not None else f"{s.verdict.upper()} ({s.kind} check)" \
+            if s.kind != "reproduction" else s.verdict.upper()
+        print(f"  {mark} {c.statement}{margin}" + ("" if s.counted else f" [reported only: {s.note}]"))
         if c.verdict != "pass" and c.detail:
             print(f"       {c.detail}")
         if c.why:
@@ -187,9 +192,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
 
     for r in results:
-        c = claim_counts([r])
-        print(f"{r.id:14s} {r.verdict.upper():12s} {c['pass']} pass / {c['fail']} fail / "
-              f"{c['inconclusive']} inconclusive  ({r.duration_s:.1f} s)")
+        print(f"{r.id:14s} {entry_verdict(r)}  ({r.duration_s:.1f} s)")
     print(f"{len(results)} entries in {elapsed:.1f} s; report: {Path(args.out) / 'REPORT.md'}",
           file=sys.stderr)
     return 0

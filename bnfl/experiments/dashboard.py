@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from bnfl.display import display_number, display_value, round_numbers
+from bnfl.experiments import counting
 from bnfl.experiments.headlines import HEADLINES, STAND_INS, Headline, StandIn
 from bnfl.experiments.protocols import amendments_markdown, protocol_cell
 from bnfl.experiments.titles import (
@@ -32,7 +33,7 @@ from bnfl.experiments.titles import (
     stand_ins_of,
     why_lines,
 )
-from bnfl.experiments.verdicts import NOT_TESTABLE, WORDS, Verdict, judge_claim
+from bnfl.experiments.verdicts import NOT_TESTABLE, WORDS, Verdict
 from bnfl.experiments.vocabulary import PAPER_NAMES, PAPER_ORDER, VERDICT_MARKS, paper_title
 
 __all__ = [
@@ -86,20 +87,19 @@ def entry_order(eid: str) -> tuple[Any, ...]:
 
 
 def claim_kind(result: Any, claim: Any) -> str:
-    """``"consistency"`` for a paper-vs-paper check; ``"structural"`` for a claim declared so, or a
+    """``"consistency"`` for a paper-vs-paper check; ``"structural"`` for a claim declared so, a
     reproduction claim without an interval in an entry that trains nothing (its result records no
-    training runs); else ``"reproduction"`` (a trained claim, or any claim with an interval over seeds)."""
-    if claim.kind in ("consistency", "structural"):
-        return claim.kind
-    return "reproduction" if result.runs or getattr(claim, "interval", None) else "structural"
+    training runs), or one whose seeds all give the same value (:mod:`bnfl.experiments.counting`);
+    else ``"reproduction"`` (a trained claim, or any claim with an interval over seeds)."""
+    return counting.standing(result, claim).kind
 
 
 _JUDGED = ("pass", "fail", "inconclusive")
 
 
 def _counted_trained(results: Iterable[Any]) -> list[tuple[Any, Any]]:
-    return [(r, c) for r in results for c in r.claims
-            if getattr(c, "counted", True) and c.verdict in _JUDGED and claim_kind(r, c) == "reproduction"]
+    return [(r, c) for r in results for c in r.claims for s in [counting.standing(r, c)]
+            if s.counted and c.verdict in _JUDGED and s.kind == "reproduction"]
 
 
 def missing_intervals(results: Iterable[Any]) -> list[tuple[str, str]]:
@@ -118,15 +118,24 @@ def no_interval_claims(results: Iterable[Any]) -> list[tuple[str, str, str]]:
             if isinstance(getattr(c, "interval", None), Mapping) and "no_interval" in c.interval]
 
 
+#: What :func:`kind_counts` counts per kind: the verdict words for reproduction claims, pass/fail for checks.
+KIND_KEYS: dict[str, tuple[str, ...]] = {"reproduction": (*WORDS, "info"), "structural": _VERDICTS,
+                                         "consistency": _VERDICTS}
+
+
 def kind_counts(results: Iterable[Any]) -> dict[str, dict[str, dict[str, int]]]:
-    """``{paper: {kind: {verdict: count}}}`` over ``results`` (kinds of :func:`claim_kind`)."""
+    """``{paper: {kind: {word or verdict: count}}}`` over the counted claims of ``results``
+    (:mod:`bnfl.experiments.counting`): a reproduction claim by its verdict word
+    (:func:`~bnfl.experiments.counting.claim_word`), a structural or consistency check by pass/fail."""
     out: dict[str, dict[str, dict[str, int]]] = {}
     for r in results:
         paper = r.id.split("-", 1)[0]
-        per = out.setdefault(paper, {k: dict.fromkeys(_VERDICTS, 0) for k in COUNT_KINDS})
+        per = out.setdefault(paper, {k: dict.fromkeys(KIND_KEYS[k], 0) for k in COUNT_KINDS})
         for c in r.claims:
-            if getattr(c, "counted", True):  # a re-read measurement counts in its own entry only
-                per[claim_kind(r, c)][c.verdict] += 1
+            s = counting.standing(r, c)
+            if s.counted:  # a reported-only claim counts where its measurement counts
+                w = counting.claim_word(r, c) if s.kind == "reproduction" else None
+                per[s.kind][w.word if w is not None else s.verdict] += 1
     return out
 
 
@@ -191,12 +200,7 @@ def headline_verdict(results: Mapping[str, Any], headline: Headline) -> Verdict 
     c = find_claim(results, headline)
     if c is None or c.verdict == "info":
         return None
-    pre = headline.precondition
-    pre_claim = None
-    if pre is not None and pre.claim is not None:
-        pre_claim = next((x for x in results[headline.entry].claims if x.name == pre.claim), None)
-    return judge_claim(c, null=headline.null, precondition=pre_claim,
-                       precondition_label=pre.label if pre is not None else "the precondition")
+    return counting.claim_word(results[headline.entry], c)
 
 
 def _precondition_note(results: Mapping[str, Any], h: Headline, verdict: Verdict) -> str:
@@ -238,7 +242,7 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
     the why, whole: the verdict's reason, what the stand-in does (the claim's own why), the
     precondition and, for a repair, the fraction of the damage repaired."""
     rows: list[dict[str, str]] = []
-    measured: dict[tuple, int] = {}  # one measurement (entry, seeds, per-seed values) -> its first row
+    measured: dict[tuple, int] = {}  # one measurement (the claim that counts it) -> its first row
     for h in headlines:
         c = find_claim(results, h)
         row = {"paper": paper_title(h.paper), "claim": h.topic, "paper's effect": h.paper_effect}
@@ -260,24 +264,16 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
                     "word": v.word if v is not None else c.verdict, "entry": h.entry,
                     "protocol": protocol_cell(h, results.get(h.entry)),
                     "why": _one_line(" ".join(p for p in parts if p))})
-        key = _measurement(h, stored)
-        if key is not None and key in measured:  # two statements about one paired difference: counted once
+        link = counting.standing(results[h.entry], c).link
+        key = (link[0] or h.entry, link[1]) if link is not None and link[1] is not None else (h.entry, h.claim)
+        if key in measured:  # two statements about one measurement: counted once
             row["same_as"] = str(measured[key] + 1)
-            row["why"] = _one_line(f"{row['why']} One measurement with row {measured[key] + 1} (the same per-seed "
-                                   "differences, another threshold): counted once, there.")
-        elif key is not None:
+            row["why"] = _one_line(f"{row['why']} One measurement with row {measured[key] + 1} "
+                                   f"({counting.standing(results[h.entry], c).note}): counted once, there.")
+        else:
             measured[key] = len(rows)
         rows.append(row)
     return rows
-
-
-def _measurement(headline: Headline, interval: Mapping[str, Any]) -> tuple | None:
-    """What identifies a claim's measurement: its entry, seeds and per-seed (paired) values; None
-    without stored values."""
-    values = interval.get("values")
-    if not values:
-        return None
-    return (headline.entry, tuple(interval.get("seeds") or ()), tuple(round(float(x), 9) for x in values))
 
 
 def headline_word_counts(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES) -> dict[str, int]:
@@ -333,12 +329,17 @@ def headline_markdown(results: Mapping[str, Any], *, why: str = "column",
 
 
 def counts_markdown(results: Iterable[Any]) -> str:
-    """Claims per paper and kind (reproduction / structural / consistency) as pass/fail/inconclusive/info."""
+    """Counted claims per paper and kind: reproduction claims by their verdict words
+    (reproduced/contradicted/smaller than claimed/undecided/not testable here/info), structural and
+    consistency checks as pass/fail/inconclusive/info."""
     counts = kind_counts(results)
-    lines = ["| paper | " + " | ".join(f"{k} (pass/fail/inconcl./info)" for k in COUNT_KINDS) + " |",
+    heads = {"reproduction": "reproduction (reproduced/contradicted/smaller/undecided/not testable/info)",
+             "structural": "structural checks (pass/fail/inconcl./info)",
+             "consistency": "consistency checks (pass/fail/inconcl./info)"}
+    lines = ["| paper | " + " | ".join(heads[k] for k in COUNT_KINDS) + " |",
              "|---|" + "---|" * len(COUNT_KINDS)]
     for paper in sorted(counts, key=lambda p: entry_order(p + "-")):
-        cells = ["/".join(str(counts[paper][k][v]) for v in _VERDICTS) for k in COUNT_KINDS]
+        cells = ["/".join(str(counts[paper][k][v]) for v in KIND_KEYS[k]) for k in COUNT_KINDS]
         lines.append(f"| {paper_title(paper)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -387,7 +388,7 @@ def _counts_cell(result: Any) -> str:
     for k in COUNT_KINDS:
         n = per.get(k, {})
         if sum(n.values()):
-            parts.append(f"{k[:5]}. " + "/".join(str(n[v]) for v in _VERDICTS))
+            parts.append(f"{k[:5]}. " + "/".join(str(n[v]) for v in KIND_KEYS[k]))
     return "; ".join(parts) or "–"
 
 
@@ -411,7 +412,7 @@ def entries_markdown(results: Iterable[Any], *, link: Callable[[str], str] | Non
             first = (f"{pairs[0][2]} / {pairs[0][3]} ({pairs[0][0]}{', ' if pairs[0][0] else ''}{pairs[0][1]})"
                      if pairs else "–")
             rows.append({"entry": link(r.id) if link else r.id, "title": r.title,
-                         "verdict": VERDICT_MARKS.get(r.verdict, r.verdict), "claims by kind": _counts_cell(r),
+                         "verdict": counting.entry_verdict(r), "claims by kind": _counts_cell(r),
                          "seeds": str(len(r.seeds)), "paper / ours": first})
         lines += _table(rows, ["entry", "title", "verdict", "claims by kind", "seeds", "paper / ours"]) + [""]
     return "\n".join(lines)

@@ -32,11 +32,12 @@ import torch
 from bnfl.display import cell_text, html_table, image, png
 from bnfl.display import show_html as _show_html
 from bnfl.experiments.core import labels_first
+from bnfl.experiments.counting import entry_verdict, standing
 from bnfl.experiments.dashboard import data_names, stand_in_title, stand_ins_of, why_lines
 from bnfl.experiments.registry import get
 from bnfl.experiments.report import claim_rows
 from bnfl.experiments.runner import load_result, plot, result_path, run
-from bnfl.experiments.vocabulary import PAPER_NAMES, VERDICT_COLOURS, VERDICT_MARKS
+from bnfl.experiments.vocabulary import PAPER_NAMES, VERDICT_COLOURS, VERDICT_MARKS, WORD_COLOURS
 from bnfl.plots import figures_dir
 
 __all__ = [
@@ -145,22 +146,25 @@ def claims_html(result: Any) -> str:
 
     rows = []
     for i, (row, c) in enumerate(zip(claim_rows(result), result.claims, strict=True), 1):
+        s = standing(result, c)
         check = f"{i}. {c.statement}" + {"consistency": " (consistency check)",
-                                          "structural": " (structural check)"}.get(c.kind, "")
+                                          "structural": " (structural check)"}.get(s.kind, "")
         if c.counted_in:
             check += f" (re-reads {c.counted_in}; counted there)"
-        rows.append({**{k: v for k, v in row.items() if k != "why"}, "check": check,
-                     "verdict": VERDICT_MARKS[c.verdict]})
+        elif s.note:
+            check += f" ({'' if s.counted else 'reported only: '}{s.note})"
+        rows.append({**{k: v for k, v in row.items() if k != "why"}, "check": check})  # verdict: claim_rows' word
     colour = {VERDICT_MARKS[v]: VERDICT_COLOURS[v] for v in VERDICT_MARKS}
-    counted = [c for c in result.claims if c.counted]
-    counts = {v: sum(c.verdict == v for c in counted) for v in ("pass", "fail", "inconclusive", "info")}
-    linked = len(result.claims) - len(counted)
-    caption = (f"{counts['pass']} pass, {counts['fail']} fail, {counts['inconclusive']} inconclusive, "
-               f"{counts['info']} reported only"
-               + (f" ({linked} more re-read from other entries, counted there)" if linked else "")
-               + f"; overall {VERDICT_MARKS[result.verdict]}")
-    table = html_table(rows, caption=caption,
-                       styles={"verdict": lambda v: f"color:{colour.get(v, 'inherit')};font-weight:bold;"})
+    colour.update({w.upper(): c for w, c in WORD_COLOURS.items()})
+    elsewhere = sum(not standing(result, c).counted for c in result.claims)
+    caption = (f"verdict: {entry_verdict(result)}"
+               + (f" ({elsewhere} more reported only, counted where their measurement is)" if elsewhere else ""))
+
+    def style(v: str) -> str:
+        word = next((k for k in colour if str(v).startswith(k)), None)
+        return f"color:{colour.get(word, 'inherit')};font-weight:bold;"
+
+    table = html_table(rows, caption=caption, styles={"verdict": style})
     lines = why_lines([c.why for c in result.claims])
     if lines:
         table += ("\n<p><strong>Why, by check</strong></p><ul class=\"bnfl-whys\">"

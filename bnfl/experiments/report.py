@@ -11,6 +11,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from bnfl.experiments import counting
 from bnfl.experiments.core import Result, labels_first
 from bnfl.experiments.dashboard import (
     counts_markdown,
@@ -18,6 +19,7 @@ from bnfl.experiments.dashboard import (
     entries_markdown,
     entry_order,
     headline_markdown,
+    headline_rows,
     headline_word_counts,
     missing_intervals,
     no_interval_claims,
@@ -30,6 +32,7 @@ from bnfl.experiments.dashboard import (
 )
 from bnfl.experiments.forest import FOREST_ID, headline_forest
 from bnfl.experiments.registry import get
+from bnfl.experiments.verdicts import REPRODUCED, WORDS
 from bnfl.experiments.vocabulary import VERDICT_MARKS
 from bnfl.plots import save_figure
 
@@ -53,9 +56,19 @@ HEADLINE_INTRO = (
 
 
 def headline_words_line(results: Mapping[str, Result]) -> str:
-    """One sentence: how many headline rows carry each verdict word."""
+    """One sentence: how many headline measurements carry each verdict word, and which rows are
+    merged because they read one measurement (so that the counts add up to every row)."""
     counts = headline_word_counts(results)
-    return ("Headline rows: " + ", ".join(f"{n} {w}" for w, n in counts.items()) + ".") if counts else ""
+    if not counts:
+        return ""
+    rows = headline_rows(results)
+    merged = [(i, r["same_as"]) for i, r in enumerate(rows, 1) if "same_as" in r]
+    text = (f"Headline rows: {len(rows)} rows, {len(rows) - len(merged)} measurements: "
+            + ", ".join(f"{n} {w}" for w, n in counts.items()))
+    if merged:
+        text += (" (" + " and ".join(f"row {i} reads row {j}'s measurement" for i, j in merged)
+                 + ": each counted once, in the earlier row)")
+    return text + "."
 
 
 def machine_line(results: Sequence[Result]) -> str:
@@ -84,9 +97,13 @@ def machine_line(results: Sequence[Result]) -> str:
 
 
 #: The key of the claim counts by kind (REPORT.md, the dashboard, the paper pages).
-COUNTS_KEY = ("Key: each cell is *pass/fail/inconclusive/info* claims (the stored verdicts of every claim, "
-              "counted in the entry that measures it); *repro.*, *struc.* and *consi.* in the entry tables are "
-              "the reproduction, structural and consistency kinds.")
+COUNTS_KEY = ("Key: a reproduction cell counts its claims by verdict word, *reproduced/contradicted/smaller than "
+              "claimed/undecided/not testable here/info*; a structural or consistency cell its checks as "
+              "*pass/fail/inconclusive/info*. Each claim is counted once, in the entry that measures it (a claim "
+              "that re-reads another's measurement, a common-rate twin of a tuned claim, a second threshold on the "
+              "same per-seed values is shown and counted there: `bnfl/experiments/counting.py`); *repro.*, "
+              "*struc.* and *consi.* in the entry tables are the reproduction, structural and consistency kinds. "
+              "An entry's verdict counts the words of its counted reproduction claims.")
 
 
 def _write_forest(results: Mapping[str, Result], out: Path) -> list[str]:
@@ -180,11 +197,12 @@ def claim_rows(result: Result, *, link: Callable[[str], str] | None = None) -> l
     intervals = any(getattr(c, "interval", None) for c in result.claims)
     rows = []
     for c in result.claims:
+        s = counting.standing(result, c)
+        word = counting.claim_word(result, c)
         row = {
             "check": c.statement + ({"consistency": " *(consistency check)*", "structural": " *(structural check)*"}
-                                    .get(c.kind, ""))
-            + (f" *(re-reads {link(c.counted_in)}; counted there)*" if c.counted_in else ""),
-            "verdict": VERDICT_MARKS[c.verdict],
+                                    .get(s.kind, "")) + _standing_note(result, s, link),
+            "verdict": word.text.upper() if word is not None else VERDICT_MARKS[s.verdict],
             "measured": c.measured,
             "threshold": c.threshold,
             "margin": c.margin,
@@ -197,10 +215,30 @@ def claim_rows(result: Result, *, link: Callable[[str], str] | None = None) -> l
     return rows
 
 
+def _standing_note(result: Result, s: counting.Standing, link: Callable[[str], str]) -> str:
+    """What a claims table says after a claim's statement: where a reported-only claim counts, why a
+    claim was re-kinded or judged at the printed precision (:mod:`bnfl.experiments.counting`)."""
+    if not s.note:
+        return ""
+    if s.link is not None and s.link[1] is None:  # re-reads another entry's measurement
+        return f" *(re-reads {link(s.link[0])}; counted there)*"
+    where = f", {link(s.link[0])}" if s.link is not None and s.link[0] != result.id else ""
+    return f" *({'reported only: ' if not s.counted else ''}{s.note}{where})*"
+
+
 def claim_counts(results: Sequence[Result]) -> dict[str, int]:
-    """``{verdict: number of claims}`` over ``results``, for pass / fail / inconclusive / info; a claim
-    that re-reads another entry's measurement (``Claim.counted_in``) is counted there only."""
-    return {v: sum(1 for r in results for c in r.claims if c.verdict == v and c.counted) for v in _COUNTED}
+    """``{word or verdict: number of counted claims}`` over ``results``: the verdict words of the
+    reproduction claims (:func:`bnfl.experiments.counting.claim_word`), then the checks' pass / fail /
+    inconclusive and the ``info`` claims; a reported-only claim (:mod:`bnfl.experiments.counting`) is
+    counted where its measurement is."""
+    out = dict.fromkeys((*WORDS, *_COUNTED), 0)
+    for r in results:
+        for c in r.claims:
+            s = counting.standing(r, c)
+            if s.counted:
+                w = counting.claim_word(r, c) if s.kind == "reproduction" else None
+                out[w.word if w is not None else s.verdict] += 1
+    return out
 
 
 def _interval_line(results: Sequence[Result]) -> str:
@@ -212,6 +250,25 @@ def _interval_line(results: Sequence[Result]) -> str:
         text += (f" {len(none)} more could have none and say why (counted as failed): "
                  + ", ".join(f"{e} `{n}` ({why})" for e, n, why in none) + ".")
     return text
+
+
+def _anchor(eid: str) -> str:
+    return f"[{eid}](#{eid.lower()})"
+
+
+def _open_claims(results: Sequence[Result]) -> list[tuple[Result, Any, counting.Standing, str]]:
+    """The counted claims the failing-claims list shows: reproduction claims whose word is not
+    *reproduced*, checks that fail or are inconclusive; with the word or mark they show."""
+    out = []
+    for r in results:
+        for c in r.claims:
+            s = counting.standing(r, c)
+            word = counting.claim_word(r, c) if s.counted else None
+            if word is not None and word.word != REPRODUCED:
+                out.append((r, c, s, word.text.upper()))
+            elif s.counted and word is None and s.verdict in ("fail", "inconclusive"):
+                out.append((r, c, s, f"{VERDICT_MARKS[s.verdict]} ({s.kind} check)"))
+    return out
 
 
 def _entry_title(result: Result, entry: Any) -> str:
@@ -296,13 +353,14 @@ def write_report(
         f"compute when they ran; entry compute time of the stored results: {total_compute:.0f} s"
         + (f"; this invocation: {sum(timings.values()):.0f} s." if timings else "."),
         "",
-        f"Claims: {counts['pass']} pass, {counts['fail']} fail, {counts['inconclusive']} inconclusive, "
-        f"{counts['info']} reported only. "
-        "A claim encodes one \"Check\" line of `papers/CATALOG.md` for the profile that ran; "
-        "`margin >= 0` passes. A margin no larger than the noise of the measurement (the seed std, or one "
-        "test sample) is *inconclusive*. A failing claim is a finding about the proxy (or the paper), "
-        "reported with its numbers and a one-line why, never tuned away. *Consistency checks* compare "
-        "with values that were themselves inferred from the same paper.",
+        "Counted reproduction claims: " + (", ".join(f"{counts[w]} {w}" for w in WORDS if counts[w]) or "none")
+        + f"; structural and consistency checks: {counts['pass']} pass, {counts['fail']} fail, "
+        f"{counts['inconclusive']} inconclusive; {counts['info']} numbers reported only (info). "
+        "A claim encodes one \"Check\" line of `papers/CATALOG.md` for the profile that ran. A reproduction "
+        "claim reads as the headline's words (its stored interval against its threshold, with the entry's own "
+        "precondition); a check passes when `margin >= 0`. A claim that is not reproduced is a finding about "
+        "the proxy (or the paper), reported with its numbers and a one-line why, never tuned away. "
+        "*Consistency checks* compare with values that were themselves inferred from the same paper.",
         "",
         "## Entries by paper",
         "",
@@ -311,20 +369,21 @@ def write_report(
         "",
         entries_markdown(results, link=lambda eid: f"[{eid}](#{eid.lower()})"),
     ]
-    open_claims = [(r, c) for r in results for c in r.claims if c.verdict in ("fail", "inconclusive")]
+    open_claims = _open_claims(results)
     if open_claims:
-        lines += ["## Failing and inconclusive claims, and why", "",
+        lines += ["## Claims not reproduced and checks that fail, and why", "",
+                  "Reproduction claims by their verdict word (every word but *reproduced*), checks that fail or are "
+                  "inconclusive; reported-only claims are listed under the entry that counts them.", "",
                   "| id | check | verdict | why |", "|---|---|---|---|"]
-        lines += [f"| [{r.id}](#{r.id.lower()}) | {_fmt(c.statement)}"
-                  + (f" *(re-reads [{c.counted_in}](#{c.counted_in.lower()}); counted there)*" if c.counted_in else "")
-                  + f" | {VERDICT_MARKS[c.verdict]} | {_fmt(c.why)} |" for r, c in open_claims]
+        lines += [f"| [{r.id}](#{r.id.lower()}) | {_fmt(c.statement)}{_standing_note(r, s, _anchor)}"
+                  f" | {mark} | {_fmt(c.why)} |" for r, c, s, mark in open_claims]
         lines.append("")
     for r in results:
         entry = get(r.id)
         lines += [
             f"## {r.id}",
             "",
-            f"**{_entry_title(r, entry)}** — verdict: **{VERDICT_MARKS[r.verdict]}** (profile `{r.profile}`, "
+            f"**{_entry_title(r, entry)}** — verdict: **{counting.entry_verdict(r)}** (profile `{r.profile}`, "
             f"{len(r.seeds)} seed{'s' if len(r.seeds) != 1 else ''}, device `{r.device}`, "
             f"{r.duration_s:.1f} s, commit `{r.git_commit}`"
             + (f", {r.machine.get('cpu')} / {r.machine.get('torch_cpu_capability')}" if r.machine else "") + ")",

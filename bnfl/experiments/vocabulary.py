@@ -6,7 +6,7 @@ own copy (``tests/test_vocabulary.py`` looks for a second one).
 
 from __future__ import annotations
 
-__all__ = ["NO_PAPER", "PAPER_NAMES", "PAPER_ORDER", "VERDICT_COLOURS", "VERDICT_MARKS", "paper_title"]
+__all__ = ["NO_PAPER", "PAPER_NAMES", "PAPER_ORDER", "VERDICT_COLOURS", "VERDICT_MARKS", "WORD_COLOURS", "paper_title"]
 
 #: Papers in the order reports show them; the benchmark (entries no paper has) comes last.
 PAPER_ORDER: tuple[str, ...] = ("fedtan", "hbn", "fixbn", "fedbn", "bench")
@@ -25,6 +25,11 @@ VERDICT_MARKS: dict[str, str] = {"pass": "PASS", "fail": "FAIL", "inconclusive":
 #: The colour of each verdict in the notebooks' claims table (CSS).
 VERDICT_COLOURS: dict[str, str] = {"pass": "#1a7f37", "fail": "#cf222e", "inconclusive": "#9a6700", "info": "#57606a",
                                    "n/a": "#57606a"}
+
+
+#: The colour of each verdict word of a reproduction claim (:data:`bnfl.experiments.verdicts.WORDS`).
+WORD_COLOURS: dict[str, str] = {"reproduced": "#1a7f37", "contradicted": "#cf222e", "smaller than claimed": "#cf222e",
+                                "undecided": "#9a6700", "not testable here": "#57606a"}
 
 
 def paper_title(key: str) -> str:

@@ -711,11 +711,12 @@ def load_results(figures: Path) -> dict[str, object]:
 
 
 def verdict_summary(results: list) -> str:
-    """One paragraph: how many entries pass, fail, are inconclusive; claims by kind and verdict."""
+    """One paragraph: the page's counted reproduction claims by verdict word
+    (:mod:`bnfl.experiments.counting`, the words of the headline table and of each entry's verdict),
+    then claims by kind: reproduction by word, structural and consistency checks by pass/fail."""
     from bnfl.experiments.dashboard import COUNT_KINDS, kind_counts
 
-    verdicts = [r.verdict for r in results]
-    head = ", ".join(f"{verdicts.count(v)} {v}" for v in ("pass", "fail", "inconclusive", "n/a") if verdicts.count(v))
+    head = ", ".join(f"{n} {w}" for w, n in kind_totals(results).items() if n) or "no reproduction claim"
     totals = {k: {} for k in COUNT_KINDS}
     for per in kind_counts(results).values():
         for k in COUNT_KINDS:
@@ -723,7 +724,20 @@ def verdict_summary(results: list) -> str:
                 totals[k][v] = totals[k].get(v, 0) + n
     parts = [f"{k}: " + ", ".join(f"{n} {v}" for v, n in totals[k].items() if n)
              for k in COUNT_KINDS if sum(totals[k].values())]
-    return f"**{len(results)} entries: {head}.** Claims by kind: " + "; ".join(parts) + "."
+    return (f"**{len(results)} entries; counted reproduction claims: {head}.** Claims by kind: " + "; ".join(parts)
+            + ".")
+
+
+def kind_totals(results: list) -> dict[str, int]:
+    """``{verdict word: counted reproduction claims}`` summed over ``results``' entry verdicts."""
+    from bnfl.experiments.counting import entry_words
+    from bnfl.experiments.verdicts import WORDS
+
+    totals = dict.fromkeys(WORDS, 0)
+    for r in results:
+        for w, n in entry_words(r).items():
+            totals[w] += n
+    return totals
 
 
 def entry_title(eid: str, title: str, results: dict[str, object]) -> str:
@@ -931,7 +945,9 @@ def generate_reproductions(written: set[Path]) -> None:
                         logger.warning("bnfl docs: %s is not valid JSON: %s", prov, err)
                         continue
                     if isinstance(data, dict):
-                        facts.update({f"{img.name}: {k}": v for k, v in data.items()})
+                        # the figure file's "verdict" is the stored pass/fail aggregate: the page states the
+                        # entry's verdict in the words of every report (bnfl.experiments.counting) instead
+                        facts.update({f"{img.name}: {k}": v for k, v in data.items() if k != "verdict"})
             book = ROOT / "notebooks" / e["id"].split("-")[0] / f"{e['id']}.py"
             if book.is_file():
                 page += [f"Notebook: {{doc}}`{e['id']} <../notebooks/{book.parent.name}/{e['id']}>`", ""]
@@ -1220,10 +1236,11 @@ def generate_which_fix(written: set[Path]) -> None:
     """``which_fix.inc`` and ``which_fix_benchmark.inc``: the tables of ``docs/which-fix.md``
     (:func:`bnfl.which_fix.markdown`: the communication counted by the engine, the engines, and the
     numbers of the committed results; :func:`bnfl.which_fix.benchmark_markdown`)."""
-    from bnfl.which_fix import benchmark_markdown, markdown
+    from bnfl.which_fix import benchmark_markdown, fixbn_feature_shift, markdown
 
     write_if_changed(GEN / "which_fix.inc", markdown(ROOT / "figures"), written)
     write_if_changed(GEN / "which_fix_benchmark.inc", benchmark_markdown(ROOT / "figures"), written)
+    write_if_changed(GEN / "which_fix_fixbn.inc", fixbn_feature_shift(ROOT / "figures"), written)
 
 
 def generate(app: Sphinx) -> None:
