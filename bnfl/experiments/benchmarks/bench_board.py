@@ -35,13 +35,15 @@ from bnfl.experiments.core import Result
 from bnfl.experiments.interval_claims import interval_claim
 from bnfl.intervals import estimate
 from bnfl.methods import get
-from bnfl.plots import color_for, forest, new_figure, palette_color
+from bnfl.plots import color_for, forest, new_figure
 
 __all__ = ["BENCH_ID", "claims", "figure", "leaderboard", "markdown", "result", "slug"]
 
 #: The entry id of a bench's result file (``<out>/bench/result.json``).
 BENCH_ID = "bench"
 _BN = "fedavg+bn"
+#: Colours of methods outside the Method table (yours), consistent across the panels.
+_OWN_COLORS = ("#000000", "#AA3377", "#BBBB00", "#777777")
 
 
 def slug(text: str) -> str:
@@ -188,18 +190,23 @@ def figure(board: Mapping[str, list[dict[str, Any]]], *, scales: Mapping[str, st
     best first; a method without one is listed with its reason."""
     fig, axes = new_figure(1, len(board), width=4.0, height=0.5 + 0.42 * max(len(r) for r in board.values()),
                            squeeze=False)
+    known = _known()
+    own = list(dict.fromkeys(r["id"] for rows in board.values() for r in rows if r["id"] not in known))
     for ax, (setting, rows) in zip(axes[0], board.items(), strict=True):
         items, missing = [], []
-        for i, r in enumerate(rows):
+        for r in rows:
             d = r.get("diff")
             if d and all(math.isfinite(d[k]) for k in ("estimate", "low", "high")):
-                known = r["id"] in _known()
+                color = color_for(r["id"]) if r["id"] in known else _OWN_COLORS[own.index(r["id"]) % len(_OWN_COLORS)]
                 items.append({"label": r["method"], "estimate": d["estimate"], "low": d["low"], "high": d["high"],
-                              "color": color_for(r["id"]) if known else palette_color(i)})
+                              "color": color})
             else:
                 missing.append(f"{r['method']}: {'n/a' if 'acc' not in r else 'diverged'}")
         if items:
             forest(ax, items, xlabel="vs FedAvg+BN (accuracy points)")
+            for tick in ax.get_yticklabels():  # the methods under test stand out
+                if tick.get_text() in {r["method"] for r in rows if r["id"] in own}:
+                    tick.set_fontweight("bold")
         ax.set_title(f"{setting}\n({scales.get(setting, '')})", fontsize=9)
         if missing:
             ax.text(0.99, 0.01, "\n".join(missing), transform=ax.transAxes, ha="right", va="bottom", fontsize=7)

@@ -5,7 +5,7 @@ A METHOD is what a config's ``method`` takes (an id such as ``fedtan``, an impor
 (``examples/pooled_bn_stats.py``, or ``file.py:Name`` to pick one). The bench trains each named
 method on ``bench-bn-fixes``' settings with its protocol (:mod:`.bench`), reuses the built-in
 methods' stored runs when the protocol's hash matches (and says in one line when it does not), and
-writes ``<out>/bench/``: ``leaderboard.md``, ``leaderboard.json``, ``leaderboard.png``/``.svg`` and
+writes ``<out>/bench/``: ``leaderboard.md``, ``leaderboard.json``, ``leaderboard-figure.png``/``.svg`` and
 ``result.json`` (what ``bnfl compare`` reads), and ``<out>/baselines/<hash>.json`` when it trained
 the built-in methods (docs/bench.md).
 """
@@ -195,10 +195,10 @@ def main(args: argparse.Namespace) -> int:
     from bnfl.plots import save_figure
 
     fig = bench_board.figure(board, scales=scales, subtitle=f"{args.profile} profile, {len(proto['seeds'])} seeds")
-    save_figure(fig, "leaderboard", out_dir=folder, provenance={"command": command, "protocol_hash": key})
+    save_figure(fig, "leaderboard-figure", out_dir=folder, provenance={"command": command, "protocol_hash": key})
     plt.close(fig)
     print(text, end="")
-    print(f"bnfl bench: wrote {folder}/leaderboard.md, leaderboard.json, leaderboard.png and result.json "
+    print(f"bnfl bench: wrote {folder}/leaderboard.md, leaderboard.json, leaderboard-figure.png and result.json "
           f"(bnfl compare reads {out}) in {time.perf_counter() - start:.0f} s")
     return 0
 
