@@ -151,3 +151,27 @@ def test_a_method_that_refuses_a_setting_says_why_in_its_record(monkeypatch):
     monkeypatch.setattr(bench, "tuned_runs", refuse)
     rec = bench.method_record(core.Context(profile="smoke", seeds=[0]), bench.protocol("smoke"), "label skew", "hbn")
     assert rec == {"why": "does not apply here: ValueError: this fix needs conv features"}
+
+
+def test_the_extended_settings_are_declared_and_every_declared_run_builds():
+    from bnfl.experiments.benchmarks import bench_extended as ext
+    from bnfl.train.builder import build_parts
+
+    assert ext.STATUS.startswith("declared, not yet run") and ext.CALIBRATION == {} and ext.CHOSEN == {}
+    assert len(ext.CANDIDATES) == 5 and len(ext.METHODS) >= 12
+    for setting, cands in ext.CANDIDATES.items():
+        first = next(iter(cands))
+        for m in ext.METHODS:
+            if (setting, m) in ext.NOT_APPLICABLE:
+                with pytest.raises(ValueError, match="does not apply"):
+                    ext.run_spec(setting, first, m)
+                continue
+            spec = ext.run_spec(setting, first, m)
+            spec.pop("unseen", None)
+            built = build_parts(spec)
+            assert any(isinstance(mod, __import__("torch").nn.Conv2d) for mod in built.model.modules())
+        for cand in cands:  # the calibration's runs: FedAvg+BN on every candidate and its iid control
+            for control in (False, True):
+                spec = ext.run_spec(setting, cand, "fedavg+bn", control=control)
+                spec.pop("unseen", None)
+                assert build_parts(spec).method.id == "fedavg+bn"

@@ -127,7 +127,13 @@ def main(args: argparse.Namespace) -> int:
     proto = bench.protocol(args.profile)
     key = bench.protocol_hash(proto)
     out = Path(args.out)
-    if args.baselines:
+    if args.train_baselines and args.baselines:
+        raise ValueError("--train-baselines trains the built-in methods and --baselines reuses stored ones; give one")
+    if args.train_baselines:
+        data, seen = None, []
+        print(f"bnfl bench: --train-baselines: training the built-in methods too (protocol {key}; stored runs "
+              "are not read)")
+    elif args.baselines:
         data = bench.read_baselines(args.baselines)
         if data["protocol_hash"] != key:
             raise ValueError(f"{args.baselines}: its protocol {data['protocol_hash']} ({data.get('profile')}) is not "
@@ -139,7 +145,7 @@ def main(args: argparse.Namespace) -> int:
     if data is not None:
         print(f"bnfl bench: reusing the built-in methods' stored runs (protocol {key}, {data['profile']} profile, made "
               f"on {data['machine'].get('cpu', 'an unrecorded CPU')}: {data['path']})")
-    else:
+    elif not args.train_baselines:
         stored = ", ".join(f"{d['protocol_hash']} ({d['profile']})" for d in seen) or "none"
         print(f"bnfl bench: no stored runs of the built-in methods match this protocol ({key}, {args.profile} "
               f"profile; stored: {stored}): training them too")
@@ -149,7 +155,8 @@ def main(args: argparse.Namespace) -> int:
     if args.data_root:
         print("bnfl bench: --data-root: this protocol's data sets are embedded in bnfl; the folder is not read")
     if args.dry_run:
-        for line in _plan(proto, units, data):
+        priced = data if data is not None else bench.find_baselines(key, out / "baselines")[0]
+        for line in _plan(proto, units, priced):
             print(f"bnfl bench: {line}")
         return 0
     entry = get_entry(bench.ENTRY)
@@ -218,6 +225,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the entry's paper profile (every method at the shared rate)")
     p.add_argument("--data-root", default=None, help="folder of local data sets (default $BNFL_DATA)")
     p.add_argument("--baselines", default=None, help="a baseline file to reuse (default: the stored ones)")
+    p.add_argument("--train-baselines", action="store_true",
+                   help="train the built-in methods too, even where stored runs match (the benchmark from scratch)")
     p.add_argument("--batched", choices=("off", "auto", "on"), default="auto", help="the engine (default auto)")
     p.add_argument("--dry-run", action="store_true", help="print what would train and its price; train nothing")
     p.set_defaults(func=main)
