@@ -112,6 +112,14 @@ def test_bad_input_gets_one_line(capsys, args, expected):
     assert err.startswith("bnfl bench: error: ") and "\n" not in err and expected in err
 
 
+def test_a_file_is_named_with_or_without_py_and_with_a_class():
+    from bnfl.experiments.benchmarks.bench_cli import resolve_method
+
+    want = "pooled_bn_stats:PooledStats"
+    assert {resolve_method(a) for a in ("examples/pooled_bn_stats.py", "examples/pooled_bn_stats",
+                                        "examples/pooled_bn_stats.py:PooledStats")} == {want}
+
+
 def test_a_file_with_no_method_says_so(tmp_path, capsys):
     (tmp_path / "nothing_here.py").write_text("X = 1\n")
     assert cli_main(["bench", str(tmp_path / "nothing_here.py"), "--dry-run"]) == 2

@@ -40,7 +40,9 @@ def _file_method(arg: str) -> str:
     (``path.py`` or ``path.py:Name``); the file's folder joins the import path (and ``PYTHONPATH``,
     for processes the runs start)."""
     path_text, _, name = arg.partition(".py:") if ".py:" in arg else (arg, "", "")
-    path = Path(path_text if path_text.endswith(".py") or not name else path_text + ".py")
+    path = Path(path_text + ".py" if name else path_text)
+    if not path.is_file() and path.suffix != ".py" and path.with_name(path.name + ".py").is_file():
+        path = path.with_name(path.name + ".py")  # examples/pooled_bn_stats names examples/pooled_bn_stats.py
     if not path.is_file():
         raise ValueError(f"method {arg!r}: no such file {path}; give an id (bnfl list methods), an import string "
                          "'package.module:Name' or a Python file")
