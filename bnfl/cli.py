@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bnfl.train.config",
     "bnfl.experiments.cli",
     "bnfl.experiments.compare",
+    "bnfl.experiments.benchmarks.bench_cli",
     "bnfl.train._flwr_cli",
     "bnfl.runs_cli",
     "bnfl.train.evaluate_run",

@@ -41,6 +41,11 @@ BLOCKS: dict[tuple[str, str], object] = {
         ("test", "tests/test_testing_plugin.py::test_the_page_example_passes_a_bn_safe_server"),
     ("bn-safe.md", "from my_server import aggregate, make_server_step"):
         ("test", "tests/test_testing_plugin.py::test_the_page_example_fails_a_naive_server_with_counterexamples"),
+    ("bench.md", "bnfl bench examples/pooled_bn_stats.py --profile smoke --out bench-out"):
+        ("test", "tests/test_bench_cli.py::test_the_page_command_runs_the_example_at_smoke_then_reuses_its_baselines"),
+    ("bench.md", "bnfl bench examples/pooled_bn_stats.py --out bench-out"):
+        ("skip", "the quick bench trains for about a minute; its leaderboard is committed (docs/_data/bench) and "
+                 "tests/test_bench_cli.py runs its --dry-run"),
     ("building-the-docs.md", "make docs"): ("test", "tests/test_docs.py::test_docs_build_with_warnings_as_errors"),
     ("calibration.md", "bnfl run bench-calib-proxies --profile quick --out runs"):
         ("skip", "about a minute of training; the calibration table's logic is in tests/test_calibration.py"),

@@ -7,4 +7,9 @@ module found here); their ids start with ``bench-`` and their "paper" key is ``b
   and FedAvg+GN on the same three settings, with paired 95% intervals over seeds.
 - :mod:`.calib_proxies`: ``bench-calib-proxies``, BN-only calibration of the headline claims' proxies
   (:mod:`bnfl.experiments.calibration`): can each proxy resolve the paper's effect?
+
+``bnfl bench`` (:mod:`.bench_cli`) runs a user's methods on ``bench-bn-fixes``' protocol beside the
+built-in ones: :mod:`.bench` (the protocol, its hash and the stored baseline runs in
+``baselines/``), :mod:`.bench_board` (the leaderboard). :mod:`.bench_extended` declares the
+extended benchmark's settings and methods (not yet run). These register no entries.
 """

@@ -1,0 +1,212 @@
+"""``bnfl bench``: a method of your own on ``bench-bn-fixes``'s settings, beside the built-in ones.
+
+The *protocol* is everything the comparison holds fixed: each setting's run specs (data, model,
+partition, rounds, local steps, batch size, the shared recipe's rate), the seeds, and the tuning
+rule (grid, tuning seeds, validation share, the edge extension). It is the protocol of the
+``bench-bn-fixes`` entry (:mod:`.bn_fixes`, :mod:`.bn_fixes_settings`) at the chosen profile, and
+its hash (:func:`protocol_hash`) names it: the method list is not part of it.
+
+The built-in methods' outcomes under a protocol (per seed and setting: the accuracy at the tuned
+rate, the tuning grid's validation scores, communication per round, wall time, and FedAvg+BN's
+damage runs) are a *baseline file* (:func:`baseline_file`), stored with the package under
+``baselines/<hash>.json`` (:data:`STORE`) or in a bench folder's ``baselines/``. A bench whose
+protocol has a stored baseline file trains only the named methods, with the same seeds, partitions
+and tuning rule; otherwise it trains the built-in methods too and stores them in its folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bnfl import _atomic
+from bnfl.experiments.benchmarks.bn_fixes import METHODS as BUILT_IN
+from bnfl.experiments.benchmarks.bn_fixes_settings import SETTINGS, metric, score, setting_spec
+from bnfl.experiments.core import Context, config_hash, deep_merge, machine
+from bnfl.experiments.curves import train_runs
+from bnfl.experiments.registry import get as get_entry
+from bnfl.experiments.tuning import EXTEND, TUNE_SEEDS, VALIDATION, tuned_runs
+
+__all__ = ["BUILT_IN", "STORE", "baseline_file", "find_baselines", "method_record", "protocol", "protocol_hash",
+           "read_baselines", "reference_record", "stored_files", "write_baselines"]
+
+#: Where the committed baseline files live (shipped with the package: ``**/*.json``).
+STORE = Path(__file__).with_name("baselines")
+#: The entry whose protocol the bench runs.
+ENTRY = "bench-bn-fixes"
+#: The protocol version: raise it when the meaning of a field changes.
+VERSION = 1
+
+
+def protocol(profile: str) -> dict[str, Any]:
+    """The frozen protocol of ``bench-bn-fixes`` at ``profile`` (module docstring): per setting its
+    scale, how it is scored, and the run specs (skewed split and iid control) without the method;
+    the seeds; the tuning rule (``None``: every method at the shared recipe's rate)."""
+    entry = get_entry(ENTRY)
+    if profile not in entry.configs:
+        raise ValueError(f"profile must be one of {', '.join(entry.configs)}, got {profile!r}")
+    config = entry.config(profile)
+    over = config.get("override") or {}
+    settings = {}
+    for s in SETTINGS:
+        cand = config["settings"][s]
+        skewed, control = (deep_merge(setting_spec(s, cand, "fedavg+bn", control=c), over) for c in (False, True))
+        for spec in (skewed, control):
+            del spec["method"]
+        settings[s] = {"scale": cand, "metric": metric(s), "skewed": skewed, "control": control}
+    tune = config.get("tune")
+    if tune:
+        tune = {"grid": [float(r) for r in tune["grid"]], "seeds": [int(x) for x in tune.get("seeds", TUNE_SEEDS)],
+                "validation": float(tune.get("validation", VALIDATION)), "extend": int(tune.get("extend", EXTEND))}
+    return {"version": VERSION, "entry": ENTRY, "settings": settings,
+            "seeds": list(range(int(entry.default_seeds[profile]))), "tune": tune}
+
+
+def protocol_hash(proto: Mapping[str, Any]) -> str:
+    """The hash that names a protocol (:func:`bnfl.experiments.core.config_hash`)."""
+    return config_hash(dict(proto))
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(f"{type(err).__name__}: {err}".split())
+
+
+def method_record(ctx: Context, proto: Mapping[str, Any], setting: str, method: str) -> dict[str, Any]:
+    """One method in one setting under ``proto``: its rate tuned by the protocol's rule, then its runs
+    on the protocol's seeds (``ctx.seeds``). The record: ``scores`` (per seed, the setting's score),
+    ``stopped`` (the round each diverged run stopped at), ``lr``, ``tuning`` (the grid in words),
+    ``comm_per_round`` (bytes up and down over all clients per round, measured by the engine on the
+    first seed's run), ``seconds`` (wall time of the tuning and the runs) and ``n_test``; or, for a
+    method that does not apply here, ``why`` (one line) and no scores."""
+    s = proto["settings"][setting]
+    spec = deep_merge(s["skewed"], {"method": method})
+    start = time.perf_counter()
+    tuned = None
+    try:
+        if proto.get("tune"):
+            tuned, runs = tuned_runs(ctx, spec, proto["tune"], score=lambda r: score(setting, r))
+        else:
+            runs = train_runs(ctx, spec)
+    except RuntimeError as err:  # tune_rate: every rate diverged on some seed
+        return {"why": f"diverged at every rate of the grid ({_one_line(err)})"}
+    except (ValueError, TypeError, NotImplementedError) as err:  # the method refuses this setting
+        return {"why": f"does not apply here: {_one_line(err)}"}
+    first = runs[0]
+    rounds = max(1, int(first.get("rounds_done") or 0))
+    comm = float(first["bytes_total"][-1]) / rounds if first.get("bytes_total") else None
+    return {"scores": [float(score(setting, r)) for r in runs],
+            "stopped": [int(r.get("rounds_done", 0)) for r in runs if r.get("diverged")],
+            "lr": tuned.rate if tuned else float(spec["train"]["lr"]),
+            "tuning": tuned.describe() if tuned else "the shared recipe's rate (no tuning at this profile)",
+            "at_edge": bool(tuned.at_edge) if tuned else False,
+            "comm_per_round": comm, "seconds": round(time.perf_counter() - start, 2),
+            "n_test": _n_test(setting, s, first)}
+
+
+def _n_test(setting: str, s: Mapping[str, Any], run: Mapping[str, Any]) -> int:
+    """The test set's size behind one score (each domain's own for the own-domain protocol)."""
+    n = int(run.get("n_test") or 0)
+    if s["metric"] == "own domain":
+        n //= max(1, len(s["skewed"]["data"].get("domains") or [1]))
+    return n
+
+
+def reference_record(ctx: Context, proto: Mapping[str, Any], setting: str) -> dict[str, list[float]]:
+    """FedAvg+BN at the shared recipe's rate on the skewed split (``damaged``) and on its iid split
+    (``control``), per seed: the damage the fixes repair, as the calibration measured it."""
+    s = proto["settings"][setting]
+    return {name: [float(score(setting, r)) for r in train_runs(ctx, deep_merge(s[part], {"method": "fedavg+bn"}))]
+            for name, part in (("damaged", "skewed"), ("control", "control"))}
+
+
+def baseline_file(proto: Mapping[str, Any], profile: str, methods: Mapping[str, Mapping[str, Any]],
+                  reference: Mapping[str, Any], *, source: str, machine_info: Mapping[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """The baseline file of ``proto``: the built-in methods' records ``{method: {setting: record}}``
+    (:func:`method_record`) and the damage runs ``{setting: record}`` (:func:`reference_record`)."""
+    missing = [m for m in BUILT_IN if m not in methods or set(methods[m]) != set(SETTINGS)]
+    if missing:
+        raise ValueError(f"a baseline file needs every built-in method in every setting; missing: {', '.join(missing)}")
+    return {"protocol_hash": protocol_hash(proto), "profile": profile, "protocol": dict(proto),
+            "machine": dict(machine_info or machine()), "source": source,
+            "methods": {m: dict(methods[m]) for m in BUILT_IN}, "reference": dict(reference)}
+
+
+def read_baselines(path: str | Path) -> dict[str, Any]:
+    """A baseline file, or one line naming the file and what is wrong with it."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{p}: no such baseline file; give a file that bnfl bench wrote (<out>/baselines/"
+                         "<hash>.json) or leave --baselines out") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{p}: not a readable baseline file ({_one_line(err)}); remove it or rerun bnfl bench") from None
+    if not isinstance(data, dict) or not isinstance(data.get("methods"), dict) or "protocol_hash" not in data:
+        raise ValueError(f"{p}: not a baseline file (no protocol_hash and methods); remove it or rerun bnfl bench")
+    return data
+
+
+def stored_files(*folders: str | Path | None) -> list[Path]:
+    """Every baseline file of :data:`STORE` and of ``folders`` (a bench folder's ``baselines/``)."""
+    out: list[Path] = []
+    for folder in (STORE, *folders):
+        if folder is not None and Path(folder).is_dir():
+            out += sorted(Path(folder).glob("*.json"))
+    return out
+
+
+def find_baselines(key: str, *folders: str | Path | None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The stored baseline file of protocol ``key`` (``None`` when there is none) and every stored
+    file read (what the mismatch line lists)."""
+    seen = []
+    for path in stored_files(*folders):
+        data = read_baselines(path)
+        data["path"] = str(path)
+        seen.append(data)
+        if data["protocol_hash"] == key:
+            return data, seen
+    return None, seen
+
+
+def write_baselines(folder: str | Path, data: Mapping[str, Any]) -> Path:
+    """Write a baseline file as ``folder/<hash>.json`` (atomically)."""
+    path = Path(folder) / f"{data['protocol_hash']}.json"
+    _atomic.write_text(path, json.dumps({k: v for k, v in data.items() if k != "path"}, indent=1) + "\n")
+    return path
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (NaN where a run diverged or there is one seed)."""
+    if not values or not all(math.isfinite(v) for v in values):
+        return float("nan"), float("nan")
+    sd = float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
+    return float(np.mean(values)), sd
+
+
+def work_units(methods: Sequence[str], with_reference: bool) -> list[tuple[str, str]]:
+    """``(method or "reference", setting)`` in the order the bench trains them."""
+    units = [("reference", s) for s in SETTINGS] if with_reference else []
+    return units + [(m, s) for m in methods for s in SETTINGS]
+
+
+def run_units(ctx: Context, proto: Mapping[str, Any], units: Sequence[tuple[str, str]],
+              step: Callable[[str], None] | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Train ``units`` (:func:`work_units`): ``({method: {setting: record}}, {setting: reference})``;
+    ``step(description)`` is called after each unit (a progress bar's update)."""
+    records: dict[str, dict[str, Any]] = {}
+    reference: dict[str, Any] = {}
+    for name, setting in units:
+        if name == "reference":
+            reference[setting] = reference_record(ctx, proto, setting)
+        else:
+            records.setdefault(name, {})[setting] = method_record(ctx, proto, setting, name)
+        if step is not None:
+            step(f"{name} / {setting}")
+    return records, reference
