@@ -12,7 +12,8 @@ one; both in this process, the rounds of the two timed alternately so that load 
 * ``rounds/s``: rounds per second of the whole stack (all seeds): ``R - 1`` over the time of an
   ``R``-round run minus a one-round run (build, start-up and the one evaluation at the end
   cancel), after an untimed warm-up run, ``R`` chosen so that a run takes about ``--seconds``
-  (at least ``--rounds``); the best of ``--repeats`` (steadiest where other work shares the cores);
+  (at least ``--rounds``); each run's time the best of ``--repeats`` (steadiest where other work
+  shares the cores), the runs of both engines alternated;
 * ``ops``: the share of a round's wall time in torch's operators (``torch.profiler``: the self
   CPU time of every ``aten::`` operator, over one profiled run);
 * ``bound``: a lower bound from the arithmetic: every FLOP-carrying operator of a run
@@ -39,7 +40,6 @@ import argparse
 import copy
 import json
 import os
-import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -221,8 +221,8 @@ def uptime() -> str:
         return "uptime unavailable"
 
 
-def alternate(fns: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {k: [] for k in fns}
+def alternate(fns: dict[Any, Callable[[], float]], repeats: int) -> dict[Any, list[float]]:
+    out: dict[Any, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
         for k, fn in fns.items():
             out[k].append(fn())
@@ -269,8 +269,9 @@ def main() -> None:
             timed(base, seeds, 1, batched, e)  # warm-up: first calls, caches
         per_round = max(marginal(base, seeds, 3, batched, engines[0]) / 2, 1e-4)
         rounds = max(args.rounds, min(400, round(args.seconds / per_round)))  # each timed run about --seconds
-        t = alternate({e: partial(marginal, base, seeds, rounds, batched, e) for e in engines}, args.repeats)
-        rps = {e: (rounds - 1) / min(v) for e, v in t.items()}
+        t = alternate({(e, n): partial(timed, base, seeds, n, batched, e) for e in engines for n in (rounds, 1)},
+                      args.repeats)
+        rps = {e: (rounds - 1) / max(min(t[e, rounds]) - min(t[e, 1]), 1e-9) for e in engines}
         share = {e: op_share(base, seeds, 3, batched, e) for e in engines}
         sec, flops = arithmetic_seconds(base, seeds, batched)
         line = (f"{entry:12s} {base['model']['name']:9s} {base['method'][:7]:7s} {len(seeds):2d} "
@@ -286,10 +287,11 @@ def main() -> None:
         avg = {**base, "method": "fedavg+bn"}
         for e in engines:
             timed(base, seeds, 1, batched, e)
-            t = alternate({"fedtan": partial(marginal, base, seeds, 20, batched, e),
-                           "fedavg+bn": partial(marginal, avg, seeds, 20, batched, e)}, args.repeats)
-            print(f"{RATIO_SHAPE} round, FedTAN / FedAvg+BN on {e}: {min(t['fedtan']) / min(t['fedavg+bn']):.2f} "
-                  f"(medians {statistics.median(t['fedtan']) / statistics.median(t['fedavg+bn']):.2f})", flush=True)
+            t = alternate({(m, n): partial(timed, b, seeds, n, batched, e)
+                           for m, b in (("fedtan", base), ("fedavg+bn", avg)) for n in (21, 1)}, args.repeats)
+            sec = {m: min(t[m, 21]) - min(t[m, 1]) for m in ("fedtan", "fedavg+bn")}
+            print(f"{RATIO_SHAPE} round, FedTAN / FedAvg+BN on {e}: {sec['fedtan'] / sec['fedavg+bn']:.2f} "
+                  f"({1e3 * sec['fedtan'] / 20:.1f} vs {1e3 * sec['fedavg+bn'] / 20:.1f} ms per round)", flush=True)
     print(uptime())
 
 
