@@ -13,7 +13,8 @@ one; both in this process, the rounds of the two timed alternately so that load 
   ``R``-round run minus a one-round run (build, start-up and the one evaluation at the end
   cancel), after an untimed warm-up run, ``R`` chosen so that a run takes about ``--seconds``
   (at least ``--rounds``); each run's time the best of ``--repeats`` (steadiest where other work
-  shares the cores), the runs of both engines alternated;
+  shares the cores), the runs of both engines alternated (where noise leaves the difference not
+  positive, the whole ``R``-round run's rate: a lower bound);
 * ``ops``: the share of a round's wall time in torch's operators (``torch.profiler``: the self
   CPU time of every ``aten::`` operator, over one profiled run);
 * ``bound``: a lower bound from the arithmetic: every FLOP-carrying operator of a run
@@ -221,6 +222,13 @@ def uptime() -> str:
         return "uptime unavailable"
 
 
+def rate(long: list[float], short: list[float], rounds: int) -> float:
+    """Rounds per second of rounds 2..``rounds`` from the best ``rounds``-round and one-round
+    times; where noise leaves no positive difference, the whole run's rate (a lower bound)."""
+    diff = min(long) - min(short)
+    return (rounds - 1) / diff if diff > 0 else rounds / min(long)
+
+
 def alternate(fns: dict[Any, Callable[[], float]], repeats: int) -> dict[Any, list[float]]:
     out: dict[Any, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
@@ -236,7 +244,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1.0, help="about how long a timed run takes")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--engines", default="reference,fast")
-    ap.add_argument("--quick", action="store_true", help="2 rounds, 1 repeat, no FedTAN/FedAvg+BN ratio")
+    ap.add_argument("--quick", action="store_true", help="runs of about 0.3 s, 2 repeats, no FedTAN/FedAvg+BN ratio")
     ap.add_argument("--no-ratio", action="store_true")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="time the runs by the process's CPU time (default) or the wall clock")
@@ -250,7 +258,7 @@ def main() -> None:
         if e not in fast_path.ENGINES:
             raise SystemExit(f"bench_quick: unknown engine {e!r}; pick from {fast_path.ENGINES}")
     if args.quick:
-        args.rounds, args.seconds, args.repeats, args.no_ratio = 3, 0.3, 1, True
+        args.rounds, args.seconds, args.repeats, args.no_ratio = 3, 0.3, 2, True
     torch.set_num_threads(1)
     CLOCK["now"] = time.process_time if args.clock == "cpu" else time.perf_counter
     print(f"clock: {args.clock}; ", end="")
@@ -271,7 +279,7 @@ def main() -> None:
         rounds = max(args.rounds, min(400, round(args.seconds / per_round)))  # each timed run about --seconds
         t = alternate({(e, n): partial(timed, base, seeds, n, batched, e) for e in engines for n in (rounds, 1)},
                       args.repeats)
-        rps = {e: (rounds - 1) / max(min(t[e, rounds]) - min(t[e, 1]), 1e-9) for e in engines}
+        rps = {e: rate(t[e, rounds], t[e, 1], rounds) for e in engines}
         share = {e: op_share(base, seeds, 3, batched, e) for e in engines}
         sec, flops = arithmetic_seconds(base, seeds, batched)
         line = (f"{entry:12s} {base['model']['name']:9s} {base['method'][:7]:7s} {len(seeds):2d} "
@@ -289,7 +297,7 @@ def main() -> None:
             timed(base, seeds, 1, batched, e)
             t = alternate({(m, n): partial(timed, b, seeds, n, batched, e)
                            for m, b in (("fedtan", base), ("fedavg+bn", avg)) for n in (21, 1)}, args.repeats)
-            sec = {m: min(t[m, 21]) - min(t[m, 1]) for m in ("fedtan", "fedavg+bn")}
+            sec = {m: 20 / rate(t[m, 21], t[m, 1], 21) for m in ("fedtan", "fedavg+bn")}
             print(f"{RATIO_SHAPE} round, FedTAN / FedAvg+BN on {e}: {sec['fedtan'] / sec['fedavg+bn']:.2f} "
                   f"({1e3 * sec['fedtan'] / 20:.1f} vs {1e3 * sec['fedavg+bn'] / 20:.1f} ms per round)", flush=True)
     print(uptime())
