@@ -1,7 +1,7 @@
 """Which engine code runs: the fast path (default) or today's reference code (issue 48).
 
-The fast path cuts Python around torch's operators (server-side aggregation, per-round
-bookkeeping, the lock-step hand-over, evaluation) with results bitwise equal to the reference
+The fast path cuts Python around torch's operators (the server's aggregation, the epochs' batch
+cuts, a client's state load, the lock-step hand-over) with results bitwise equal to the reference
 on one machine (``tests/test_fl_fast_path.py``). ``reference`` keeps the code as it was, for
 ``benchmarks/bench_quick.py`` to time both in one process and for checking the fast path.
 
