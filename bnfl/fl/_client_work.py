@@ -12,7 +12,7 @@ other: both are built from the same :meth:`ClientWork._set_up_clients`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from bnfl.data.datasets import as_index_array
 from bnfl.data.stored import decode, keep_or_move
 from bnfl.fedtan import CoupledStep
+from bnfl.fl import fast_path
 from bnfl.fl._evaluate import accuracy, ema_global_stats
 from bnfl.fl._local import LocalOptimizerMixin
 from bnfl.fl.augment import make_augmenter
@@ -123,7 +124,7 @@ class ClientWork(LocalOptimizerMixin):
     def _client_data(self, c: int) -> tuple[Tensor, Tensor]:
         return self.samples_of(torch.as_tensor(self.client_indices[c], device=self.device))
 
-    def _epoch_batches(self, c: int, epoch: int) -> list[Tensor]:
+    def _epoch_batches(self, c: int, epoch: int) -> Sequence[Tensor]:
         # = list(iterate_batches(idx, min(B, n_c), seed=seed * 1_000_003 + c, epoch=epoch, drop_last=True)),
         # drawn for many clients and epochs at once (bitwise the same streams)
         if self._orders is None:
@@ -180,7 +181,7 @@ class ClientWork(LocalOptimizerMixin):
         work = self.work_model
         state = self.client_state(c)
         state.update({k: v for k, v in received.items() if k in state})
-        work.load_state_dict(state)
+        fast_path.load_state(work, state)
         client = self.client_context(c, received)
         alg.client_start(client, r, work)
         opt = self._optimizer(work, alg.initial_momentum(client), lr)
@@ -241,7 +242,7 @@ class ClientWork(LocalOptimizerMixin):
         unfreeze_bn_stats(self.work_model)
         full = dict(state)
         full.update(self.client_local.get(c, self.init_local))
-        self.work_model.load_state_dict(full)
+        fast_path.load_state(self.work_model, full)
         return self.algorithm.client_statistics(self.client_context(c), self.work_model, kind)
 
     def _accuracy(self, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
@@ -251,7 +252,7 @@ class ClientWork(LocalOptimizerMixin):
         """Client ``c``'s model's accuracy on the global test set and on its own data (its test
         rows, else its training data)."""
         m = self._eval_model
-        m.load_state_dict(self.client_state(c))
+        fast_path.load_state(m, self.client_state(c))
         per = self._accuracy(m, self.x_test, self.y_test)[0]
         if self.data.client_test is not None:
             idx = torch.as_tensor(self.data.client_test[c], device=self.device)

@@ -14,6 +14,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnfl.data.folders import IGNORE_INDEX
 from bnfl.fedtan import CoupledStep
+from bnfl.fl import fast_path
 from bnfl.functional import ema
 from bnfl.stats import Moments
 
@@ -110,7 +111,7 @@ class EvaluationMixin:
         model on the global test set (averaged: FedTAN protocol) and on its own data (FedBN)."""
         out: dict[str, Any] = {}
         m = self._eval_model
-        m.load_state_dict(self.evaluation_state())
+        fast_path.load_state(m, self.evaluation_state())
         acc, loss = self._accuracy(m, self.x_test, self.y_test)
         out["test_acc"], out["test_loss"] = acc, loss
         if self.algorithm.personalized:

@@ -31,7 +31,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["BatchOrders", "permutations"]
+from bnfl.fl import fast_path
+
+__all__ = ["BatchOrders", "Batches", "permutations"]
 
 # SeedSequence's constants (numpy/random/bit_generator.pyx) and PCG64's multiplier (pcg64.h)
 _INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
@@ -118,6 +120,27 @@ def permutations(seeds: Sequence[int], epochs: Sequence[int], sizes: Sequence[in
     return out  # type: ignore[return-value]
 
 
+class Batches(Sequence):
+    """One epoch's batches of ``b`` ids (the last partial one dropped) as views of the epoch's
+    order cut on demand: ``Batches(order, b)[i]`` is ``order[i*b:(i+1)*b]``, what the list of
+    all of them (the reference, :mod:`bnfl.fl.fast_path`) holds, without cutting the epochs drawn
+    ahead that a run never reaches."""
+
+    def __init__(self, order: Tensor, b: int) -> None:
+        self.order, self.b, self.n = order, b, order.numel() // b
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204 - an int or a slice, as a list takes
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        j = i + self.n if i < 0 else i
+        if not 0 <= j < self.n:
+            raise IndexError(f"batch {i} out of range ({self.n} batches)")
+        return self.order[j * self.b:(j + 1) * self.b]
+
+
 class BatchOrders:
     """Every client's mini-batches (sample-id tensors) of each epoch, as
     :func:`bnfl.data.datasets.epoch_batches` with ``drop_last=True`` gives them, cached per
@@ -141,9 +164,9 @@ class BatchOrders:
         self.seeds = [int(seed) * 1_000_003 + c for c in range(len(self.arrays))]
         self.batch = [min(batch_size, a.size) for a in self.arrays]
         self.ahead = [max(1, min(self.AHEAD_EPOCHS, -(-self.AHEAD_SAMPLES // max(a.size, 1)))) for a in self.arrays]
-        self.cache: dict[int, dict[int, list[Tensor]]] = {}
+        self.cache: dict[int, dict[int, Sequence[Tensor]]] = {}
 
-    def batches(self, c: int, epoch: int, cursors: dict[int, list[int]]) -> list[Tensor]:
+    def batches(self, c: int, epoch: int, cursors: dict[int, list[int]]) -> Sequence[Tensor]:
         """Client ``c``'s batches of ``epoch``; ``cursors[k][0]`` is client ``k``'s current epoch."""
         got = self.cache.get(c, {}).get(epoch)
         if got is None:
@@ -163,4 +186,7 @@ class BatchOrders:
         for (k, e), p in zip(want, perms, strict=True):
             order = torch.from_numpy(self.arrays[k][p])
             b = self.batch[k]
-            self.cache[k][e] = [order[i * b:(i + 1) * b] for i in range(order.numel() // b)]
+            if fast_path.enabled():  # the same batches, each cut when it is asked for
+                self.cache[k][e] = Batches(order, b)
+            else:
+                self.cache[k][e] = [order[i * b:(i + 1) * b] for i in range(order.numel() // b)]

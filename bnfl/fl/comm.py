@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from bnfl.fl import fast_path
+
 __all__ = ["Channel", "Exchange", "state_bytes", "weighted_sum"]
 
 
@@ -67,6 +69,8 @@ def weighted_sum(states: Sequence[Mapping[str, Tensor]], weights: Sequence[float
         if list(s.keys()) != keys:
             raise ValueError(f"client state {i} has different keys from client state 0")
     k = len(states)
+    if fast_path.enabled() and k > 1:
+        return _weighted_sum_flat(states, weights, keys)
     out: dict[str, Tensor] = {}
     weights_at: dict[tuple, tuple[Tensor, Tensor]] = {}  # per (device, dtype): p_i as (K, 1, ...) rows, row ids
     for key in keys:
@@ -85,6 +89,35 @@ def weighted_sum(states: Sequence[Mapping[str, Tensor]], weights: Sequence[float
             acc = prod.sum(0)
         out[key] = acc.to(ref.dtype) if ref.is_floating_point() else acc.round().to(ref.dtype)
     return out
+
+
+def _weighted_sum_flat(states: Sequence[Mapping[str, Tensor]], weights: Sequence[float],
+                       keys: list[str]) -> dict[str, Tensor]:
+    """:func:`weighted_sum` with the keys of one device and dtype flattened into one ``(K, N)``
+    block (one concatenation, one product, one ``index_add_``, instead of five ops per key): the
+    same products and the same row-after-row sums, element by element, so bitwise the same result
+    (``tests/test_fl_fast_path.py``)."""
+    k = len(states)
+    groups: dict[tuple, list[str]] = {}
+    for key in keys:
+        ref = states[0][key]
+        exact = ref.dtype if ref.dtype in (torch.float32, torch.float64) else torch.float64
+        groups.setdefault((ref.device, exact), []).append(key)
+    out: dict[str, Tensor] = {}
+    for (device, exact), names in groups.items():
+        refs = [states[0][key] for key in names]
+        sizes = [t.numel() for t in refs]
+        flat = torch.cat([s[key].reshape(-1).to(exact) for s in states for key in names]).view(k, sum(sizes))
+        w = torch.as_tensor(weights, dtype=torch.float64).to(device=device, dtype=exact)  # p_i rounded to the dtype
+        prod = flat * w[:, None]  # (K, N): p_i s_i
+        if device.type == "cpu":  # the rows added in order, as weighted_sum adds them
+            acc = torch.zeros_like(prod[:1]).index_add_(0, torch.zeros(k, dtype=torch.long), prod)[0]
+        else:
+            acc = prod.sum(0)
+        for key, ref, part in zip(names, refs, acc.split(sizes), strict=True):
+            part = part.view(ref.shape)
+            out[key] = part.to(ref.dtype).clone() if ref.is_floating_point() else part.round().to(ref.dtype)
+    return {key: out[key] for key in keys}
 
 
 @dataclass

@@ -45,6 +45,7 @@ from bnfl import _folder_lock
 from bnfl._progress import bar_options
 from bnfl.data.partition import Participation
 from bnfl.fedtan import CoupledStep, Exchange
+from bnfl.fl import fast_path
 from bnfl.fl._checkpoint import CheckpointMixin
 from bnfl.fl._client_work import ClientWork
 from bnfl.fl._evaluate import EvaluationMixin, _cross_entropy, accuracy, ema_global_stats
@@ -313,7 +314,7 @@ class Simulation(ClientWork, CheckpointMixin, EvaluationMixin):
         drawing its next batch; weights ``weights``) from the global state, with ``exchange`` (None:
         the channel's all-reduce, :func:`bnfl.fl.coupled.channel_exchange`)."""
         unfreeze_bn_stats(self.work_model)
-        self.work_model.load_state_dict(self.base_state)  # what every client starts from
+        fast_path.load_state(self.work_model, self.base_state)  # what every client starts from
         batches = [self.next_batch(c) for c in clients]
         return step.run(self.work_model, batches, self.loss_fn, weights,
                         exchange=channel_exchange(self.channel) if exchange is None else exchange)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from bnfl.fl import fast_path
 from bnfl.fl.batched_together import ClientWork, run_together
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class _Requests:
     """Stands in for a simulation's :class:`~bnfl.fl.batched.BatchedClients`: its ``train`` hands
     the request to the lock-step loop and waits for the combined computation's answer."""
 
-    def __init__(self, real: Any, baton: _Baton, slot: _Slot) -> None:
+    def __init__(self, real: Any, baton: Any, slot: _Slot) -> None:  # a _Baton or a _Relay
         self._real, self._baton, self._slot = real, baton, slot
 
     def __getattr__(self, name: str) -> Any:
@@ -121,6 +122,40 @@ class _Baton:
             self.cond.notify_all()
 
 
+class _Relay:
+    """:class:`_Baton`'s hand-over with one semaphore per simulation thread and one for the loop
+    (the fast path, :mod:`bnfl.fl.fast_path`): a turn wakes the one thread whose turn it is,
+    where the baton's condition wakes every waiting thread to check whose turn it is (S threads
+    woken per hand-over). The same turns in the same order, so the same results."""
+
+    def __init__(self) -> None:
+        self.loop = threading.Semaphore(0)
+        self.go: dict[int, threading.Semaphore] = {}
+
+    def _go(self, slot: _Slot) -> threading.Semaphore:
+        return self.go.setdefault(id(slot), threading.Semaphore(0))
+
+    def give(self, slot: _Slot) -> None:
+        self._go(slot).release()
+        self.loop.acquire()
+
+    def hand_back(self, slot: _Slot) -> Any:
+        slot.rng = _rng_state()
+        go = self._go(slot)
+        self.loop.release()
+        go.acquire()
+        _set_rng_state(slot.rng)
+        reply, slot.reply = slot.reply, None
+        return reply
+
+    def wait_first_turn(self, slot: _Slot) -> None:
+        self._go(slot).acquire()
+
+    def finish(self, slot: _Slot) -> None:
+        slot.done = True
+        self.loop.release()
+
+
 def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
                  max_rows: int | None = None, stack_coupled: bool = False) -> list[History | BaseException]:
     """Run ``sims`` (each as :meth:`Simulation.run <bnfl.fl.Simulation.run>` would) with their
@@ -151,8 +186,11 @@ def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
             raise ValueError(f"run_lockstep: simulation {i} does not use the batched engine "
                              f"({s.history.meta['batched']['why']}); build it with batched='auto' or 'on' "
                              "and run it on its own if it cannot be batched")
-    baton = _Baton()
+    baton: Any = _Relay() if fast_path.enabled() else _Baton()
     slots = [_Slot(s) for s in sims]
+    for slot in slots:
+        if isinstance(baton, _Relay):
+            baton._go(slot)  # (created before any thread waits on it)
     start = _rng_state()
     originals = [s.clients for s in sims]  # each one's batched engine (checked above)
 
