@@ -121,3 +121,41 @@ def test_the_runner_stores_the_hash_of_what_ran(tmp_path):
     assert stored["protocol_hash"] == result.protocol_hash == P.protocol_hash("fedtan-fig2")
     other = run("fedtan-fig2", profile="quick", seeds=2)  # not the declared seeds: another hash
     assert other.protocol_hash == P.protocol_hash("fedtan-fig2", seeds=[0, 1]) != result.protocol_hash
+
+
+def test_the_seed_amendment_records_every_entry_it_moved_with_what_is_stored_today():
+    """A12 (issue 47 part 7): every trained entry runs at least 5 seeds at quick, and each entry the
+    amendment moved names the hash it ran under before and the one stored now, and its changed
+    claims' "after" is the interval stored today."""
+    log = P.load_log()
+    results = {r.id: r for r in _results(FIGURES)}
+    (a12,) = [a for a in log["entry_amendment"] if a["id"] == "A12"]
+    moved = {e["entry"]: e for e in a12["entries"]}
+    for r in results.values():
+        if r.runs and r.id not in ("hbn-tab8", "hbn-tab9", "hbn-tab10"):
+            assert len(r.seeds) >= 5, r.id
+    for entry, e in moved.items():
+        assert e["to_hash"] == results[entry].protocol_hash != e["from_hash"], entry
+        assert (e["seeds_before"], e["seeds_after"]) == (3, len(results[entry].seeds)), entry
+        claims = {c.name: c for c in results[entry].claims}
+        for ch in e["changed_claims"]:
+            iv = claims[ch["claim"]].interval or {}
+            got = tuple(None if iv.get(k) is None else round(iv[k], 2) for k in ("estimate", "low", "high"))
+            assert got == (ch["after"]["estimate"], ch["after"]["low"], ch["after"]["high"]), (entry, ch["claim"])
+            assert claims[ch["claim"]].verdict == ch["after"]["stored_verdict"], (entry, ch["claim"])
+
+
+def test_an_entry_amendment_lets_its_old_hash_through_and_nothing_else(tmp_path):
+    """A stored result that still carries A12's ``from_hash`` passes (the log records the move);
+    the same result with a hash no amendment names does not."""
+    log = P.load_log()
+    e = log["entry_amendment"][0]["entries"][0]
+    r = next(r for r in _results(FIGURES) if r.id == e["entry"])
+    old = copy.copy(r)
+    old.protocol_hash = e["from_hash"]
+    assert P.unrecorded([old], log) == []
+    old.protocol_hash = "0" * 16
+    assert P.unrecorded([old], log) != []
+    broken = copy.deepcopy(log)
+    del broken["entry_amendment"][0]["entries"][0]["to_hash"]
+    assert any("to_hash" in p for p in P.validate_log(broken))

@@ -134,6 +134,8 @@ def protocol_hash(entry_id: str, *, profile: str = PROFILE, config: Mapping[str,
 
 _REQUIRED = ("id", "date", "commits", "row", "entry", "claim", "what", "why", "before", "after")
 _SIDE = ("commit", "claim", "verdict", "estimate", "low", "high", "seeds")
+#: What an amendment of whole entries (``entry_amendment``, e.g. A12's seed counts) records per entry.
+_ENTRY_SIDE = ("entry", "from_hash", "to_hash", "verdict_before", "verdict_after")
 
 
 def load_log(path: str | Path | None = None) -> dict[str, Any]:
@@ -166,7 +168,13 @@ def validate_log(log: Mapping[str, Any]) -> list[str]:
             low, est, high = rec.get("low"), rec.get("estimate"), rec.get("high")
             if all(isinstance(x, (int, float)) for x in (low, est, high)) and not low <= est <= high:
                 problems.append(f"{name}: {side} interval {est} [{low}, {high}] does not hold its estimate")
-    ids = [a.get("id") for a in log.get("amendment", [])]
+    for a in log.get("entry_amendment", []):
+        name = a.get("id", "an entry amendment")
+        problems += [f"{name}: no {k!r}" for k in ("id", "date", "commits", "what", "why", "entries")
+                     if a.get(k) in (None, "", [])]
+        for e in a.get("entries", []):
+            problems += [f"{name}, {e.get('entry', '?')}: no {k!r}" for k in _ENTRY_SIDE if e.get(k) in (None, "")]
+    ids = [a.get("id") for a in log.get("amendment", []) + log.get("entry_amendment", [])]
     problems += [f"amendment id {x!r} appears {ids.count(x)} times" for x in sorted(set(ids), key=str)
                  if ids.count(x) > 1]
     return problems
@@ -188,9 +196,13 @@ def unrecorded(results: Iterable[Any], log: Mapping[str, Any] | None = None) -> 
     (:func:`protocol_hash`) with no chain of logged amendments (``from_hash`` -> ``to_hash``) from
     the stored hash to the declared one; a result with no hash is listed too."""
     edges: dict[tuple[str, str], str] = {}
+    log = load_log() if log is None else log
     for a in amendments(log):
         if a.get("from_hash") and a.get("to_hash"):
             edges[(a["entry"], a["from_hash"])] = a["to_hash"]
+    for a in log.get("entry_amendment", []):
+        for e in a.get("entries", []):
+            edges[(e["entry"], e["from_hash"])] = e["to_hash"]
     problems = []
     for r in results:
         stored = getattr(r, "protocol_hash", "") or ""
@@ -215,9 +227,11 @@ def _side(rec: Mapping[str, Any]) -> str:
             f"({rec['seeds']} seeds, {rec['commit']})")
 
 
-def amendments_markdown(rows: Sequence[tuple[int, Headline]], log: Mapping[str, Any] | None = None) -> str:
+def amendments_markdown(rows: Sequence[tuple[int, Headline]], log: Mapping[str, Any] | None = None, *,
+                        entries: bool = True) -> str:
     """The amendments of the headline ``rows`` (``(row number, headline)``) as a markdown list: id,
-    date, commits, what, why, the verdict before and after; empty when none is amended."""
+    date, commits, what, why, the verdict before and after; empty when none is amended. With
+    ``entries`` (REPORT.md), a line per amendment of whole entries that no headline row holds (A12)."""
     lines = []
     log = load_log() if log is None else log
     for n, h in rows:
@@ -227,6 +241,12 @@ def amendments_markdown(rows: Sequence[tuple[int, Headline]], log: Mapping[str, 
             lines.append(f"- **{a['id']}** (row {n}, {h.entry}, {a['date']}, {', '.join(a['commits'])}): "
                          f"{a['what']} Why: {a['why']}{late} Before: {_side(a['before'])}; after: "
                          f"{_side(a['after'])}.")
+    for a in log.get("entry_amendment", []) if entries else []:
+        moved = [e for e in a["entries"] if e["verdict_before"] != e["verdict_after"]]
+        claims = sum(len(e.get("changed_claims", [])) for e in a["entries"])
+        lines.append(f"- **{a['id']}** ({len(a['entries'])} entries, no headline row, {a['date']}, "
+                     f"{', '.join(a['commits'])}): {a['what']} Why: {a['why']} {claims} stored claim verdicts and "
+                     f"{len(moved)} entry verdicts changed; each, before and after, is in the log.")
     if lines and log.get("not_yet_logged"):
         lines.append(f"- *Not yet logged:* {log['not_yet_logged']}")
     return "\n".join(lines)
@@ -261,5 +281,5 @@ def paper_protocols_markdown(paper: str, results: Mapping[str, Any], link: Any =
              "recorded in `figures/PROTOCOL-LOG.json` (see *Pre-registered protocols*).", ""]
     lines += [f"- Row {n}, {show(h.entry)} `{h.claim}` ({h.topic}): {protocol_cell(h, results.get(h.entry), log)}."
               for n, h in rows]
-    amended = amendments_markdown(rows, log)
+    amended = amendments_markdown(rows, log, entries=False)
     return "\n".join(lines + (["", "Amendments:", "", amended] if amended else [])) + "\n"

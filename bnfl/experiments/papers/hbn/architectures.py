@@ -88,7 +88,7 @@ def _arch_runs(ctx: Context, config: dict[str, Any]) -> dict[str, dict[str, list
     summary=("Table 5: CIFAR-100 (phi = 0.1, B = 64) with pretrained MobileNetV2, ResNet-18, ResNet-50, VGG-11 and "
              "VGG-19 (dropout removed): HBN beats BN and GN on every network."),
     look_for="For each network, the three normalisers' final accuracy.",
-    kind="training", configs=_CONFIGS, seeds={"smoke": 1, "quick": 3, "paper": 3},
+    kind="training", configs=_CONFIGS, seeds={"smoke": 1, "quick": 5, "paper": 3},
 )
 def compute_tab5(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(x) for x in ctx.seeds]
@@ -139,7 +139,7 @@ def _auc(r: dict[str, Any]) -> float:
     title="Convergence curves on five architectures",
     summary="Fig. 7 (App. B.4): accuracy against rounds for BN, GN and HBN on Table 5's networks.",
     look_for="One panel per network; HBN's curve should lie above BN's for most of training.",
-    kind="training", configs=_CONFIGS, seeds={"smoke": 1, "quick": 3, "paper": 3},
+    kind="training", configs=_CONFIGS, seeds={"smoke": 1, "quick": 5, "paper": 3},
 )
 def compute_fig7(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(x) for x in ctx.seeds]
