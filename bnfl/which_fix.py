@@ -28,7 +28,8 @@ from typing import Any
 import torch
 
 from bnfl.experiments import training
-from bnfl.experiments.core import Context
+from bnfl.experiments.core import Context, Result
+from bnfl.experiments.counting import claim_word, entry_verdict
 from bnfl.methods import METHODS as ALL
 from bnfl.methods import get
 from bnfl.models import build
@@ -209,23 +210,17 @@ def headlines(figures: str | Path) -> dict[str, dict[str, str]]:
 
 
 def _result(res: Mapping[str, Any]) -> Any:
-    from bnfl.experiments.core import Result
-
     defaults = {"title": "", "profile": "", "seeds": [], "rows": [], "paper": []}
     return Result.from_dict({**defaults, **res})
 
 
 def _entry_verdict(res: Mapping[str, Any]) -> str:
     """The entry's verdict as every report reads it (:func:`bnfl.experiments.counting.entry_verdict`)."""
-    from bnfl.experiments.counting import entry_verdict
-
     return entry_verdict(_result(res))
 
 
 def _words(res: Mapping[str, Any]) -> dict[str, Any]:
     """``{claim name: Verdict}`` of the result's reproduction claims (:func:`bnfl.experiments.counting.claim_word`)."""
-    from bnfl.experiments.counting import claim_word
-
     r = _result(res)
     return {c.name: w for c in r.claims for w in [claim_word(r, c)] if w is not None}
 

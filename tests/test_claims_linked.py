@@ -19,8 +19,8 @@ def test_linked_claim_is_counted_in_its_own_entry_only():
     own = at_least("gap", "FedBN beats FedAvg", 2.0, 0.0)
     again = linked(at_least("gap", "FedBN beats FedAvg", 2.0, 0.0), "fedbn-tab11")
     results = [_result("fedbn-tab11", [own]), _result("fedbn-fig5", [again])]
-    assert claim_counts(results)["pass"] == 1
-    assert kind_counts(results)["fedbn"]["reproduction"]["pass"] == 1
+    assert claim_counts(results)["reproduced"] == 1  # counted reproduction claims read as the headline's words
+    assert kind_counts(results)["fedbn"]["reproduction"]["reproduced"] == 1
     assert again.verdict == "pass" and results[1].verdict == "pass"  # the entry still shows it
     assert "fedbn-tab11" in claim_rows(results[1])[0]["check"]
 

@@ -95,11 +95,10 @@ def test_headline_configs_record_the_scaled_lambda_and_the_sec41_evaluation():
         S.hbn_options("MNIST")
 
 
-def test_every_owned_entry_runs_three_seeds_at_quick():
-    headline = {"hbn-tab1", "hbn-tab2", "hbn-fig4", "hbn-tab6"}  # issue 36: 5 seeds (hbn-fig4 re-reads hbn-tab2)
+def test_every_owned_entry_runs_five_seeds_at_quick():
+    """Issue 36 gave the headline entries 5 seeds; issue 47 (amendment A12) every other trained one too."""
     for eid in OWNED:
-        want = 5 if eid in headline else 3
-        assert E.get(eid).default_seeds == {"smoke": 1, "quick": want, "paper": 3}, eid
+        assert E.get(eid).default_seeds == {"smoke": 1, "quick": 5, "paper": 3}, eid
 
 
 # -- fake training: final accuracy from a table ------------------------------------------------
@@ -151,13 +150,13 @@ def test_fig6_gap_is_signed_and_fig1_b_is_counted_in_tab2(monkeypatch):
     monkeypatch.setattr(T, "train_seeds", _fake(acc, []))
     r = E.run("hbn-fig6", profile="quick", cache=RunCache())
     gap = next(c for c in r.claims if c.name == "gap-shrinks")
-    assert gap.verdict == "fail" and gap.interval["values"] == pytest.approx([-5.0, -5.0, -5.0])
+    assert gap.verdict == "fail" and gap.interval["values"] == pytest.approx([-5.0] * 5)
     r = E.run("hbn-fig1", profile="quick", cache=RunCache(), overrides={"phis": [0.1, 0.6], "B": [32, 16, 2]})
     c = {x.name: x for x in r.claims}
     # hbn-tab2 moved to Q-GAUSS(10) (issue 36): (b) is Fig. 1's own Q-DIG sweep, counted here
     assert all(c[f"b-{B}"].counted_in is None for B in (32, 16, 2))
     assert c["a-0.6"].counted_in == "hbn-fig1" and c["a-0.1"].counted_in is None  # (a) at phi = 0.6 is (b) at B = 16
-    assert c["a-0.1"].interval["n"] == 3 and c["a-0.1"].interval["paired"]
+    assert c["a-0.1"].interval["n"] == 5 and c["a-0.1"].interval["paired"]
 
 
 def test_compare_falls_back_to_one_test_sample_with_one_seed():

@@ -19,7 +19,7 @@
 # **What to look for.** The runs of fedbn-tab13, drawn against E. The catalog's check is Table 13's
 # (counted there).
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedbn-fig8/result.json`. Its deviations from the catalog's
 # recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; 3 seeds in

@@ -21,7 +21,7 @@
 # **What to look for.** Fig. 4(b) in numbers, per domain. The quick profile stops at 10%: 5% and 1%
 # of a 287-sample split are 14 and 3 samples, less than one batch.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedbn-tab14/result.json`. Its deviations from the catalog's
 # recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; (c): a tenth

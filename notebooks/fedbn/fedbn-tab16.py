@@ -21,7 +21,7 @@
 # interest is its printed values, which fit the reference code's client order (MNIST, SVHN, USPS,
 # SynthDigits, MNIST-M) and not the header: read that way, more data never lowers an accuracy.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedbn-tab16/result.json`. Its deviations from the catalog's
 # recipe: R = 50 rounds of 1 local epoch instead of the reference code's 100 (the text says 300
 # epochs): the whole FedBN quick reproduction must fit in 15 minutes on a 2-core CPU; sizes in Table

@@ -23,7 +23,7 @@
 # than FedAvg+GN; FedAvg+GN is preferable only when the number of rounds (not bits) is the
 # bottleneck, because FedTAN needs $3L+1$ rounds per iteration.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig10/result.json`. Its deviations from the catalog's
 # recipe: Q-RES for R = 100 iterations instead of 300; no data augmentation at quick (train.augment
 # = 'none'), where the paper profile augments (the authors' CIFAR recipe: random crop with 4 px

@@ -23,7 +23,7 @@
 # accuracy but cut the communication rounds sharply; momentum and weight decay should help at every
 # $M$.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig11/result.json`. Its deviations from the catalog's
 # recipe: Q-RES for R = 100 iterations instead of 300 (M = 10/20/40 keep the 10/20/40% fractions);
 # only the without-momentum panels; no data augmentation at quick (train.augment = 'none'), where

@@ -22,7 +22,7 @@
 # print the batch sizes. FedTAN should stay close to centralized training at every batch size, while
 # FedAvg+BN and FedBN stay poor on non-iid data at every batch size.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig12/result.json`. Its deviations from the catalog's
 # recipe: non-iid only (the check is on k=2); no data augmentation at quick (train.augment =
 # 'none'), where the paper profile augments (the authors' CIFAR recipe: random crop with 4 px

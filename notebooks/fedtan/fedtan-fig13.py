@@ -22,7 +22,7 @@
 # domains: personalised FedBN models are poor off their own domain, FedTAN's single global model is
 # good on all of them.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig13/result.json`. The paper's setup trains on
 # `domainnet` read from a local folder, with 5 seeds: `bnfl run fedtan-fig13 --profile paper
 # --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT`

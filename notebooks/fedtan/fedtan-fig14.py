@@ -21,7 +21,7 @@
 # costs 4 rounds instead of 1, and switching to FedAvg after a few iterations should cost almost no
 # accuracy.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig14/result.json`. The paper's setup trains on
 # `mnist` read from a local folder, with 5 seeds: `bnfl run fedtan-fig14 --profile paper --data-root
 # DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT` to show it

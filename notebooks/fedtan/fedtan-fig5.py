@@ -25,7 +25,7 @@
 # its per-client models, each fitted to its client's $k$ classes, are scored on the whole test set
 # (on feature shift, scored on each client's own data, it is the fix to use).
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig5/result.json`. Its deviations from the catalog's
 # recipe: no data augmentation at quick (train.augment = 'none'), where the paper profile augments
 # (the authors' CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet: flip): the

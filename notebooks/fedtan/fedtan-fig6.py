@@ -22,7 +22,7 @@
 # the other schemes drop on non-iid data. With one BN layer the FedAvg+BN gap may be small, so the
 # catalog asks to report it rather than assert it.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig6/result.json`. Its deviations from the catalog's
 # recipe: 4 of the 6 methods (FedBN and SiloBN left out). The paper's setup trains on `mnist` read
 # from a local folder, with 5 seeds: `bnfl run fedtan-fig6 --profile paper --data-root DIR --device

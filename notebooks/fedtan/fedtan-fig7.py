@@ -19,7 +19,7 @@
 # **What to look for.** CIFAR-100 with 20 disjoint classes per client: the same picture as Fig. 6 on
 # a harder task. Our quick proxy is a 100-class Gaussian mixture (Q-GAUSS(100)).
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig7/result.json`. Its deviations from the catalog's
 # recipe: no data augmentation at quick (train.augment = 'none'), where the paper profile augments
 # (the authors' CIFAR recipe: random crop with 4 px padding + horizontal flip; ImageNet: flip): the

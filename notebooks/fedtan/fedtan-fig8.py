@@ -24,7 +24,7 @@
 # beat SingleNet-X off its own domain, but some FedBN-X models are poor on other domains; FedTAN
 # (one global model) should be good everywhere and at least as good as FedAvg+BN on the union.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig8/result.json`. The paper's setup trains on
 # `office_caltech10` read from a local folder, with 5 seeds: `bnfl run fedtan-fig8 --profile paper
 # --data-root DIR --device cuda --out OUT`, then set `BNFL_PROFILE=paper` and `BNFL_FIGURES_DIR=OUT`

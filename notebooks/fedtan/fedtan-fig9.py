@@ -22,7 +22,7 @@
 # and to a higher accuracy in all four settings (iid/non-iid, with/without momentum), and that
 # momentum helps both.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fedtan-fig9/result.json`. Its deviations from the catalog's
 # recipe: Q-RES for R = 100 iterations instead of 300; no data augmentation at quick (train.augment
 # = 'none'), where the paper profile augments (the authors' CIFAR recipe: random crop with 4 px

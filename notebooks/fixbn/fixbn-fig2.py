@@ -25,7 +25,7 @@
 # which makes freezing them harmless. Panel (c): final accuracy against the round T* at which the
 # statistics are frozen (0% = never updated, 100% = never frozen, i.e. FedAvg+BN).
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fixbn-fig2/result.json`. Its deviations from the catalog's
 # recipe: Q-MLP-BN (2 BN layers) instead of Q-RES and R = 1000 instead of 1500 (the catalog allows
 # Q-MLP-BN; 15-minute budget); (c): E = 10, R = 50 instead of E = 20, R = 100 (15-minute budget); no

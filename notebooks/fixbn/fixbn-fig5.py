@@ -23,7 +23,7 @@
 # extreme label skew (Shards) and small E; elsewhere BN is as good or better. Under the fixed-steps
 # budget, GN's advantage should shrink as E grows.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fixbn-fig5/result.json`. Its deviations from the catalog's
 # recipe: reduced grid (CATALOG): Q-MLP-BN (ResNet-20 stand-in; Q-RES is 5x slower per step) over
 # {IID, Dir(0.3), Shards} x E in {1, 5, 25, 100} x {200 local steps per client, 4 rounds}; Q-LeNet

@@ -21,7 +21,7 @@
 # clients drift further between averagings; BN should hold or even rise. The catalog warns that BN
 # rising with E is only weakly reproducible at small scale: it is reported, not asserted.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fixbn-fig6/result.json`. Its deviations from the catalog's
 # recipe: reduced grid (CATALOG): Q-MLP-BN (ResNet-20 stand-in; Q-RES is 5x slower per step) over
 # {IID, Dir(0.3), Shards} x E in {1, 5, 25, 100} x {200 local steps per client, 4 rounds}; Q-LeNet

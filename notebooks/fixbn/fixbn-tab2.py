@@ -20,7 +20,7 @@
 # **What to look for.** Three numbers beside the paper's: FixBN above BN, both above GN on a large,
 # class-skewed problem with partial participation.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fixbn-tab2/result.json`. Its deviations from the catalog's
 # recipe: Q-GAUSS(100) with 10,000 training samples + Q-MLP-BN (flat features) instead of
 # ImageNet-1K + ResNet-18; 20 clients Dir(0.1), 2 per round, 2 local epochs, B = 20, 40 rounds = 8

@@ -21,7 +21,7 @@
 # BN in mean IoU with either backbone. The caption promises pixel accuracy too, which the paper does
 # not print; ours is shown.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fixbn-tab3/result.json`. Its deviations from the catalog's
 # recipe: Q-SEG (digit strokes, 11 classes, 5 styled 'cities') + Q-FCN instead of Cityscapes +
 # DeepLab-v3+; 30 rounds of 5 local steps. The paper's setup trains on `cityscapes` read from a

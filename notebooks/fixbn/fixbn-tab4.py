@@ -23,7 +23,7 @@
 # with the test batch and does not fix non-IID. The rows the paper copies from FedTAN are checked
 # against FedTAN's own tables: two cells differ (CATALOG §5.5).
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/fixbn-tab4/result.json`. Its deviations from the catalog's
 # recipe: fedtan-tab1's quick setting (Q-DIG + Q-MLP-BN, E = 5, momentum 0.9, lr drops at 60/80%)
 # cut to R = 100 iterations instead of 300 (15-minute budget); no data augmentation at quick

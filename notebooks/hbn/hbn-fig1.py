@@ -21,7 +21,7 @@
 # **What to look for.** Error = 100 - accuracy. (a) left: smaller phi = more heterogeneous; (b)
 # right: smaller batches.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/hbn-fig1/result.json`. Its deviations from the catalog's
 # recipe: CIFAR-100 -> Q-DIG (10 classes), K = 20 Dirichlet clients, 5 per round, Q-SCNN, E = 1
 # epoch, T = 60; 3 seeds in lock-step, claims paired by seed; learning rate = the catalog's 0.005 x

@@ -19,7 +19,7 @@
 #
 # **What to look for.** Accuracy for each lambda at each activation ratio C.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/hbn-fig5/result.json`. Its deviations from the catalog's
 # recipe: CIFAR -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, E = 1 epoch, T = 60, B = 32 (C =
 # 0.1 is 2 clients per round); HBN's rate chosen at B = 4 on a validation split by the mean of 3

@@ -20,7 +20,7 @@
 # **What to look for.** The three normalisers' accuracy against E, and the gap HBN - BN shrinking as
 # E grows.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/hbn-fig6/result.json`. Its deviations from the catalog's
 # recipe: CIFAR-100 -> Q-DIG, K = 20 Dirichlet(0.6) clients, Q-SCNN, B = 32, T = 60; the E values
 # are not listed beyond 'reaches 10': {1, 5, 10} (the paper profile also runs E = 2; left out of the

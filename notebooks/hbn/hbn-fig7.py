@@ -19,7 +19,7 @@
 # **What to look for.** One panel per network; HBN's curve should lie above BN's for most of
 # training.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/hbn-fig7/result.json`. Its deviations from the catalog's
 # recipe: no pretrained weights (offline): five small networks trained from scratch on Q-DIG (K =
 # 20, 5 per round, B = 16, T = 60); each method's rate chosen for Q-SCNN at B = 4 on the mean of 3

@@ -20,7 +20,7 @@
 # **What to look for.** Accuracy against the number of clients K at a fixed number of clients per
 # round.
 #
-# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (3 seeds),
+# **Profiles.** This page shows the `quick` profile, the embedded proxy data on a CPU (5 seeds),
 # whose result is committed in `figures/hbn-tab3/result.json`. Its deviations from the catalog's
 # recipe: K in {20, 50, 100} with 5 clients per round on Q-DIG (1437 digits; the paper: K in {100,
 # 200, 500, 1000}, 10 per round, on CIFAR-10's 50,000 images): activation ratios 0.25 to 0.05 for

@@ -34,7 +34,7 @@ from bnfl.experiments.benchmarks.bn_fixes_settings import SETTINGS
 from bnfl.experiments.core import Result
 from bnfl.experiments.interval_claims import interval_claim
 from bnfl.intervals import estimate
-from bnfl.methods import get
+from bnfl.methods import METHODS, get
 from bnfl.plots import color_for, forest, new_figure
 
 __all__ = ["BENCH_ID", "claims", "figure", "leaderboard", "markdown", "result", "slug"]
@@ -215,8 +215,6 @@ def figure(board: Mapping[str, list[dict[str, Any]]], *, scales: Mapping[str, st
 
 
 def _known() -> set[str]:
-    from bnfl.methods import METHODS
-
     return set(METHODS)
 
 

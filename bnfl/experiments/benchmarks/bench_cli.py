@@ -199,9 +199,10 @@ def main(args: argparse.Namespace) -> int:
         {"protocol_hash": key, "profile": args.profile, "seeds": proto["seeds"], "scales": scales,
          "leaderboard": board, "notes": notes}, indent=1, default=str) + "\n")
     bench_board.write_text(folder / "result.json", res.to_json())
+    # matplotlib takes about a second to import: only a run that draws its leaderboard loads it
     import matplotlib.pyplot as plt
 
-    from bnfl.plots import save_figure
+    from bnfl.plots import save_figure  # pulls matplotlib in too
 
     fig = bench_board.figure(board, scales=scales, subtitle=f"{args.profile} profile, {len(proto['seeds'])} seeds")
     save_figure(fig, "leaderboard-figure", out_dir=folder, provenance={"command": command, "protocol_hash": key})
