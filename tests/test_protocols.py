@@ -75,7 +75,10 @@ def test_the_log_schema_and_each_amended_rows_last_after_is_what_is_stored_today
     log = P.load_log()
     assert P.validate_log(log) == []
     rows = {a["row"] for a in log["amendment"]}
-    assert {5, 7, 16, 17, 18} <= rows
+    # issue 47's five rows (A1-A11) and the other rows moved during issue 36 (A13-A41); row 10, a count over
+    # solvers with no single interval, stays in not_yet_logged
+    assert {2, 3, 4, 5, 7, 8, 9, 11, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24} <= rows
+    assert 10 not in rows and "row 10" in log["not_yet_logged"]
     results = {r.id: r for r in _results(FIGURES)}
     for n in sorted(rows):
         h = HEADLINES[n - 1]
