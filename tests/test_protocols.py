@@ -162,3 +162,16 @@ def test_an_entry_amendment_lets_its_old_hash_through_and_nothing_else(tmp_path)
     broken = copy.deepcopy(log)
     del broken["entry_amendment"][0]["entries"][0]["to_hash"]
     assert any("to_hash" in p for p in P.validate_log(broken))
+
+
+def test_row_7s_stated_calibration_threshold_is_what_the_rule_gives_on_the_stored_damage():
+    """Row 7's reason types "0.91 pts: +1.95 x 2.89 / 6.21": recomputed here from calibration's
+    scaling rule (:func:`bnfl.experiments.calibration.scaled_effect`) and hbn-tab1's stored damage."""
+    from bnfl.experiments import calibration as C
+
+    h = HEADLINES[6]
+    (effect,) = [e for e in C.EFFECTS if (e.entry, e.claim) == (h.entry, h.claim)]
+    results = {r.id: r for r in _results(FIGURES)}
+    damage = next(c for c in results[h.entry].claims if c.name == h.precondition.claim).interval["estimate"]
+    want = C.scaled_effect(effect, damage)
+    assert f"gives {want:.2f} pts: +{effect.effect:.2f} x {damage:.2f} / {effect.damage:.2f}" in h.threshold_reason
