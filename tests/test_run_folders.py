@@ -207,6 +207,35 @@ def test_a_history_cut_mid_append_still_resumes(tmp_path):
         _sim(tmp_path / "r2", rounds=4).run(resume=True)
 
 
+def test_two_kills_in_a_row_between_checkpoint_and_history_still_resume(tmp_path, monkeypatch):
+    """A resume restores the newest row from the checkpoint in memory; that row must reach
+    ``history.json`` before the next checkpoint is written, or a second kill at the same place
+    leaves a file two rows short of its checkpoint. Before the change (bnfl at 24946f7; one CI run
+    in the kill test) the third start raised "history.json holds 0 rounds but ... is at row 2"."""
+    from bnfl.fl import _checkpoint
+
+    class Killed(BaseException):
+        pass
+
+    full = _sim(tmp_path / "full", rounds=4).run()
+    real = _checkpoint.CheckpointMixin._sync_history
+    kills = iter([1, 2])  # the rounds whose history append never happens
+    at = {"kill": next(kills)}
+
+    def sync(self, d, history=None):
+        if history is None and self.round == at["kill"] and (d / _rundir.CHECKPOINT).is_file():
+            at["kill"] = next(kills, None)
+            raise Killed  # the process dies after the checkpoint, before its row is appended
+        real(self, d, history)
+
+    monkeypatch.setattr(_checkpoint.CheckpointMixin, "_sync_history", sync)
+    for _ in range(2):
+        with pytest.raises(Killed):
+            _sim(tmp_path / "r", rounds=4).run(resume=True)
+    monkeypatch.setattr(_checkpoint.CheckpointMixin, "_sync_history", real)
+    assert _sim(tmp_path / "r", rounds=4).run(resume=True).without_time() == full.without_time()
+
+
 # -- 4. --resume with nothing to resume ---------------------------------------------------------------
 def test_resume_with_nothing_to_resume_warns_and_starts_at_round_1(tmp_path, capsys):
     code, err = _train(tmp_path, capsys, "--resume")

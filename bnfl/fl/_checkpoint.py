@@ -89,21 +89,26 @@ class CheckpointMixin:
     def save_checkpoint(self, directory: str | os.PathLike) -> Path:
         """Atomically write ``checkpoint.pt`` (the previous one kept as ``checkpoint.prev.pt``), then
         append the new history rows to ``history.json``. The checkpoint holds the newest row, so a
-        kill between the two leaves nothing that a resume cannot complete (:meth:`load_checkpoint`)."""
+        kill between the two leaves nothing that a resume cannot complete (:meth:`load_checkpoint`).
+        Before the checkpoint, ``history.json`` is made to hold every row but the newest: after a
+        resume restored a row from the checkpoint, that row is on disk before the next checkpoint."""
         d = Path(directory)
         s = self.state_dict()  # on every process (a gather when the clients are spread over several)
         if self.clients.writes:
             d.mkdir(parents=True, exist_ok=True)
+            if len(self.history.rows) > 1:  # a no-op unless a resume restored rows the file lacks (never a
+                # header-only file before the first checkpoint: a folder with a history and no checkpoint is refused)
+                self._sync_history(d, type(self.history)(rows=self.history.rows[:-1], meta=self.history.meta))
             _rundir.save(d, s)
             self._sync_history(d)
         self.clients.after_save()
         return d / _rundir.CHECKPOINT
 
-    def _sync_history(self, d: Path) -> None:
+    def _sync_history(self, d: Path, history: Any = None) -> None:
         f = getattr(self, "_history_file", None)
         if f is None or f.path != d / "history.json":
             f = self._history_file = HistoryFile(d / "history.json")
-        f.sync(self.history)
+        f.sync(self.history if history is None else history)
 
     def load_checkpoint(self, directory: str | os.PathLike) -> bool:
         """Load ``directory/checkpoint.pt`` if present; return whether it was. A checkpoint of
