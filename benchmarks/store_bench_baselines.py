@@ -37,7 +37,7 @@ def main() -> int:
     entry = get_entry(bench.ENTRY)
     if res["profile"] != "quick" or res["config"] != entry.config("quick"):
         sys.exit(f"{SOURCE}: not the quick protocol's configuration; rerun nothing, check the entry")
-    proto = bench.protocol("quick")
+    proto = bench.protocol("quick", "bn-fixes")
     if res["seeds"] != proto["seeds"]:
         sys.exit(f"{SOURCE}: seeds {res['seeds']} are not the protocol's {proto['seeds']}")
     n_test = {}

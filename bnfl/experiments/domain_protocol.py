@@ -32,7 +32,7 @@ from bnfl.data import morpho_mnist
 from bnfl.data.domains import unseen_domain_test
 from bnfl.experiments.observers import Observer
 
-__all__ = ["FedBNProtocol", "adaptation_split", "new_client_model"]
+__all__ = ["FedBNProtocol", "adaptation_split", "new_client_model", "unseen_digit5"]
 
 
 def _bn_layers(model: nn.Module) -> list[tuple[str, nn.modules.batchnorm._BatchNorm]]:
@@ -81,6 +81,13 @@ def _eval(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, fl
     out = model(x)
     loss = float(nn.functional.cross_entropy(out, y))
     return 100.0 * float((out.argmax(1) == y).float().mean()), loss
+
+
+def unseen_digit5(style: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The data spec of the unseen Digit-5 domain ``"digit5:<name>"`` (a name of
+    :data:`bnfl.data.fedbn_data.DIGIT5`) beside the run's ``data`` spec: the same share and size."""
+    return {"name": "digit5", "fraction": float(data.get("fraction", 0.1)), "size": int(data.get("size", 28)),
+            "domains": [style.split(":", 1)[1]]}
 
 
 class FedBNProtocol(Observer):
@@ -148,6 +155,11 @@ class FedBNProtocol(Observer):
                 if style.startswith("morpho:"):  # paper profile: Morpho-MNIST under the data root
                     x, y = morpho_mnist(Path(self.data_root or ".") / "morpho_mnist", style.split(":", 1)[1],
                                         size=int(data.get("size", 28)))
+                elif style.startswith("digit5:"):  # a Digit-5 domain no client holds: its test set
+                    from bnfl.experiments.training import load_data  # training imports this module
+
+                    held_out = load_data(unseen_digit5(style, data), data_root=self.data_root)
+                    x, y = held_out.x_test, held_out.y_test
                 else:
                     x, y = unseen_domain_test(style, data["domains"], int(data.get("seed", 0)),
                                               form=data.get("form", "image"))

@@ -40,7 +40,7 @@ from bnfl.experiments.sources import source
 from bnfl.experiments.training import canonical, load_data
 from bnfl.methods import get as get_method
 
-__all__ = ["DataCheck", "ModelCheck", "Plan", "PlanCache", "dry_run"]
+__all__ = ["DataCheck", "ModelCheck", "Plan", "PlanCache", "check_data", "dry_run", "price"]
 
 
 @dataclass
@@ -230,6 +230,12 @@ def _missing_line(name: str, root: str | None, err: BaseException | None) -> str
     return f"{name}: {where}; expects {src.layout}; get it from {src.origin}{why}"
 
 
+def check_data(config: Mapping[str, Any], root: str | None) -> tuple[list[DataCheck], list[str]]:
+    """Every local data set ``config`` names (any depth), loaded from ``root``: a line per data set
+    found, and one per data set missing (its layout and where it comes from)."""
+    return _check_data(config, root)
+
+
 def _check_data(config: Mapping[str, Any], root: str | None) -> tuple[list[DataCheck], list[str]]:
     checks: dict[str, DataCheck] = {}
     missing: list[str] = []
@@ -392,7 +398,16 @@ def dry_run(experiment_id: str, *, profile: str = "paper", device: str = "cpu", 
     except Exception as err:  # noqa: BLE001 - reported, not raised: the plan says what breaks
         plan.errors.append(f"resolving the runs failed: {type(err).__name__}: {err}")
         return plan
-    plan.runs = [canonical(k["spec"]) for k in cache.keys.values() if "spec" in k]
+    price(plan, [canonical(k["spec"]) for k in cache.keys.values() if "spec" in k], root, time_steps)
+    return plan
+
+
+def price(plan: Plan, runs: Sequence[Mapping[str, Any]], root: str | None, time_steps: int = 2) -> Plan:
+    """Fill ``plan``'s runs, models, steps and estimate from ``runs`` (canonical specs, as a
+    :class:`PlanCache` recorded them): each distinct model built and timed on ``plan.device``
+    (:func:`dry_run`'s docstring), each run's steps counted. Returns ``plan``."""
+    device = plan.device
+    plan.runs = list(runs)
     timed: dict[str, float | None] = {}
     total = 0.0
     for spec in plan.runs:

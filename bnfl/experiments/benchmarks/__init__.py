@@ -8,8 +8,8 @@ module found here); their ids start with ``bench-`` and their "paper" key is ``b
 - :mod:`.calib_proxies`: ``bench-calib-proxies``, BN-only calibration of the headline claims' proxies
   (:mod:`bnfl.experiments.calibration`): can each proxy resolve the paper's effect?
 
-``bnfl bench`` (:mod:`.bench_cli`) runs a user's methods on ``bench-bn-fixes``' protocol beside the
-built-in ones: :mod:`.bench` (the protocol, its hash and the stored baseline runs in
-``baselines/``), :mod:`.bench_board` (the leaderboard). :mod:`.bench_extended` declares the
-extended benchmark's settings and methods (not yet run). These register no entries.
+``bnfl bench`` (:mod:`.bench_cli`) runs a user's methods beside the built-in ones on a suite's
+protocol: :mod:`.bench_extended` (the default: five settings on a conv net, 13 methods) or
+``bench-bn-fixes``'; :mod:`.bench` (the protocols, their hashes and the stored baseline runs in
+``baselines/``), :mod:`.bench_board` (the leaderboard). These register no entries.
 """

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from bnfl import _atomic
+from bnfl.experiments.benchmarks import bench_extended as ext
 from bnfl.experiments.benchmarks.bn_fixes import METHODS as BUILT_IN
 from bnfl.experiments.benchmarks.bn_fixes_settings import SETTINGS, metric, score, setting_spec
 from bnfl.experiments.core import Context, config_hash, deep_merge, machine
@@ -33,7 +35,7 @@ from bnfl.experiments.curves import train_runs
 from bnfl.experiments.registry import get as get_entry
 from bnfl.experiments.tuning import EXTEND, TUNE_SEEDS, VALIDATION, tuned_runs
 
-__all__ = ["BUILT_IN", "STORE", "baseline_file", "find_baselines", "method_record", "protocol", "protocol_hash",
+__all__ = ["BUILT_IN", "DEFAULT_SUITE", "STORE", "SUITES", "baseline_file", "built_in", "dry_plan", "settings_of", "suite_of", "find_baselines", "method_record", "protocol", "protocol_hash",
            "read_baselines", "reference_record", "stored_files", "write_baselines"]
 
 #: Where the committed baseline files live (shipped with the package: ``**/*.json``).
@@ -44,10 +46,23 @@ ENTRY = "bench-bn-fixes"
 VERSION = 1
 
 
-def protocol(profile: str) -> dict[str, Any]:
-    """The frozen protocol of ``bench-bn-fixes`` at ``profile`` (module docstring): per setting its
-    scale, how it is scored, and the run specs (skewed split and iid control) without the method;
-    the seeds; the tuning rule (``None``: every method at the shared recipe's rate)."""
+#: The benchmarks ``bnfl bench`` runs: ``extended`` (:mod:`.bench_extended`: five settings, a conv net,
+#: 13 built-in methods) and ``bn-fixes`` (``bench-bn-fixes``' three settings on Q-MLP-BN, six methods).
+SUITES: tuple[str, ...] = ("extended", "bn-fixes")
+#: The suite ``bnfl bench`` runs unless ``--suite`` names another.
+DEFAULT_SUITE = "extended"
+
+
+def protocol(profile: str, suite: str = DEFAULT_SUITE) -> dict[str, Any]:
+    """The frozen protocol of ``suite`` at ``profile`` (module docstring): per setting its scale, how
+    it is scored, and the run specs (skewed split and iid control) without the method; the seeds;
+    the tuning rule (``None``: every method at the shared recipe's rate). ``bn-fixes`` is
+    ``bench-bn-fixes``' protocol (its hash unchanged since the first stored baselines); ``extended``
+    adds the suite's name, its built-in methods and how each of them is trained."""
+    if suite not in SUITES:
+        raise ValueError(f"suite must be one of {', '.join(SUITES)}, got {suite!r}")
+    if suite == "extended":
+        return ext.protocol(profile) | {"version": VERSION}
     entry = get_entry(ENTRY)
     if profile not in entry.configs:
         raise ValueError(f"profile must be one of {', '.join(entry.configs)}, got {profile!r}")
@@ -73,8 +88,49 @@ def protocol_hash(proto: Mapping[str, Any]) -> str:
     return config_hash(dict(proto))
 
 
+#: An error that names non-finite values: a run that diverged, not a method that does not apply.
+_NON_FINITE = re.compile(r"\b(inf|nan|non-finite|not finite)\b", re.IGNORECASE)
+
+
 def _one_line(err: BaseException) -> str:
     return " ".join(f"{type(err).__name__}: {err}".split())
+
+
+def suite_of(proto: Mapping[str, Any]) -> str:
+    """The suite a protocol belongs to (``bn-fixes`` for the protocols that predate suites)."""
+    return str(proto.get("suite", "bn-fixes"))
+
+
+def settings_of(proto: Mapping[str, Any]) -> list[str]:
+    """The protocol's settings, in the leaderboard's order."""
+    return list(proto["settings"])
+
+
+def built_in(proto: Mapping[str, Any]) -> tuple[str, ...]:
+    """The built-in methods a baseline file of ``proto`` holds."""
+    return tuple(proto.get("built_in", BUILT_IN))
+
+
+def _score(proto: Mapping[str, Any], setting: str, run: Mapping[str, Any]) -> float:
+    return ext.score(setting, run) if suite_of(proto) == "extended" else score(setting, run)
+
+
+def _tune_score(proto: Mapping[str, Any], setting: str, run: Mapping[str, Any]) -> float:
+    return ext.tune_score(setting, run) if suite_of(proto) == "extended" else score(setting, run)
+
+
+def _train(proto: Mapping[str, Any], setting: str) -> Callable[[Context, Mapping[str, Any]], list[dict[str, Any]]]:
+    if suite_of(proto) == "extended":
+        unseen = list(proto["settings"][setting].get("unseen") or [])
+        return lambda ctx, spec: ext.train(ctx, setting, spec, unseen)
+    return train_runs
+
+
+def method_spec(proto: Mapping[str, Any], setting: str, method: str) -> dict[str, Any]:
+    """The run spec of ``method`` in ``setting`` (a built-in method of the extended suite may name
+    another model and method id: FixUp trains FedAvg without normalisation on its residual net)."""
+    how = (proto.get("method_specs") or {}).get(method) or {"method": method}
+    return deep_merge(proto["settings"][setting]["skewed"], how)
 
 
 def method_record(ctx: Context, proto: Mapping[str, Any], setting: str, method: str) -> dict[str, Any]:
@@ -85,22 +141,30 @@ def method_record(ctx: Context, proto: Mapping[str, Any], setting: str, method: 
     first seed's run), ``seconds`` (wall time of the tuning and the runs) and ``n_test``; or, for a
     method that does not apply here, ``why`` (one line) and no scores."""
     s = proto["settings"][setting]
-    spec = deep_merge(s["skewed"], {"method": method})
+    why = (proto.get("not_applicable") or {}).get(setting, {}).get(method)
+    if why:
+        return {"why": f"does not apply here: {why}"}
+    spec = method_spec(proto, setting, method)
+    train = _train(proto, setting)
     start = time.perf_counter()
     tuned = None
     try:
         if proto.get("tune"):
-            tuned, runs = tuned_runs(ctx, spec, proto["tune"], score=lambda r: score(setting, r))
+            tuned, runs = tuned_runs(ctx, spec, proto["tune"], score=lambda r: _tune_score(proto, setting, r),
+                                     train=train)
         else:
-            runs = train_runs(ctx, spec)
+            runs = train(ctx, spec)
     except RuntimeError as err:  # tune_rate: every rate diverged on some seed
         return {"why": f"diverged at every rate of the grid ({_one_line(err)})"}
-    except (ValueError, TypeError, NotImplementedError) as err:  # the method refuses this setting
-        return {"why": f"does not apply here: {_one_line(err)}"}
+    except (ValueError, TypeError, NotImplementedError) as err:  # the method refuses this setting, or its
+        line = _one_line(err)  # statistics blew up on the way (a check of finite values refused them)
+        if _NON_FINITE.search(line):
+            return {"why": f"diverged: non-finite values in its training ({line})"}
+        return {"why": f"does not apply here: {line}"}
     first = runs[0]
     rounds = max(1, int(first.get("rounds_done") or 0))
     comm = float(first["bytes_total"][-1]) / rounds if first.get("bytes_total") else None
-    return {"scores": [float(score(setting, r)) for r in runs],
+    return {"scores": [float(_score(proto, setting, r)) for r in runs],
             "stopped": [int(r.get("rounds_done", 0)) for r in runs if r.get("diverged")],
             "lr": tuned.rate if tuned else float(spec["train"]["lr"]),
             "tuning": tuned.describe() if tuned else "the shared recipe's rate (no tuning at this profile)",
@@ -112,6 +176,8 @@ def method_record(ctx: Context, proto: Mapping[str, Any], setting: str, method: 
 def _n_test(setting: str, s: Mapping[str, Any], run: Mapping[str, Any]) -> int:
     """The test set's size behind one score (each domain's own for the own-domain protocol)."""
     n = int(run.get("n_test") or 0)
+    if s["metric"] == "unseen domain":
+        return int(run.get("n_test_unseen") or 0)
     if s["metric"] == "own domain":
         n //= max(1, len(s["skewed"]["data"].get("domains") or [1]))
     return n
@@ -121,7 +187,8 @@ def reference_record(ctx: Context, proto: Mapping[str, Any], setting: str) -> di
     """FedAvg+BN at the shared recipe's rate on the skewed split (``damaged``) and on its iid split
     (``control``), per seed: the damage the fixes repair, as the calibration measured it."""
     s = proto["settings"][setting]
-    return {name: [float(score(setting, r)) for r in train_runs(ctx, deep_merge(s[part], {"method": "fedavg+bn"}))]
+    train = _train(proto, setting)
+    return {name: [float(_score(proto, setting, r)) for r in train(ctx, deep_merge(s[part], {"method": "fedavg+bn"}))]
             for name, part in (("damaged", "skewed"), ("control", "control"))}
 
 
@@ -130,12 +197,13 @@ def baseline_file(proto: Mapping[str, Any], profile: str, methods: Mapping[str, 
                   ) -> dict[str, Any]:
     """The baseline file of ``proto``: the built-in methods' records ``{method: {setting: record}}``
     (:func:`method_record`) and the damage runs ``{setting: record}`` (:func:`reference_record`)."""
-    missing = [m for m in BUILT_IN if m not in methods or set(methods[m]) != set(SETTINGS)]
+    names = built_in(proto)
+    missing = [m for m in names if m not in methods or set(methods[m]) != set(settings_of(proto))]
     if missing:
         raise ValueError(f"a baseline file needs every built-in method in every setting; missing: {', '.join(missing)}")
     return {"protocol_hash": protocol_hash(proto), "profile": profile, "protocol": dict(proto),
             "machine": dict(machine_info or machine()), "source": source,
-            "methods": {m: dict(methods[m]) for m in BUILT_IN}, "reference": dict(reference)}
+            "methods": {m: dict(methods[m]) for m in names}, "reference": dict(reference)}
 
 
 def read_baselines(path: str | Path) -> dict[str, Any]:
@@ -190,23 +258,89 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     return float(np.mean(values)), sd
 
 
-def work_units(methods: Sequence[str], with_reference: bool) -> list[tuple[str, str]]:
+def work_units(methods: Sequence[str], with_reference: bool, settings: Sequence[str] = SETTINGS
+               ) -> list[tuple[str, str]]:
     """``(method or "reference", setting)`` in the order the bench trains them."""
-    units = [("reference", s) for s in SETTINGS] if with_reference else []
-    return units + [(m, s) for m in methods for s in SETTINGS]
+    units = [("reference", s) for s in settings] if with_reference else []
+    return units + [(m, s) for m in methods for s in settings]
+
+
+def dry_plan(proto: Mapping[str, Any], units: Sequence[tuple[str, str]], *, profile: str, data_root: str | None,
+             device: str = "cpu", time_steps: int = 2) -> Any:
+    """What ``units`` would train under ``proto``, without training (:mod:`bnfl.experiments.dryrun`):
+    every data set the protocol names (the unseen Digit-5 domain too) loaded from ``data_root``, every
+    run the bench would ask for recorded by a :class:`~bnfl.experiments.dryrun.PlanCache` (each
+    tuning grid at its widest, as stand-in scores tie at the top rate), each distinct network timed
+    on ``device``; a :class:`~bnfl.experiments.dryrun.Plan` (``plan.lines()``, ``plan.ok``)."""
+    import warnings
+
+    from bnfl.experiments import dryrun
+    from bnfl.experiments.domain_protocol import unseen_digit5
+    from bnfl.experiments.training import canonical
+
+    plan = dryrun.Plan(f"bnfl bench ({suite_of(proto)} suite)", profile, "training", device, list(proto["seeds"]))
+    unseen = [{"data": unseen_digit5(u, s["skewed"]["data"])} for s in proto["settings"].values()
+              for u in s.get("unseen") or () if u.startswith("digit5:")]
+    plan.data, plan.missing = dryrun.check_data({"settings": proto["settings"], "unseen": unseen}, data_root)
+    if plan.missing:
+        return plan
+    cache = dryrun.PlanCache(data_root)
+    ctx = Context(profile=profile, device=device, seeds=list(proto["seeds"]), data_root=data_root, cache=cache,
+                  batched="off")
+    with warnings.catch_warnings():  # the stand-in numbers are constant: warnings about them are noise
+        warnings.simplefilter("ignore")
+        run_units(ctx, proto, units)
+    return dryrun.price(plan, [canonical(k["spec"]) for k in cache.keys.values() if "spec" in k], data_root,
+                        time_steps)
+
+
+def _unit(ctx: Context, proto: Mapping[str, Any], unit: tuple[str, str]) -> dict[str, Any]:
+    name, setting = unit
+    return reference_record(ctx, proto, setting) if name == "reference" else method_record(ctx, proto, setting, name)
+
+
+def _worker_unit(ctx: Context, proto: Mapping[str, Any], unit: tuple[str, str]) -> tuple[dict[str, Any], dict]:
+    import torch
+
+    torch.set_num_threads(1)
+    ctx.runs_used.clear()
+    return _unit(ctx, proto, unit), dict(ctx.runs_used)
 
 
 def run_units(ctx: Context, proto: Mapping[str, Any], units: Sequence[tuple[str, str]],
-              step: Callable[[str], None] | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+              step: Callable[[str], None] | None = None, *, jobs: int = 1
+              ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Train ``units`` (:func:`work_units`): ``({method: {setting: record}}, {setting: reference})``;
-    ``step(description)`` is called after each unit (a progress bar's update)."""
+    ``step(description)`` is called after each unit (a progress bar's update). ``jobs > 1`` trains
+    that many units at once in worker processes (one torch thread each); a run is the same
+    computation whichever process trains it, so the records are those of ``jobs=1``, and two units
+    that need one run share it through ``ctx.cache`` (the second waits and reads it)."""
+    if int(jobs) != jobs or jobs < 1:
+        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    if jobs == 1 or len(units) < 2:
+        for unit in units:
+            out[unit] = _unit(ctx, proto, unit)
+            if step is not None:
+                step(f"{unit[0]} / {unit[1]}")
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=int(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_worker_unit, ctx, dict(proto), unit): unit for unit in units}
+            for fut in as_completed(futures):
+                unit = futures[fut]
+                out[unit], used = fut.result()
+                ctx.runs_used.update(used)
+                if step is not None:
+                    step(f"{unit[0]} / {unit[1]}")
     records: dict[str, dict[str, Any]] = {}
     reference: dict[str, Any] = {}
-    for name, setting in units:
+    for unit in units:  # the order of units, whichever finished first
+        name, setting = unit
         if name == "reference":
-            reference[setting] = reference_record(ctx, proto, setting)
+            reference[setting] = out[unit]
         else:
-            records.setdefault(name, {})[setting] = method_record(ctx, proto, setting, name)
-        if step is not None:
-            step(f"{name} / {setting}")
+            records.setdefault(name, {})[setting] = out[unit]
     return records, reference

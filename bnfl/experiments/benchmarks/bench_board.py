@@ -30,14 +30,14 @@ import numpy as np
 
 from bnfl import _atomic
 from bnfl.experiments.benchmarks.bench import mean_sd
-from bnfl.experiments.benchmarks.bn_fixes_settings import SETTINGS
+from bnfl.experiments.benchmarks.bench_extended import ALIASES
 from bnfl.experiments.core import Result
 from bnfl.experiments.interval_claims import interval_claim
 from bnfl.intervals import estimate
 from bnfl.methods import METHODS, get
 from bnfl.plots import color_for, forest, new_figure
 
-__all__ = ["BENCH_ID", "claims", "figure", "leaderboard", "markdown", "result", "slug"]
+__all__ = ["BENCH_ID", "claims", "damage_line", "figure", "leaderboard", "markdown", "result", "slug"]
 
 #: The entry id of a bench's result file (``<out>/bench/result.json``).
 BENCH_ID = "bench"
@@ -52,7 +52,11 @@ def slug(text: str) -> str:
 
 
 def _label(method: str) -> str:
-    return get(method).label
+    return ALIASES[method][0] if method in ALIASES else get(method).label
+
+
+def _color(method: str) -> str:
+    return color_for(ALIASES[method][1] if method in ALIASES else method)
 
 
 def _mean_iv(values: Sequence[float]) -> tuple[float, float]:
@@ -68,7 +72,7 @@ def leaderboard(records: Mapping[str, Mapping[str, Any]], reference: Mapping[str
     (:func:`bnfl.experiments.benchmarks.bench.method_record`) holds FedAvg+BN and every method of
     ``methods``; ``reference`` ``{setting: {"damaged", "control"}}``."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for setting in SETTINGS:
+    for setting in reference:
         bn = records[_BN][setting].get("scores") or []
         control = float(np.mean(reference[setting]["control"]))
         bn_mean = mean_sd(bn)[0]
@@ -131,8 +135,9 @@ def _bytes(n: float | None) -> str:
 def cells(row: Mapping[str, Any]) -> list[str]:
     """A leaderboard row as the table's cells: rank, method, accuracy, vs FedAvg+BN, repaired,
     comm / round, wall, lr."""
-    if "acc" not in row:
-        return ["—", row["method"], f"n/a: {row['why']}", "—", "—", "—", "—", "—"]
+    if "acc" not in row:  # no scores: it does not apply ("n/a"), or it diverged at every rate it was tuned at
+        why = row["why"] if row["why"].startswith("diverged") else f"n/a: {row['why']}"
+        return ["—", row["method"], why, "—", "—", "—", "—", "—"]
     if not math.isfinite(row["acc"]):
         return ["—", row["method"], row.get("why", "diverged"), "—", "—", _bytes(row.get("comm_per_round")),
                 _secs(row.get("seconds")), f"{row['lr']:g}"]
@@ -154,13 +159,31 @@ HEADER = ["rank", "method", "accuracy (%)", "vs FedAvg+BN (pts, 95% CI)", "BN da
           "wall", "lr"]
 
 
+def damage_line(reference: Mapping[str, Sequence[float]]) -> str:
+    """FedAvg+BN's damage in one setting (iid control - skewed, paired over seeds, the shared recipe's
+    rate) in words; where its 95% interval reaches 0, that BN is not measurably hurt there."""
+    control, damaged = list(reference["control"]), list(reference["damaged"])
+    if len(control) < 2 or len(control) != len(damaged) or not all(map(math.isfinite, [*control, *damaged])):
+        return "FedAvg+BN's damage: no interval (fewer than 2 seeds or a diverged run)"
+    iv = estimate(control, damaged, method="t")
+    text = (f"FedAvg+BN's damage (iid control - skewed, shared recipe's rate): {iv.estimate:+.2f} "
+            f"[{iv.low:+.2f}, {iv.high:+.2f}] pts")
+    if iv.low <= 0:
+        text += ("; its interval reaches 0: BN is not measurably hurt here, so there is no damage to repair "
+                 "(a method's difference with FedAvg+BN still stands)")
+    return text
+
+
 def markdown(board: Mapping[str, list[dict[str, Any]]], *, title: str, scales: Mapping[str, str],
-             notes: Sequence[str] = ()) -> str:
-    """The leaderboard as markdown: one table per setting, then ``notes``."""
+             notes: Sequence[str] = (), reference: Mapping[str, Any] | None = None) -> str:
+    """The leaderboard as markdown: one table per setting (under it FedAvg+BN's damage, with
+    ``reference``), then ``notes``."""
     lines = [f"# {title}", ""]
     for setting, rows in board.items():
-        lines += [f"## {setting} ({scales.get(setting, '')})", "", "| " + " | ".join(HEADER) + " |",
-                  "|" + "---|" * len(HEADER)]
+        lines += [f"## {setting} ({scales.get(setting, '')})", ""]
+        if reference and setting in reference:
+            lines += [damage_line(reference[setting]) + ".", ""]
+        lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
         lines += ["| " + " | ".join(c.replace("|", "/") for c in cells(r)) + " |" for r in rows]
         lines.append("")
     lines += [f"- {n}" for n in notes]
@@ -197,11 +220,12 @@ def figure(board: Mapping[str, list[dict[str, Any]]], *, scales: Mapping[str, st
         for r in rows:
             d = r.get("diff")
             if d and all(math.isfinite(d[k]) for k in ("estimate", "low", "high")):
-                color = color_for(r["id"]) if r["id"] in known else _OWN_COLORS[own.index(r["id"]) % len(_OWN_COLORS)]
+                color = _color(r["id"]) if r["id"] in known else _OWN_COLORS[own.index(r["id"]) % len(_OWN_COLORS)]
                 items.append({"label": r["method"], "estimate": d["estimate"], "low": d["low"], "high": d["high"],
                               "color": color})
             else:
-                missing.append(f"{r['method']}: {'n/a' if 'acc' not in r else 'diverged'}")
+                gone = "acc" in r or str(r.get("why", "")).startswith("diverged")
+                missing.append(f"{r['method']}: {'diverged' if gone else 'n/a'}")
         if items:
             forest(ax, items, xlabel="vs FedAvg+BN (accuracy points)")
             for tick in ax.get_yticklabels():  # the methods under test stand out
@@ -215,7 +239,7 @@ def figure(board: Mapping[str, list[dict[str, Any]]], *, scales: Mapping[str, st
 
 
 def _known() -> set[str]:
-    return set(METHODS)
+    return set(METHODS) | set(ALIASES)
 
 
 def result(board: Mapping[str, list[dict[str, Any]]], records: Mapping[str, Mapping[str, Any]], *, profile: str,
@@ -229,7 +253,7 @@ def result(board: Mapping[str, list[dict[str, Any]]], records: Mapping[str, Mapp
             rows.append({"setting": setting, **dict(zip(HEADER, c, strict=True)),
                          **({"per seed": r["per seed"]} if "per seed" in r else {}),
                          **({"lr tuning": r["lr tuning"]} if r.get("lr tuning") else {})})
-    return Result(id=BENCH_ID, title="bnfl bench: your methods beside the BN fixes on bench-bn-fixes' settings",
+    return Result(id=BENCH_ID, title="bnfl bench: your methods beside the BN fixes on the common settings",
                   profile=profile, seeds=list(seeds), rows=rows, paper=[], claims=claims(board, records, seeds),
                   series={"board": {s: list(rs) for s, rs in board.items()}}, config=dict(config), config_hash=key,
                   notes=list(notes), duration_s=round(duration, 3), command=command, runs=dict(runs),

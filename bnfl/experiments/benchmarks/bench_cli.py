@@ -3,7 +3,8 @@
 A METHOD is what a config's ``method`` takes (an id such as ``fedtan``, an import string
 ``mypkg.algos:MyFix``) or a Python file holding one Algorithm subclass or Method
 (``examples/pooled_bn_stats.py``, or ``file.py:Name`` to pick one). The bench trains each named
-method on ``bench-bn-fixes``' settings with its protocol (:mod:`.bench`), reuses the built-in
+method on a suite's settings with its protocol (:mod:`.bench`; ``--suite extended``, the default: five
+settings on a conv net, :mod:`.bench_extended`; ``--suite bn-fixes``: ``bench-bn-fixes``'), reuses the built-in
 methods' stored runs when the protocol's hash matches (and says in one line when it does not), and
 writes ``<out>/bench/``: ``leaderboard.md``, ``leaderboard.json``, ``leaderboard-figure.png``/``.svg`` and
 ``result.json`` (what ``bnfl compare`` reads), and ``<out>/baselines/<hash>.json`` when it trained
@@ -25,7 +26,6 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from bnfl.experiments.benchmarks import bench, bench_board
-from bnfl.experiments.benchmarks.bn_fixes_settings import SETTINGS
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.core import Context, _resolve_data_root, machine
 from bnfl.experiments.registry import get as get_entry
@@ -104,7 +104,7 @@ def _plan(proto: dict[str, Any], units: list[tuple[str, str]], data: dict[str, A
 def _notes(proto: dict[str, Any], data: dict[str, Any], trained: list[str], here: dict[str, str]) -> list[str]:
     tune = proto.get("tune")
     notes = [
-        f"Protocol {bench.protocol_hash(proto)} ({data['profile']} profile of bench-bn-fixes): seeds "
+        f"Protocol {bench.protocol_hash(proto)} ({data['profile']} profile of the {bench.suite_of(proto)} suite): seeds "
         f"{', '.join(map(str, proto['seeds']))}; every method on the same partitions and initialisation draws, "
         "paired by seed.",
         ("Rates: each method's learning rate tuned per setting on a validation split over "
@@ -125,9 +125,12 @@ def _notes(proto: dict[str, Any], data: dict[str, Any], trained: list[str], here
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be an integer >= 1, got {args.jobs}")
     methods = list(dict.fromkeys(resolve_method(m) for m in args.methods))
-    proto = bench.protocol(args.profile)
+    proto = bench.protocol(args.profile, args.suite)
     key = bench.protocol_hash(proto)
+    builtin, settings = bench.built_in(proto), bench.settings_of(proto)
     out = Path(args.out)
     if args.train_baselines and args.baselines:
         raise ValueError("--train-baselines trains the built-in methods and --baselines reuses stored ones; give one")
@@ -152,28 +155,36 @@ def main(args: argparse.Namespace) -> int:
         print(f"bnfl bench: no stored runs of the built-in methods match this protocol ({key}, {args.profile} "
               f"profile; stored: {stored}): training them too")
     own = [m for m in methods if data is None or m not in data["methods"]]
-    units = bench.work_units([*bench.BUILT_IN, *[m for m in own if m not in bench.BUILT_IN]] if data is None
-                             else own, with_reference=data is None)
-    if args.data_root:
-        print("bnfl bench: --data-root: this protocol's data sets are embedded in bnfl; the folder is not read")
+    units = bench.work_units([*builtin, *[m for m in own if m not in builtin]] if data is None
+                             else own, with_reference=data is None, settings=settings)
+    if args.profile == "paper":  # the papers' data sets under --data-root: a dry run checks them and prices the runs
+        if args.dry_run:
+            plan = bench.dry_plan(proto, units, profile=args.profile, data_root=_resolve_data_root(args.data_root),
+                                  device=args.device)
+            print("\n".join(plan.lines()), flush=True)
+            return 0 if plan.ok else 1
+    elif args.data_root:
+        print(f"bnfl bench: --data-root: the {args.profile} profile's data sets are embedded in bnfl; the folder is "
+              "not read (--profile paper reads it)")
     if args.dry_run:
         priced = data if data is not None else bench.find_baselines(key, out / "baselines")[0]
         for line in _plan(proto, units, priced):
             print(f"bnfl bench: {line}")
         return 0
-    entry = get_entry(bench.ENTRY)
-    ctx = Context(profile=args.profile, seeds=list(proto["seeds"]), data_root=_resolve_data_root(args.data_root),
-                  cache=RunCache(out / "_runs"), batched=args.batched, seed_groups=entry.seed_groups)
+    groups = get_entry(bench.ENTRY).seed_groups if bench.suite_of(proto) == "bn-fixes" else ()
+    ctx = Context(profile=args.profile, device=args.device, seeds=list(proto["seeds"]),
+                  data_root=_resolve_data_root(args.data_root),
+                  cache=RunCache(out / "_runs"), batched=args.batched, seed_groups=groups)
     start = time.perf_counter()
     with tqdm(total=len(units), desc="bnfl bench", unit="method-setting") as bar:
         def step(text: str) -> None:
             bar.set_postfix_str(text, refresh=False)
             bar.update()
 
-        records, reference = bench.run_units(ctx, proto, units, step)
+        records, reference = bench.run_units(ctx, proto, units, step, jobs=args.jobs)
     here = machine()
     if data is None:
-        data = bench.baseline_file(proto, args.profile, {m: records[m] for m in bench.BUILT_IN}, reference,
+        data = bench.baseline_file(proto, args.profile, {m: records[m] for m in builtin}, reference,
                                    source=f"bnfl bench --profile {args.profile}, "
                                           f"{_dt.date.today().isoformat()}", machine_info=here)
         data["timing"] = {"seconds": round(time.perf_counter() - start, 2), "units": len(units)}
@@ -181,15 +192,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"bnfl bench: stored the built-in methods' runs in {data['path']} (the next bench of this protocol "
               "with this --out reuses them)")
     all_records = {**data["methods"], **records}
-    shown = [*bench.BUILT_IN, *[m for m in methods if m not in bench.BUILT_IN]]
+    shown = [*builtin, *[m for m in methods if m not in builtin]]
     board = bench_board.leaderboard(all_records, data["reference"], shown)
-    scales = {s: proto["settings"][s]["scale"] for s in SETTINGS}
+    scales = {s: proto["settings"][s]["scale"] for s in settings}
     notes = _notes(proto, data, [get(m).label for m in own], here)
     folder = out / bench_board.BENCH_ID
     folder.mkdir(parents=True, exist_ok=True)
     title = f"bnfl bench ({args.profile} profile, protocol {key})"
-    text = bench_board.markdown(board, title=title, scales=scales, notes=notes)
-    command = "bnfl bench " + " ".join([*args.methods, "--profile", args.profile, "--out", str(args.out)])
+    text = bench_board.markdown(board, title=title, scales=scales, notes=notes, reference=data["reference"])
+    command = "bnfl bench " + " ".join([*args.methods, "--suite", args.suite, "--profile", args.profile, "--out",
+                                        str(args.out)])
     res = bench_board.result(board, all_records, profile=args.profile, seeds=proto["seeds"],
                              config={"protocol_hash": key, "methods": shown, "baselines": data["path"]}, key=key,
                              notes=notes, duration=time.perf_counter() - start, command=command,
@@ -217,19 +229,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``bench`` to the ``bnfl`` command line."""
     p = subparsers.add_parser(
         "bench", help="benchmark your own BN fix beside every built-in one (paired intervals, a leaderboard)",
-        description="Train the named methods on bench-bn-fixes' settings, seeds, partitions and tuning rule, "
+        description="Train the named methods on a suite's settings, seeds, partitions and tuning rule, "
                     "reusing the built-in methods' stored runs when the protocol matches; write a leaderboard "
                     "per setting (table, figure, json, result.json for bnfl compare). docs/bench.md.")
     p.add_argument("methods", nargs="*", metavar="METHOD",
                    help="a method id, an import string 'package.module:Name', or a Python file (FILE.py[:Name])")
     p.add_argument("--out", default="bench-out", help="the results folder (default: bench-out)")
+    p.add_argument("--suite", choices=bench.SUITES, default=bench.DEFAULT_SUITE,
+                   help="extended: five settings on a conv net, 13 built-in methods (default); bn-fixes: "
+                        "bench-bn-fixes' three settings on Q-MLP-BN, six methods")
     p.add_argument("--profile", choices=("smoke", "quick", "paper"), default="quick",
-                   help="smoke: 2 rounds, 2 seeds (checks the machinery); quick: the benchmark (default); paper: "
-                        "the entry's paper profile (every method at the shared rate)")
+                   help="smoke: 2 rounds, 2 seeds (checks the machinery); quick: the benchmark on embedded data "
+                        "(default); paper: the same protocol on the papers' data sets under --data-root")
     p.add_argument("--data-root", default=None, help="folder of local data sets (default $BNFL_DATA)")
     p.add_argument("--baselines", default=None, help="a baseline file to reuse (default: the stored ones)")
     p.add_argument("--train-baselines", action="store_true",
                    help="train the built-in methods too, even where stored runs match (the benchmark from scratch)")
     p.add_argument("--batched", choices=("off", "auto", "on"), default="auto", help="the engine (default auto)")
+    p.add_argument("--device", default="cpu", help="the torch device the runs train on (default cpu; cuda for the "
+                                                   "paper profile)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="method-settings trained at once, one process and one torch thread each (default 1; the "
+                        "numbers do not depend on it)")
     p.add_argument("--dry-run", action="store_true", help="print what would train and its price; train nothing")
     p.set_defaults(func=main)
