@@ -44,8 +44,10 @@ BLOCKS: dict[tuple[str, str], object] = {
     ("bench.md", "bnfl bench examples/pooled_bn_stats.py --profile smoke --out bench-out"):
         ("test", "tests/test_bench_cli.py::test_the_page_command_runs_the_example_at_smoke_then_reuses_its_baselines"),
     ("bench.md", "bnfl bench examples/pooled_bn_stats.py --out bench-out"):
-        ("skip", "the quick bench trains for about a minute; its leaderboard is committed (docs/_data/bench) and "
+        ("skip", "the quick bench trains for several minutes; its leaderboard is committed (docs/_data/bench) and "
                  "tests/test_bench_cli.py runs its --dry-run"),
+    ("bench.md", "bnfl bench examples/pooled_bn_stats.py --profile paper --data-root ~/data --dry-run"):
+        ("test", "tests/test_bench_cli.py::test_the_paper_profile_dry_run_reads_the_data_root_and_prices_the_runs"),
     ("building-the-docs.md", "make docs"): ("test", "tests/test_docs.py::test_docs_build_with_warnings_as_errors"),
     ("calibration.md", "bnfl run bench-calib-proxies --profile quick --out runs"):
         ("skip", "about a minute of training; the calibration table's logic is in tests/test_calibration.py"),
