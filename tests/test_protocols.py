@@ -16,7 +16,8 @@ from bnfl.experiments._result_file import read_result
 from bnfl.experiments.dashboard import find_claim, headline_markdown
 from bnfl.experiments.headlines import HEADLINES
 
-FIGURES = Path(__file__).resolve().parents[1] / "figures"
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ROOT / "figures"
 
 
 def _results(folder: Path) -> list:
@@ -75,16 +76,23 @@ def test_the_log_schema_and_each_amended_rows_last_after_is_what_is_stored_today
     log = P.load_log()
     assert P.validate_log(log) == []
     rows = {a["row"] for a in log["amendment"]}
-    # issue 47's five rows (A1-A11) and the other rows moved during issue 36 (A13-A41); row 10, a count over
-    # solvers with no single interval, stays in not_yet_logged
-    assert {2, 3, 4, 5, 7, 8, 9, 11, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24} <= rows
-    assert 10 not in rows and "row 10" in log["not_yet_logged"]
+    # issue 47's five rows (A1-A11), the other rows moved during issue 36 (A13-A41) and row 10, a count over
+    # solvers whose sides hold one interval per solver (A42-A43): nothing is left "not yet logged"
+    assert {2, 3, 4, 5, 7, 8, 9, 10, 11, 13, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24} <= rows
+    assert "not_yet_logged" not in log
     results = {r.id: r for r in _results(FIGURES)}
     for n in sorted(rows):
         h = HEADLINES[n - 1]
         last = P.row_amendments(h, log)[-1]
         assert last["row"] == n and last["after"]["claim"] == h.claim
         iv = find_claim(results, h).interval
+        if "items" in last["after"]:  # a count: each item's interval as stored today
+            for item in last["after"]["items"]:
+                it = iv["items"][item["claim"]]
+                assert (item["estimate"], item["low"], item["high"], item["seeds"]) == (
+                    round(it["estimate"], 2), round(it["low"], 2), round(it["high"], 2), it["n"]), (n, item)
+            assert last["after"]["count"].startswith(f"{len(iv['passing'])} of {len(iv['items'])} ")
+            continue
         stored = (round(iv["estimate"], 2), round(iv["low"], 2), round(iv["high"], 2), iv["n"])
         assert (last["after"]["estimate"], last["after"]["low"], last["after"]["high"],
                 last["after"]["seeds"]) == stored, n
@@ -97,6 +105,41 @@ def test_the_schema_check_names_a_missing_field_and_a_broken_interval():
     log["amendment"][1]["before"]["low"] = 99.0
     problems = P.validate_log(log)
     assert "A1: no 'why'" in problems and any("A2: before interval" in p for p in problems)
+
+
+def test_row_10s_items_are_its_stored_results_at_the_cited_commits_and_a_tampered_item_fails():
+    """Each side of row 10's amendments holds, per FL solver, the interval ``figures/hbn-tab4/result.json``
+    stored at the side's commit (``git show``), and the count its claim judged."""
+    import subprocess
+
+    log = P.load_log()
+    row10 = [a for a in log["amendment"] if a["row"] == 10]
+    assert [a["id"] for a in row10] == ["A42", "A43"]
+    assert row10[0]["before"]["verdict"] == "undecided" and row10[-1]["after"]["verdict"] == "reproduced"
+    for a in row10:
+        for side in ("before", "after"):
+            rec = a[side]
+            try:
+                text = subprocess.run(["git", "show", f"{rec['commit']}:figures/hbn-tab4/result.json"], cwd=ROOT,
+                                      capture_output=True, text=True, check=True).stdout
+            except (OSError, subprocess.CalledProcessError):
+                pytest.skip(f"no git history with {rec['commit']} here (a shallow clone or an unpacked copy)")
+            (c,) = [c for c in json.loads(text)["claims"] if c["name"] == "gains"]
+            for item in rec["items"]:
+                it = c["interval"]["items"][item["claim"]]
+                assert (item["estimate"], item["low"], item["high"], item["seeds"]) == (
+                    round(it["estimate"], 2), round(it["low"], 2), round(it["high"], 2), it["n"]), (a["id"], item)
+                assert (item["verdict"] == "reproduced") == (item["claim"] in c["interval"]["passing"])
+            assert rec["count"].startswith(f"{len(c['interval']['passing'])} of 4 ")
+    broken = copy.deepcopy(log)
+    (a42,) = [a for a in broken["amendment"] if a["id"] == "A42"]
+    del a42["after"]["items"][0]["low"]
+    a42["before"]["items"][1]["low"] = 50.0
+    problems = P.validate_log(broken)
+    assert "A42: after item FedAvg has no 'low'" in problems
+    assert any(p.startswith("A42: before item FedProx interval") for p in problems)
+    text = P.amendments_markdown([(10, HEADLINES[9])], log, entries=False)
+    assert "undecided, 0 of 4 solvers' intervals above 0 (needs 3): FedAvg -0.74 [-1.14, -0.34]" in text
 
 
 def test_a_broken_log_file_is_one_clear_line(tmp_path):

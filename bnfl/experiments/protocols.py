@@ -138,6 +138,18 @@ _SIDE = ("commit", "claim", "verdict", "estimate", "low", "high", "seeds")
 _ENTRY_SIDE = ("entry", "from_hash", "to_hash", "verdict_before", "verdict_after")
 
 
+#: A side that counts items (each with its own interval) instead of holding one interval.
+_COUNT_SIDE = ("commit", "claim", "verdict", "count", "seeds", "items")
+_ITEM = ("claim", "verdict", "estimate", "low", "high", "seeds")
+
+
+def _holds(label: str, rec: Mapping[str, Any]) -> list[str]:
+    low, est, high = rec.get("low"), rec.get("estimate"), rec.get("high")
+    if all(isinstance(x, (int, float)) for x in (low, est, high)) and not low <= est <= high:
+        return [f"{label} interval {est} [{low}, {high}] does not hold its estimate"]
+    return []
+
+
 def load_log(path: str | Path | None = None) -> dict[str, Any]:
     """The protocol log (``{"amendment": [...], "stamp": [...]}``); empty lists where the file is absent."""
     path = LOG_PATH if path is None else Path(path)
@@ -164,10 +176,15 @@ def validate_log(log: Mapping[str, Any]) -> list[str]:
             rec = a.get(side)
             if not isinstance(rec, Mapping):
                 continue
+            if "items" in rec:  # a count over items (row 10: one interval per FL solver), not one interval
+                problems += [f"{name}: {side} has no {k!r}" for k in _COUNT_SIDE if rec.get(k) in (None, "", [])]
+                for j, item in enumerate(rec.get("items") or []):
+                    label = f"{name}: {side} item {item.get('claim', j + 1)}"
+                    problems += [f"{label} has no {k!r}" for k in _ITEM if item.get(k) in (None, "")]
+                    problems += _holds(label, item)
+                continue
             problems += [f"{name}: {side} has no {k!r}" for k in _SIDE if rec.get(k) in (None, "")]
-            low, est, high = rec.get("low"), rec.get("estimate"), rec.get("high")
-            if all(isinstance(x, (int, float)) for x in (low, est, high)) and not low <= est <= high:
-                problems.append(f"{name}: {side} interval {est} [{low}, {high}] does not hold its estimate")
+            problems += _holds(f"{name}: {side}", rec)
     for a in log.get("entry_amendment", []):
         name = a.get("id", "an entry amendment")
         problems += [f"{name}: no {k!r}" for k in ("id", "date", "commits", "what", "why", "entries")
@@ -223,6 +240,9 @@ def unrecorded(results: Iterable[Any], log: Mapping[str, Any] | None = None) -> 
 # ------------------------------------------------------------------------------------ what a reader sees
 
 def _side(rec: Mapping[str, Any]) -> str:
+    if "items" in rec:  # a count over items: the count, then each item's interval
+        items = ", ".join(f"{i['claim']} {i['estimate']:+.2f} [{i['low']:.2f}, {i['high']:.2f}]" for i in rec["items"])
+        return f"{rec['verdict']}, {rec['count']}: {items} ({rec['seeds']} seeds, {rec['commit']})"
     return (f"{rec['verdict']} {rec['estimate']:+.2f} [{rec['low']:.2f}, {rec['high']:.2f}] "
             f"({rec['seeds']} seeds, {rec['commit']})")
 

@@ -20,23 +20,29 @@ import json
 import math
 import re
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from bnfl import _atomic
+from bnfl.experiments import dryrun
 from bnfl.experiments.benchmarks import bench_extended as ext
 from bnfl.experiments.benchmarks.bn_fixes import METHODS as BUILT_IN
 from bnfl.experiments.benchmarks.bn_fixes_settings import SETTINGS, metric, score, setting_spec
 from bnfl.experiments.core import Context, config_hash, deep_merge, machine
 from bnfl.experiments.curves import train_runs
+from bnfl.experiments.domain_protocol import unseen_digit5
 from bnfl.experiments.registry import get as get_entry
+from bnfl.experiments.training import canonical
 from bnfl.experiments.tuning import EXTEND, TUNE_SEEDS, VALIDATION, tuned_runs
 
-__all__ = ["BUILT_IN", "DEFAULT_SUITE", "STORE", "SUITES", "baseline_file", "built_in", "dry_plan", "settings_of", "suite_of", "find_baselines", "method_record", "protocol", "protocol_hash",
-           "read_baselines", "reference_record", "stored_files", "write_baselines"]
+__all__ = ["BUILT_IN", "DEFAULT_SUITE", "STORE", "SUITES", "baseline_file", "built_in", "dry_plan", "find_baselines",
+           "method_record", "protocol", "protocol_hash", "read_baselines", "reference_record", "settings_of",
+           "stored_files", "suite_of", "write_baselines"]
 
 #: Where the committed baseline files live (shipped with the package: ``**/*.json``).
 STORE = Path(__file__).with_name("baselines")
@@ -272,12 +278,6 @@ def dry_plan(proto: Mapping[str, Any], units: Sequence[tuple[str, str]], *, prof
     run the bench would ask for recorded by a :class:`~bnfl.experiments.dryrun.PlanCache` (each
     tuning grid at its widest, as stand-in scores tie at the top rate), each distinct network timed
     on ``device``; a :class:`~bnfl.experiments.dryrun.Plan` (``plan.lines()``, ``plan.ok``)."""
-    import warnings
-
-    from bnfl.experiments import dryrun
-    from bnfl.experiments.domain_protocol import unseen_digit5
-    from bnfl.experiments.training import canonical
-
     plan = dryrun.Plan(f"bnfl bench ({suite_of(proto)} suite)", profile, "training", device, list(proto["seeds"]))
     unseen = [{"data": unseen_digit5(u, s["skewed"]["data"])} for s in proto["settings"].values()
               for u in s.get("unseen") or () if u.startswith("digit5:")]
@@ -300,8 +300,6 @@ def _unit(ctx: Context, proto: Mapping[str, Any], unit: tuple[str, str]) -> dict
 
 
 def _worker_unit(ctx: Context, proto: Mapping[str, Any], unit: tuple[str, str]) -> tuple[dict[str, Any], dict]:
-    import torch
-
     torch.set_num_threads(1)
     ctx.runs_used.clear()
     return _unit(ctx, proto, unit), dict(ctx.runs_used)

@@ -44,6 +44,7 @@ from bnfl.experiments import training
 from bnfl.experiments.benchmarks.bn_fixes_settings import DAMAGE_MIN, choose
 from bnfl.experiments.core import Context, deep_merge
 from bnfl.experiments.domain_protocol import FedBNProtocol
+from bnfl.experiments.tuning import EXTEND, SMOKE_TUNE, TUNE_SEEDS, VALIDATION
 from bnfl.intervals import Interval, estimate
 
 __all__ = ["ALIASES", "CALIBRATION", "CANDIDATES", "CHOSEN", "GRID", "METHODS", "MODEL", "NOT_APPLICABLE", "PAPER",
@@ -218,8 +219,6 @@ def protocol(profile: str) -> dict[str, Any]:
     candidate's run specs without the method (:data:`CHOSEN`; the smoke profile takes the first
     candidate while nothing is calibrated), the seeds, the tuning rule, the built-in methods and
     how each is trained, and the cells that do not apply."""
-    from bnfl.experiments.tuning import EXTEND, SMOKE_TUNE, TUNE_SEEDS, VALIDATION
-
     if profile not in SEEDS:
         raise ValueError(f"the extended benchmark has profiles {', '.join(SEEDS)}, got {profile!r}")
     if profile != "smoke" and set(CHOSEN) != set(CANDIDATES):
