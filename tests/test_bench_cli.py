@@ -225,6 +225,11 @@ def test_the_paper_profile_dry_run_reads_the_data_root_and_prices_the_runs(tmp_p
     assert cli_main(["bench", "--profile", "paper", "--dry-run", "--out", str(tmp_path / "o")]) == 1
     out = capsys.readouterr().out
     assert "MISSING  cifar10: no --data-root given" in out and "MISSING  digit5" in out
+    # without --dry-run: the same missing data, in one line, before anything trains
+    assert cli_main(["bench", "--profile", "paper", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bnfl bench: error: --profile paper needs the papers' data sets: cifar10: no --data-root")
+    assert "\n" not in err and not (tmp_path / "o" / "bench").exists()
     root = write_paper_root(tmp_path / "data")
     proto = bench.protocol("paper")
     assert {s["skewed"]["data"]["name"] for s in proto["settings"].values()} == {"cifar10", "digit5"}

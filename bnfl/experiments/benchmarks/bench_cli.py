@@ -25,6 +25,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from bnfl.experiments import dryrun
 from bnfl.experiments.benchmarks import bench, bench_board
 from bnfl.experiments.cache import RunCache
 from bnfl.experiments.core import Context, _resolve_data_root, machine
@@ -163,6 +164,9 @@ def main(args: argparse.Namespace) -> int:
                                   device=args.device)
             print("\n".join(plan.lines()), flush=True)
             return 0 if plan.ok else 1
+        _, missing = dryrun.check_data({"settings": proto["settings"]}, _resolve_data_root(args.data_root))
+        if missing:  # before anything trains: what is missing, its layout and where it comes from
+            raise ValueError(f"--profile paper needs the papers' data sets: {'; '.join(missing)}")
     elif args.data_root:
         print(f"bnfl bench: --data-root: the {args.profile} profile's data sets are embedded in bnfl; the folder is "
               "not read (--profile paper reads it)")
