@@ -20,9 +20,10 @@ place, and left out of every total) when
 
 Not reproduction claims. A reproduction claim whose per-seed values are all equal (n >= 2: a
 zero-width interval, no spread over seeds, e.g. the same number of loss spikes on every seed) is a
-*structural* check: pass/fail, not a verdict word. A consistency check declared at half a unit of
-a number printed with two decimals (threshold 0.005) is judged at the paper's printed precision,
-one unit (0.01): a printed mean may differ from the mean of printed values by that much.
+*structural* check: pass/fail, not a verdict word. A consistency check counts as it was stored:
+its entry declares the precision (a printed mean against the mean of printed values, one unit of
+the last digit, :data:`bnfl.experiments.printed.PRINTED_PRECISION`; one number printed twice, half
+a unit), so what a reader sees is what the result holds.
 
 Words. Every counted reproduction claim gets :func:`bnfl.experiments.verdicts.judge_claim`'s word,
 the headline's, with the precondition the entry's own BN-only runs measure (:data:`GATES`: the
@@ -33,7 +34,6 @@ structural and consistency checks keep pass/fail and are named as such.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -43,21 +43,15 @@ from bnfl.experiments.headlines import HEADLINES, Headline
 from bnfl.experiments.verdicts import WORDS, Verdict, judge_claim
 from bnfl.intervals import t_interval
 
-__all__ = ["GATES", "LINKED_ACROSS", "ONE_MEASUREMENT", "PRINTED_PRECISION", "Gate", "Standing", "checks_text",
+__all__ = ["GATES", "LINKED_ACROSS", "ONE_MEASUREMENT", "Gate", "Standing", "checks_text",
            "claim_word", "entry_verdict", "entry_words", "headline_of", "same_vector", "standing", "standings",
            "word_text"]
-
-#: One unit of the last digit the papers print (two decimals, in points).
-PRINTED_PRECISION = 0.01
-#: The threshold of a consistency check declared at half of :data:`PRINTED_PRECISION`.
-_HALF_UNIT = 0.005
 
 
 @dataclass(frozen=True)
 class Standing:
     """How a stored claim counts. ``kind``: reproduction / structural / consistency, as counted;
-    ``counted``: in totals and the entry's verdict; ``verdict``: pass / fail / inconclusive / info
-    (a consistency check judged at the printed precision may differ from the stored one);
+    ``counted``: in totals and the entry's verdict; ``verdict``: pass / fail / inconclusive / info;
     ``note``: why it is reported only or re-kinded (empty when counted as stored); ``link``: the
     ``(entry, claim)`` that counts in its place."""
 
@@ -120,21 +114,11 @@ def _stored_kind(result: Any, claim: Any) -> str:
     return "reproduction" if getattr(result, "runs", None) or getattr(claim, "interval", None) else "structural"
 
 
-def _judge_consistency(claim: Any) -> tuple[str, str]:
-    t, m = claim.threshold, claim.measured
-    if (claim.verdict == "fail" and t is not None and m is not None and math.isclose(float(t), _HALF_UNIT)
-            and round(abs(float(m)), 9) <= PRINTED_PRECISION):
-        return "pass", (f"judged at the paper's printed precision: {abs(float(m)):.3f} is within one unit of the "
-                        f"last printed digit ({PRINTED_PRECISION:g}; stored at {float(t):g}: fail)")
-    return claim.verdict, ""
-
-
 def standing(result: Any, claim: Any) -> Standing:
     """How ``claim`` of ``result`` counts (the module's rules; needs no other result)."""
     kind = _stored_kind(result, claim)
     if kind == "consistency":
-        verdict, note = _judge_consistency(claim)
-        return Standing(kind, claim.counted_in is None, verdict, note, (claim.counted_in, None)
+        return Standing(kind, claim.counted_in is None, claim.verdict, "", (claim.counted_in, None)
                         if claim.counted_in else None)
     if claim.counted_in:
         return Standing(kind, False, claim.verdict, f"re-reads {claim.counted_in}; counted there",

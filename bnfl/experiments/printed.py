@@ -10,7 +10,11 @@ import re
 
 from bnfl.experiments.claims import Claim, within
 
-__all__ = ["decimals", "matches_printed", "parse_mean_std", "percent", "printed_claim", "printed_table"]
+#: One unit of the last digit the papers print (two decimals, in points): how far a printed mean may
+#: lie from the mean of its printed (rounded) values, each off by up to half a unit, itself rounded.
+PRINTED_PRECISION = 0.01
+
+__all__ = ["PRINTED_PRECISION", "decimals", "matches_printed", "parse_mean_std", "percent", "printed_claim", "printed_table"]
 
 
 def percent(text: str) -> float:

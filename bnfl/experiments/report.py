@@ -217,7 +217,7 @@ def claim_rows(result: Result, *, link: Callable[[str], str] | None = None) -> l
 
 def _standing_note(result: Result, s: counting.Standing, link: Callable[[str], str]) -> str:
     """What a claims table says after a claim's statement: where a reported-only claim counts, why a
-    claim was re-kinded or judged at the printed precision (:mod:`bnfl.experiments.counting`)."""
+    claim was re-kinded (:mod:`bnfl.experiments.counting`)."""
     if not s.note:
         return ""
     if s.link is not None and s.link[1] is None:  # re-reads another entry's measurement
