@@ -25,11 +25,16 @@ def check_tensor(x: object, name: str) -> Tensor:
     return x
 
 
+class NonFiniteError(ValueError):
+    """A tensor that must be finite holds a NaN or an infinity (a ``ValueError``: bad input to a
+    statistics function; raised mid-training it means the run diverged)."""
+
+
 def check_finite(x: Tensor, name: str) -> None:
-    """Raise ``ValueError`` if ``x`` holds a NaN or an infinity."""
+    """Raise :class:`NonFiniteError` if ``x`` holds a NaN or an infinity."""
     if not bool(torch.isfinite(x).all()):
         bad = "NaN" if bool(torch.isnan(x).any()) else "Inf"
-        raise ValueError(f"{name} contains {bad} values; remove or impute them before computing statistics")
+        raise NonFiniteError(f"{name} contains {bad} values; remove or impute them before computing statistics")
 
 
 def check_nonempty(parts: Sequence[object], what: str = "parts") -> None:

@@ -168,11 +168,16 @@ def test_a_method_that_refuses_a_setting_says_why_in_its_record(monkeypatch):
     assert rec == {"why": "does not apply here: ValueError: this fix needs conv features"}
 
     def blow_up(*a, **k):  # a statistics check refusing what a diverged run produced is no inapplicability
-        raise ValueError("client 5 var contains Inf values; remove or impute them before computing statistics")
+        import torch
+
+        from bnfl._checks import check_finite
+
+        check_finite(torch.tensor([1.0, float("inf")]), "client 5 var")
 
     monkeypatch.setattr(bench, "tuned_runs", blow_up)
     rec = bench.method_record(core.Context(profile="smoke", seeds=[0]), bench.protocol("smoke"), "label skew", "fbn")
-    assert rec["why"].startswith("diverged: non-finite values in its training (ValueError: client 5 var contains Inf")
+    assert rec["why"] == ("diverged: non-finite values in its training (client 5 var contains Inf values; remove or "
+                          "impute them before computing statistics)")
 
 
 def test_the_extended_settings_were_chosen_by_the_rule_from_their_calibration_and_every_run_builds():
@@ -287,3 +292,23 @@ def test_the_paper_unseen_client_is_scored_on_the_held_out_digit5_domain(tmp_pat
     held_out = load_data({"name": "digit5", "fraction": 0.1, "domains": ["MNIST-M"]}, data_root=root)
     assert set(run["unseen_acc"]) == {"digit5:MNIST-M"} and 0 < run["n_test_unseen"] < len(held_out.y_test)
     assert ext.score("unseen client", run) == run["unseen_acc"]["digit5:MNIST-M"]
+
+
+def test_the_pages_typed_numbers_are_the_stored_calibration_and_leaderboard():
+    """docs/bench.md's calibration table and its sentence on PooledStats restate stored numbers:
+    each must be what ``CALIBRATION`` and the committed leaderboard hold, and "sits on that line in
+    all five settings" must be what the intervals say."""
+    page = (ROOT / "docs" / "bench.md").read_text()
+
+    def fmt(v):
+        return f"{v[1]:+.2f} [{v[0]:+.2f}, {v[2]:+.2f}]"
+
+    for cal in ext.CALIBRATION.values():
+        for v in cal["candidates"].values():
+            assert fmt(v["damage"]) in page, fmt(v["damage"])
+    board = json.loads((ROOT / "docs" / "_data" / "bench" / "leaderboard.json").read_text())["leaderboard"]
+    diffs = [next(r for r in board[s] if r["method"] == "PooledStats")["diff"] for s in EXT_SETTINGS]
+    assert all(d["low"] <= 0 <= d["high"] for d in diffs)  # on the line at 0 in every setting
+    text = " ".join(page.split())
+    for d in diffs:
+        assert (want := f"{d['estimate']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]") in text, want

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 
 from bnfl import _atomic
+from bnfl._checks import NonFiniteError
 from bnfl.experiments import dryrun
 from bnfl.experiments.benchmarks import bench_extended as ext
 from bnfl.experiments.benchmarks.bn_fixes import METHODS as BUILT_IN
@@ -94,10 +94,6 @@ def protocol_hash(proto: Mapping[str, Any]) -> str:
     return config_hash(dict(proto))
 
 
-#: An error that names non-finite values: a run that diverged, not a method that does not apply.
-_NON_FINITE = re.compile(r"\b(inf|nan|non-finite|not finite)\b", re.IGNORECASE)
-
-
 def _one_line(err: BaseException) -> str:
     return " ".join(f"{type(err).__name__}: {err}".split())
 
@@ -117,19 +113,25 @@ def built_in(proto: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(proto.get("built_in", BUILT_IN))
 
 
+#: Per suite: how a setting scores a test run, how it scores a tuning run, and how a spec trains over
+#: the seeds (``(ctx, setting, spec, unseen) -> runs``).
+_SUITE_FUNCS: dict[str, tuple[Callable[..., float], Callable[..., float], Callable[..., list[dict[str, Any]]]]] = {
+    "extended": (ext.score, ext.tune_score, ext.train),
+    "bn-fixes": (score, score, lambda ctx, setting, spec, unseen: train_runs(ctx, spec)),
+}
+
+
 def _score(proto: Mapping[str, Any], setting: str, run: Mapping[str, Any]) -> float:
-    return ext.score(setting, run) if suite_of(proto) == "extended" else score(setting, run)
+    return _SUITE_FUNCS[suite_of(proto)][0](setting, run)
 
 
 def _tune_score(proto: Mapping[str, Any], setting: str, run: Mapping[str, Any]) -> float:
-    return ext.tune_score(setting, run) if suite_of(proto) == "extended" else score(setting, run)
+    return _SUITE_FUNCS[suite_of(proto)][1](setting, run)
 
 
 def _train(proto: Mapping[str, Any], setting: str) -> Callable[[Context, Mapping[str, Any]], list[dict[str, Any]]]:
-    if suite_of(proto) == "extended":
-        unseen = list(proto["settings"][setting].get("unseen") or [])
-        return lambda ctx, spec: ext.train(ctx, setting, spec, unseen)
-    return train_runs
+    train, unseen = _SUITE_FUNCS[suite_of(proto)][2], list(proto["settings"][setting].get("unseen") or [])
+    return lambda ctx, spec: train(ctx, setting, spec, unseen)
 
 
 def method_spec(proto: Mapping[str, Any], setting: str, method: str) -> dict[str, Any]:
@@ -162,11 +164,10 @@ def method_record(ctx: Context, proto: Mapping[str, Any], setting: str, method: 
             runs = train(ctx, spec)
     except RuntimeError as err:  # tune_rate: every rate diverged on some seed
         return {"why": f"diverged at every rate of the grid ({_one_line(err)})"}
-    except (ValueError, TypeError, NotImplementedError) as err:  # the method refuses this setting, or its
-        line = _one_line(err)  # statistics blew up on the way (a check of finite values refused them)
-        if _NON_FINITE.search(line):
-            return {"why": f"diverged: non-finite values in its training ({line})"}
-        return {"why": f"does not apply here: {line}"}
+    except NonFiniteError as err:  # a statistics check refused what a diverging run produced
+        return {"why": f"diverged: non-finite values in its training ({' '.join(str(err).split())})"}
+    except (ValueError, TypeError, NotImplementedError) as err:  # the method refuses this setting
+        return {"why": f"does not apply here: {_one_line(err)}"}
     first = runs[0]
     rounds = max(1, int(first.get("rounds_done") or 0))
     comm = float(first["bytes_total"][-1]) / rounds if first.get("bytes_total") else None

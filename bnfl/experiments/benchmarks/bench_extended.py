@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.data.fedbn_data import DIGIT5
 from bnfl.experiments import training
 from bnfl.experiments.benchmarks.bn_fixes_settings import DAMAGE_MIN, choose
 from bnfl.experiments.core import Context, deep_merge
@@ -239,7 +240,7 @@ def protocol(profile: str) -> dict[str, Any]:
             if control["partition"].get("kind") == "iid" and "domains" in paper["data"]:
                 control["partition"]["num_clients"] = len(paper["data"]["domains"])
             elif control["partition"].get("kind") == "iid" and paper["data"]["name"] == "digit5":
-                control["partition"]["num_clients"] = 5
+                control["partition"]["num_clients"] = len(DIGIT5)
         settings[s] = {"scale": cand, "metric": metric(s), "skewed": skewed, "control": control,
                        **({"unseen": list(unseen)} if unseen else {})}
     tune = ({"grid": [0.05, 0.2], "seeds": list(SMOKE_TUNE["seeds"]), "validation": VALIDATION,
