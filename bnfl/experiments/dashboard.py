@@ -245,7 +245,8 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
     measured: dict[tuple, int] = {}  # one measurement (the claim that counts it) -> its first row
     for h in headlines:
         c = find_claim(results, h)
-        row = {"paper": paper_title(h.paper), "claim": h.topic, "paper's effect": h.paper_effect}
+        row = {"paper": paper_title(h.paper), "claim": h.topic,
+               "paper's effect": h.paper_effect + (f" (tested here: {h.tested})" if h.tested else "")}
         if c is None:
             row.update({"ours": "–", "threshold": "–", "stand-in (quick)": h.stand_in, "verdict": "not run",
                         "word": "not run", "entry": h.entry, "why": f"No stored result has claim {h.claim!r}."})

@@ -56,6 +56,8 @@ CATALOG_CHOICE = "the CATALOG's choice"
 _DIRECTION = "direction only"
 _ROOM = "derived: the paper's damage as a share of the room above chance, on the stand-in's room"
 _OWN_DAMAGE = "derived: a fraction of the damage the entry measures on the stand-in"
+_RULE = ("derived by the calibration's rule: the paper's effect scaled to the damage the entry measures "
+         "(bnfl.experiments.calibration.scaled_effect)")
 
 #: Where each headline threshold comes from, by ``(entry, claim)``: :data:`CATALOG_CHOICE`, direction
 #: only (0, or the null), or derived by a stated rule.
@@ -65,7 +67,7 @@ THRESHOLD_SOURCES: dict[tuple[str, str], str] = {
     ("fedtan-fig4", "fair-iid-fedtan"): CATALOG_CHOICE,
     ("fedtan-fig4", "fair-fedbn"): _DIRECTION,
     ("fedtan-tab2", "with mom.-non-iid"): _DIRECTION,
-    ("hbn-tab1", "hbn-best-Q-DIG phi=0.1"): CATALOG_CHOICE,
+    ("hbn-tab1", "hbn-best-Q-DIG phi=0.1"): _DIRECTION,
     ("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1"): CATALOG_CHOICE,
     ("hbn-tab2", "drop-0.6"): _OWN_DAMAGE,
     ("hbn-tab2", "hbn-ge-bn-0.6-B2"): _DIRECTION,
@@ -82,8 +84,8 @@ THRESHOLD_SOURCES: dict[tuple[str, str], str] = {
     ("fedbn-fig3", "fair-faster"): CATALOG_CHOICE,
     ("fedbn-fig4", "fair-a-E16"): _DIRECTION,
     ("fedbn-tab17", "fedbn-fedprox-thin"): CATALOG_CHOICE,
-    ("bench-bn-fixes", "label-skew-fedtan"): _DIRECTION,
-    ("bench-bn-fixes", "feature-shift-fedbn"): _DIRECTION,
+    ("bench-bn-fixes", "label-skew-fedtan"): _RULE,
+    ("bench-bn-fixes", "feature-shift-fedbn"): _RULE,
 }
 
 
@@ -101,7 +103,8 @@ def _claim_declaration(h: Headline) -> dict[str, Any]:
     return {"claim": h.claim, "paper_effect": h.paper_effect, "stand_in": h.stand_in,
             "threshold_reason": h.threshold_reason, "threshold_source": threshold_source(h), "null": h.null,
             "units": h.units, "repair": h.repair,
-            "precondition": None if pre is None else {"what": pre.what, "claim": pre.claim}}
+            "precondition": None if pre is None else {"what": pre.what, "claim": pre.claim},
+            **({"tested": h.tested} if h.tested else {})}
 
 
 def declaration(entry_id: str, *, profile: str = PROFILE, config: Mapping[str, Any] | None = None,
