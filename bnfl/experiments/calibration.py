@@ -165,7 +165,8 @@ EFFECTS: tuple[ClaimEffect, ...] = (
     _e("fedtan-fig4", "fair-iid-fedtan", _IID, 2.0, None, "equivalence: the entry's tolerance |FedTAN - Central| <= 2 "
        "pts, unscaled (paper, iid: 91.26 vs 91.53)", "equivalence"),
     _e("fedtan-fig4", "fair-fedbn", _LS, 72.07, 45.63, "FedBN's loss vs centralized, 91.53 - 19.46; " + _FT),
-    _e("fedtan-tab2", "with mom.-non-iid", _LS, 5.00, 45.63, "FedTAN 87.66 - FedAvg+GN 82.66; " + _FT),
+    _e("fedtan-tab2", "every-cell", _LS, 5.00, 45.63, "the non-iid with-momentum cell, FedTAN 87.66 - FedAvg+GN "
+       "82.66 (the count's other cells are scaled alike); " + _FT),
     _e("hbn-tab1", "hbn-best-Q-DIG phi=0.1", _SB, 1.20, 6.21, "HBN 71.56 - runner-up FixBN 70.36; " + _HB),
     _e("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1", _SB, 1.95, 6.21, "HBN 71.56 - BN 69.61; " + _HB),
     _e("hbn-tab2", "drop-0.6", _SB, 3.55, 5.74, "BN's drop 5.74 - HBN's 2.19; " + _HB2),
@@ -176,7 +177,7 @@ EFFECTS: tuple[ClaimEffect, ...] = (
     _e("fixbn-fig1", "fair-fixbn-closes", _LS, 41.75, 45.57, "FedAvg+FixBN 87.71 - FedAvg+BN 45.96; " + _FX4),
     _e("fixbn-fig1", "star", _LS, None, None, "Fig. 1 prints no number for FixBN* vs FixBN", "none"),
     _e("fixbn-fig4", "fixbn-local-E1", _SH, None, None, "Fig. 4 prints no numbers (curves only)", "none"),
-    _e("fixbn-fig3", "conv-Shards-fixbn-gn", _SH, 16.87, 37.56,
+    _e("fixbn-fig3", "conv-every-partition", _SH, 16.87, 37.56,
        "Fig. 3 prints no numbers: Table 5's FixBN 76.56 - GN 59.69 (Shards, E=100); " + _FX5),
     _e("fixbn-tab5", "fixbn-best", _SH, 5.90, 37.56, "FixBN 76.56 - runner-up FixUp 70.66; " + _FX5),
     _e("fedbn-tab11", "fedbn-best-mean", _FS, 2.54, 3.60, "FedBN 85.22 - FedAvg 82.68; " + _FB),

@@ -143,6 +143,7 @@ def _sota_result(ctx: Context, config: dict[str, Any], paper_table: Any, counted
         claims.append(per_seed_claim(f"fedbn-{d}", f"{d}: FedBN >= max(others) - 0.5", acc["FedBN"][:, j], -0.5,
                                      baseline=acc[best][:, j], seeds=seeds, n_test=n_test,
                                      detail=f"FedBN {fb['mean'][j]:.2f} vs {best} {st[best]['mean'][j]:.2f}"))
+    claims.append(S.shift_damage(ctx, config["base"], runs["FedAvg"]))  # the headline's precondition (row 18)
     tuned, rates = tuned_sota_runs(ctx, config) if config.get("tune") else ({}, {})
     if tuned:  # the headline claim: each method at its own tuned rate
         t_rows, t_st = _table(tuned, domains)
@@ -272,6 +273,7 @@ def compute_fig3(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows = [{"round": int(t), "FedAvg loss": round(float(avg[t - 1]), 4), "FedBN loss": round(float(bn[t - 1]), 4)}
             for t in marks]
     claims = _loss_claims("", runs["FedAvg"], runs["FedBN"], list(ctx.seeds))
+    claims.append(S.shift_damage(ctx, config["base"], runs["FedAvg"]))  # the headline's precondition (row 20)
     if config.get("tune"):  # headline row 20: each method at its own rate
         tuned, rates = tuned_sota_runs(ctx, config, ("FedAvg", "FedBN"))
         claims += _loss_claims("each at its own tuned rate: ", tuned["FedAvg"], tuned["FedBN"], list(ctx.seeds),
@@ -388,7 +390,7 @@ def compute_tab17(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     why = ("FedBN's new client normalises with statistics of its own data (a held-apart half), which absorbs a style that moves the "
            "pixel statistics ('thin' removes ink); the shared model normalises with the averaged statistics of the "
            "training domains. Morpho-MNIST's perturbations, on 28x28 digits, move them less")
-    claims = []
+    claims = [S.shift_damage(ctx, config["base"], runs["FedAvg"])]  # the headline's precondition (row 22)
     for s in styles:
         detail = f"FedBN {mean['FedBN'][s]:.2f} vs FedProx {mean['FedProx'][s]:.2f}"
         if len(seeds) >= 2:

@@ -112,6 +112,9 @@ def compute_fig4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
               for E in a["FedBN"]]
     if config.get("tune"):  # headline row 21: the largest E with each method at its own rate
         claims.append(_fair_largest_e(ctx, config, seeds, n_mean))
+    e = max(int(x) for x in config["E"])  # the headline's precondition at its E (row 21)
+    at_e = S.spec(config["base"], S.local_epochs(e, int(config["epochs"])))
+    claims.append(S.shift_damage(ctx, at_e, _runs(ctx, at_e, S.variant("FedAvg"), curve=True), where=f"(a) E = {e}: "))
     gap = [mb["FedBN"][f] - mb["SingleSet"][f] for f in fr]
     gap_seed = [(bm["FedBN"][fr[-1]][i] - bm["SingleSet"][fr[-1]][i]) - (bm["FedBN"][fr[0]][i] - bm["SingleSet"][fr[0]][i])
                 for i in range(len(seeds))]
@@ -384,6 +387,7 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             rows += [{"group": g, "method": f"{k} (tuned lr {rates[k].rate:g})", "mean": round(j_means[k], 2)}
                      for k in S.ROWS]
             chosen += [f"{g} {k} {t.describe()}" + (" (the grid's edge)" if t.at_edge else "") for k, t in rates.items()]
+        claims.append(S.shift_damage(ctx, base, runs["FedAvg"], name=f"{g.lower()}-shift-damage", where=f"{g}: "))
         best = max((k for k in j_means if k != "FedBN"), key=lambda k: j_means[k])
         n_test = sum(runs["FedBN"][0]["n_test_domain"])
         claims.append(per_seed_claim(f"{g.lower()}-best-mean", f"{g}: FedBN has the best group mean{at}",
