@@ -127,7 +127,7 @@ def test_normalisation_layer_headlines_run_on_a_conv_net_at_tuned_rates_with_the
     layers on a convolutional stand-in (GN over channels), every method at its own tuned rate, and
     measure BN's damage with BN-only runs first; no MLP proxy is left."""
     assert not (ROOT / "bnfl" / "experiments" / "proxies.py").exists()
-    for eid, claim in (("fedtan-tab2", "with mom.-non-iid"), ("fixbn-tab5", "fixbn-best")):
+    for eid, claim in (("fedtan-tab2", "every-cell"), ("fixbn-tab5", "fixbn-best")):
         quick = E.get(eid).config("quick")
         assert "proxy" not in quick and len(quick["tune"]["grid"]) >= 4
         assert quick["base"]["model"]["name"] == "q_res"
@@ -136,13 +136,25 @@ def test_normalisation_layer_headlines_run_on_a_conv_net_at_tuned_rates_with_the
         assert "Q-RES" in head.stand_in and "tuned" in head.threshold_reason
 
 
-def test_fig9_counts_the_qdig_column_that_tab2_moved_to_its_proxy():
+def test_fig9_counts_the_qdig_columns_that_tab2_tunes():
     from bnfl.experiments.core import Context
     from bnfl.experiments.papers.fedtan.groupnorm import _MOVED, _moved
 
-    assert _MOVED == ("with mom.", "non-iid")
+    assert _MOVED == ("with mom.", "non-iid")  # the cell whose BN-only runs measure the precondition
     assert _moved(Context(profile="quick")) and _moved(Context(profile="smoke"))
     assert not _moved(Context(profile="paper"))
+
+
+def test_tab2_tunes_every_cell_around_its_own_common_rate():
+    """Issue 47 (part 3): Table 2 whole, every cell at tuned rates; a cell without momentum tunes
+    over the momentum recipe's grid scaled to its own common rate (0.1 over 0.05)."""
+    from bnfl.experiments.papers.fedtan.groupnorm import TAB2_GRID, _cell_base, _cell_tune
+
+    config = E.get("fedtan-tab2").config("quick")
+    for mom, scale in (("with mom.", 1.0), ("w/o mom.", 2.0)):
+        for dist in ("iid", "non-iid"):
+            tune = _cell_tune(config, _cell_base(config, mom, dist))
+            assert tune["grid"] == pytest.approx([g * scale for g in TAB2_GRID]), (mom, dist)
 
 
 def test_fedbn_fig9_runs_several_seeds():

@@ -162,7 +162,7 @@ _FB = ("FedBN Tables 12 and 11 (digits, mean of 5 domains): centralized 86.28 - 
 EFFECTS: tuple[ClaimEffect, ...] = (
     _e("fedtan-fig3", "b-fedavg+bn", _LS, 45.63, 45.63, "the damage itself; " + _FT),
     _e("fedtan-tab1", "fair-fedtan-gap", _LS, 41.76, 45.63, "FedTAN 87.66 - FedAvg+BN 45.90; " + _FT),
-    _e("fedtan-fig4", "fair-iid-fedtan", _IID, 2.0, None, "equivalence: the entry's tolerance |FedTAN - Central| <= 2 "
+    _e("fedtan-fig4", "fair-iid-both", _IID, 2.0, None, "equivalence: the entry's tolerance |FedTAN - Central| <= 2 "
        "pts, unscaled (paper, iid: 91.26 vs 91.53)", "equivalence"),
     _e("fedtan-fig4", "fair-fedbn", _LS, 72.07, 45.63, "FedBN's loss vs centralized, 91.53 - 19.46; " + _FT),
     _e("fedtan-tab2", "every-cell", _LS, 5.00, 45.63, "the non-iid with-momentum cell, FedTAN 87.66 - FedAvg+GN "

@@ -64,7 +64,7 @@ _RULE = ("derived by the calibration's rule: the paper's effect scaled to the da
 THRESHOLD_SOURCES: dict[tuple[str, str], str] = {
     ("fedtan-fig3", "b-fedavg+bn"): _ROOM,
     ("fedtan-tab1", "fair-fedtan-gap"): _OWN_DAMAGE,
-    ("fedtan-fig4", "fair-iid-fedtan"): CATALOG_CHOICE,
+    ("fedtan-fig4", "fair-iid-both"): CATALOG_CHOICE,
     ("fedtan-fig4", "fair-fedbn"): _DIRECTION,
     ("fedtan-tab2", "every-cell"): _DIRECTION,
     ("hbn-tab1", "hbn-best-Q-DIG phi=0.1"): _DIRECTION,
@@ -206,9 +206,16 @@ def amendments(log: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
 
 
 def row_amendments(headline: Headline, log: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The amendments of ``headline`` (same entry; its claim before or after), oldest first."""
-    return [a for a in amendments(log) if a.get("entry") == headline.entry
-            and headline.claim in (a.get("claim"), a.get("after", {}).get("claim"))]
+    """The amendments of ``headline`` (same entry; its claim before or after, followed back through
+    the amendments that moved the row from one claim to another), oldest first."""
+    mine = [a for a in amendments(log) if a.get("entry") == headline.entry]
+    names = {headline.claim}
+    while True:  # the claims the row held before a logged move to a claim it holds since
+        more = {a.get("claim") for a in mine if a.get("after", {}).get("claim") in names} - names - {None}
+        if not more:
+            break
+        names |= more
+    return [a for a in mine if a.get("claim") in names or a.get("after", {}).get("claim") in names]
 
 
 def unrecorded(results: Iterable[Any], log: Mapping[str, Any] | None = None) -> list[str]:
