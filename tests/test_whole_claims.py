@@ -133,3 +133,36 @@ def test_partial_rows_say_which_part_they_test_and_it_is_declared():
     assert set(partial) == {"hbn-tab4", "fedbn-fig4"}
     for eid, h in partial.items():
         assert any(c.get("tested") == h.tested for c in P.declaration(eid)["claims"])
+
+
+def test_a_claim_on_several_stand_ins_is_reproduced_only_where_every_testable_one_agrees():
+    from bnfl.experiments import verdicts as V
+
+    rep = V.Verdict(V.REPRODUCED, V.REPRODUCED, reason="r.")
+    und = V.Verdict(V.UNDECIDED, "undecided (leans towards; ~7 seeds would decide)", "towards", 7, "u.")
+    nt = V.Verdict(V.NOT_TESTABLE, "not testable here (BN's damage +0.10 [-1.00, 1.20]: no damage to repair)")
+    assert V.across_stand_ins({"A": rep}) is rep
+    assert V.across_stand_ins({"A": rep, "B": rep}).word == V.REPRODUCED
+    mixed = V.across_stand_ins({"A": rep, "B": und})
+    assert mixed.word == V.STAND_IN_DEPENDENT and "A: reproduced" in mixed.text and "B: undecided" in mixed.text
+    assert V.across_stand_ins({"A": nt, "B": rep}).word == V.REPRODUCED  # an untestable stand-in says nothing
+    assert V.across_stand_ins({"A": nt, "B": nt}).word == V.NOT_TESTABLE
+    with pytest.raises(ValueError, match="at least one"):
+        V.across_stand_ins({})
+    assert V.STAND_IN_DEPENDENT in V.WORDS
+
+
+def test_row_1_names_both_stand_ins_and_reads_its_verdict_across_them():
+    from bnfl.experiments import dashboard as D
+
+    h = HEADLINES[0]
+    assert (h.entry, h.claim) == ("fedtan-fig3", "b-fedavg+bn") and [o.claim for o in h.others] == ["b-fedavg+bn MNIST-5K"]
+    results = {"fedtan-fig3": _result("fedtan-fig3")}
+    words = D.stand_in_words(results, h)
+    assert list(words) == ["Q-DIG-2", "MNIST-5K"]
+    from bnfl.experiments.verdicts import across_stand_ins
+
+    assert D.headline_verdict(results, h).word == across_stand_ins(words).word
+    row = D.headline_rows(results, [h])[0]
+    assert "MNIST-5K" in row["stand-in (quick)"] and "On the other stand-in: MNIST-5K" in row["why"]
+    assert any(c.get("other_stand_ins") for c in P.declaration("fedtan-fig3")["claims"])

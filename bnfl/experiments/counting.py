@@ -88,7 +88,11 @@ LINKED_ACROSS: dict[tuple[str, str], str] = {("hbn-tab6", "bn-damage"): "hbn-tab
 GATES: tuple[Gate, ...] = (
     *(Gate(h.entry, (h.claim,), h.precondition.label, h.precondition.claim)
       for h in HEADLINES if h.precondition is not None and h.precondition.claim is not None),
+    *(Gate(h.entry, (o.claim,), h.precondition.label, o.precondition)
+      for h in HEADLINES for o in h.others if h.precondition is not None and o.precondition is not None),
     Gate("hbn-fig1", ("drop-b",), "BN's drop from B = 32 to 2", "bn-drop-b"),
+    *(Gate("fedbn-tab1", (f"{g}-best-mean",), "the feature shift's damage", f"{g}-shift-damage")
+      for g in ("domainnet", "abide")),
     Gate("fedtan-fig7", ("fedtan-noniid", "fedavg-noniid"), "BN's damage (centralized - FedAvg+BN, non-iid)",
          derive=(("fedtan-noniid", -1.0), ("fedavg-noniid", -1.0))),
 )

@@ -33,7 +33,7 @@ from bnfl.experiments.titles import (
     stand_ins_of,
     why_lines,
 )
-from bnfl.experiments.verdicts import NOT_TESTABLE, WORDS, Verdict
+from bnfl.experiments.verdicts import NOT_TESTABLE, WORDS, Verdict, across_stand_ins
 from bnfl.experiments.vocabulary import PAPER_NAMES, PAPER_ORDER, VERDICT_MARKS, paper_title
 
 __all__ = [
@@ -195,12 +195,52 @@ def _own_why(claim: Any) -> str:
 
 def headline_verdict(results: Mapping[str, Any], headline: Headline) -> Verdict | None:
     """The verdict word of a headline (:func:`bnfl.experiments.verdicts.judge_claim`) from the stored
-    claim, with its precondition's claim of the same entry where the headline names one; ``None``
-    when no stored result has the claim."""
+    claim, with its precondition's claim of the same entry where the headline names one; with other
+    stand-ins (:attr:`Headline.others`), the word they all say, or *stand-in dependent*
+    (:func:`bnfl.experiments.verdicts.across_stand_ins`); ``None`` when no stored result has the claim."""
     c = find_claim(results, headline)
     if c is None or c.verdict == "info":
         return None
-    return counting.claim_word(results[headline.entry], c)
+    words = stand_in_words(results, headline)
+    return across_stand_ins(words) if words else counting.claim_word(results[headline.entry], c)
+
+
+def stand_in_words(results: Mapping[str, Any], headline: Headline) -> dict[str, Verdict]:
+    """``{stand-in: its verdict}`` of a headline measured on several stand-ins (the row's own first;
+    a stand-in whose claim the stored result lacks is left out); empty for a one-stand-in row."""
+    if not headline.others or headline.entry not in results:
+        return {}
+    r = results[headline.entry]
+    claims = {c.name: c for c in r.claims}
+    out = {}
+    for name, where in ((headline.claim, headline.stand_in), *((o.claim, o.stand_in) for o in headline.others)):
+        c = claims.get(name)
+        w = counting.claim_word(r, c) if c is not None and c.verdict != "info" else None
+        if w is not None:
+            out[_short_stand_in(where)] = w
+    return out
+
+
+def _others_note(results: Mapping[str, Any], h: Headline) -> str:
+    """The claim on the row's other stand-ins, each with its interval and word (the row's "ours" is
+    its first stand-in's)."""
+    if not h.others or h.entry not in results:
+        return ""
+    claims = {c.name: c for c in results[h.entry].claims}
+    words = stand_in_words(results, h)
+    said = [f"{_short_stand_in(o.stand_in)} {_ours(claims[o.claim], h)}, "
+            f"{words[_short_stand_in(o.stand_in)].text if _short_stand_in(o.stand_in) in words else 'no verdict'}"
+            for o in h.others if o.claim in claims]
+    missing = [_short_stand_in(o.stand_in) for o in h.others if o.claim not in claims]
+    text = ("On the other stand-in" + ("s" if len(said) > 1 else "") + ": " + "; ".join(said) + ".") if said else ""
+    if missing:
+        text += f" The stored result has no claim on {', '.join(missing)}."
+    return text.strip()
+
+
+def _short_stand_in(text: str) -> str:
+    """A stand-in's name without its description in brackets (``"MNIST-5K"``)."""
+    return text.split(" (", 1)[0]
 
 
 def _precondition_note(results: Mapping[str, Any], h: Headline, verdict: Verdict) -> str:
@@ -257,10 +297,10 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
         stored = getattr(c, "interval", None) or {}
         plain = not stored.get("low") and "items" not in stored  # no interval: the numbers behind it
         parts = [_sentence(v.reason) if v is not None else "", _sentence(c.detail) if plain else "",
-                 _paper_note(c, h), _sentence(_own_why(c)),
+                 _others_note(results, h), _paper_note(c, h), _sentence(_own_why(c)),
                  _precondition_note(results, h, v) if v is not None else ""]
         row.update({"ours": _ours(c, h), "threshold": t, "threshold_reason": h.threshold_reason,
-                    "stand-in (quick)": h.stand_in,
+                    "stand-in (quick)": "; ".join([h.stand_in, *(o.stand_in for o in h.others)]),
                     "verdict": v.text.upper() if v is not None else VERDICT_MARKS[c.verdict],
                     "word": v.word if v is not None else c.verdict, "entry": h.entry,
                     "protocol": protocol_cell(h, results.get(h.entry)),

@@ -23,6 +23,7 @@ from bnfl.experiments.verdicts import (
     NOT_TESTABLE,
     REPRODUCED,
     SMALLER,
+    STAND_IN_DEPENDENT,
     UNDECIDED,
     judge_claim_record,
 )
@@ -36,7 +37,7 @@ FOREST_ID = "headline-forest"
 
 #: Colour of each verdict word (Okabe-Ito, as bnfl's method colours).
 WORD_COLORS: dict[str, str] = {REPRODUCED: "#009E73", CONTRADICTED: "#D55E00", SMALLER: "#E69F00",
-                               UNDECIDED: "#0072B2", NOT_TESTABLE: "#999999"}
+                               UNDECIDED: "#0072B2", STAND_IN_DEPENDENT: "#CC79A7", NOT_TESTABLE: "#999999"}
 
 
 def _label(text: str, width: int = 52) -> str:

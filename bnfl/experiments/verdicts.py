@@ -24,7 +24,10 @@ paper's statement takes, the seeds and the per-seed spread) and says, without re
 ``not testable here``
     the claim needs a precondition (the damage a fix repairs, measured with BN-only runs of the same
     entry) and the stored interval of that precondition does not show it: the stand-in lacks what
-    the fix repairs, so neither a gain nor a loss of the fix says anything about the paper.
+    the fix repairs, so neither a gain nor a loss of the fix says anything about the paper;
+``stand-in dependent``
+    a headline claim measured on several pre-declared stand-ins (:func:`across_stand_ins`) whose
+    testable stand-ins do not all say the same word: the verdict lists each one's.
 
 The functions are pure: they take numbers (or a claim's stored ``interval`` record) and return a
 :class:`Verdict`; nothing is written back to a result.
@@ -44,9 +47,11 @@ __all__ = [
     "NOT_TESTABLE",
     "REPRODUCED",
     "SMALLER",
+    "STAND_IN_DEPENDENT",
     "UNDECIDED",
     "WORDS",
     "Verdict",
+    "across_stand_ins",
     "interval_of",
     "judge",
     "judge_claim",
@@ -59,8 +64,9 @@ CONTRADICTED = "contradicted"
 SMALLER = "smaller than claimed"
 UNDECIDED = "undecided"
 NOT_TESTABLE = "not testable here"
+STAND_IN_DEPENDENT = "stand-in dependent"
 #: The verdict words, in the order the dashboard counts them.
-WORDS: tuple[str, ...] = (REPRODUCED, CONTRADICTED, SMALLER, UNDECIDED, NOT_TESTABLE)
+WORDS: tuple[str, ...] = (REPRODUCED, CONTRADICTED, SMALLER, UNDECIDED, STAND_IN_DEPENDENT, NOT_TESTABLE)
 
 #: Most seeds :func:`judge` reports as "would decide" (beyond it: "more than 10,000").
 _SEED_LIMIT = 10_000
@@ -287,3 +293,26 @@ def judge_claim(claim: Any, *, null: float = 0.0, precondition: Any = None,
     if word is None:
         raise ValueError(f"claim {claim.name!r} is {claim.verdict!r}: it reports a number and has no verdict word")
     return Verdict(word, word, reason=f"the stored verdict is {claim.verdict}{tail}.")
+
+
+def across_stand_ins(words: Mapping[str, Verdict]) -> Verdict:
+    """One headline claim measured on several stand-ins (``{stand-in: its verdict}``, the first the
+    row's own): the word every testable stand-in says (a stand-in whose precondition fails is *not
+    testable here* and says nothing), else ``stand-in dependent`` with each stand-in's word; *not
+    testable here* when none is testable. One stand-in: its verdict, unchanged."""
+    if not words:
+        raise ValueError("across_stand_ins needs at least one stand-in's verdict")
+    if len(words) == 1:
+        return next(iter(words.values()))
+    each = "; ".join(f"{k}: {v.text}" for k, v in words.items())
+    testable = {k: v for k, v in words.items() if v.word != NOT_TESTABLE}
+    if not testable:
+        first = next(iter(words.values()))
+        return Verdict(NOT_TESTABLE, first.text, reason=f"No stand-in shows the precondition ({each}).")
+    said = {v.word for v in testable.values()}
+    if len(said) == 1:
+        first = next(iter(testable.values()))
+        return Verdict(first.word, first.text, first.leans, first.seeds_needed,
+                       f"{first.reason} Every testable stand-in agrees ({each}).".strip())
+    return Verdict(STAND_IN_DEPENDENT, f"{STAND_IN_DEPENDENT} ({each})",
+                   reason=f"The testable stand-ins do not agree: {each}.")
