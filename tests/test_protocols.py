@@ -114,7 +114,7 @@ def test_row_10s_items_are_its_stored_results_at_the_cited_commits_and_a_tampere
 
     log = P.load_log()
     row10 = [a for a in log["amendment"] if a["row"] == 10]
-    assert [a["id"] for a in row10] == ["A42", "A43"]
+    assert [a["id"] for a in row10] == ["A42", "A43", "A49"]  # A49: the tested part declared, nothing re-ran
     assert row10[0]["before"]["verdict"] == "undecided" and row10[-1]["after"]["verdict"] == "reproduced"
     for a in row10:
         for side in ("before", "after"):
@@ -153,7 +153,7 @@ def test_the_headline_table_names_each_rows_protocol_and_its_amendments():
     results = {r.id: r for r in _results(FIGURES)}
     text = headline_markdown(results)
     row5 = next(line for line in text.splitlines() if line.startswith("| 5 |"))
-    assert f"`{P.protocol_hash('fedtan-tab2')}`; amended 2x: A1, A2" in row5
+    assert f"`{P.protocol_hash('fedtan-tab2')}`; amended 3x: A1, A2, A48" in row5
     assert "- **A11** (row 18, fedbn-tab11" in text and "Protocol amendments" in text
     below = headline_markdown(results, why="below")
     assert "Protocol: `" in below and "- **A3** (row 7, hbn-tab1" in below

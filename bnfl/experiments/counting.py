@@ -82,7 +82,9 @@ ONE_MEASUREMENT: tuple[tuple[str, str, str, str], ...] = tuple(
      "whose BN collapse makes nearly all of both") for phi in ("0.6", "0.3"))
 
 #: (entry, claim) -> the entry that counts the same per-seed vector (it shares the BN-only runs).
-LINKED_ACROSS: dict[tuple[str, str], str] = {("hbn-tab6", "bn-damage"): "hbn-tab4"}
+LINKED_ACROSS: dict[tuple[str, str], str] = {("hbn-tab6", "bn-damage"): "hbn-tab4",
+                                             # the digits' FedAvg runs and their iid control, 5 seeds
+                                             ("fedbn-tab17", "shift-damage"): "fedbn-fig3"}
 
 #: The headline table's preconditions, and those of entries no headline reads.
 GATES: tuple[Gate, ...] = (

@@ -33,7 +33,7 @@ from bnfl.experiments.titles import (
     stand_ins_of,
     why_lines,
 )
-from bnfl.experiments.verdicts import NOT_TESTABLE, WORDS, Verdict, across_stand_ins
+from bnfl.experiments.verdicts import NOT_TESTABLE, STAND_IN_DEPENDENT, WORDS, Verdict, across_stand_ins
 from bnfl.experiments.vocabulary import PAPER_NAMES, PAPER_ORDER, VERDICT_MARKS, paper_title
 
 __all__ = [
@@ -118,9 +118,10 @@ def no_interval_claims(results: Iterable[Any]) -> list[tuple[str, str, str]]:
             if isinstance(getattr(c, "interval", None), Mapping) and "no_interval" in c.interval]
 
 
-#: What :func:`kind_counts` counts per kind: the verdict words for reproduction claims, pass/fail for checks.
-KIND_KEYS: dict[str, tuple[str, ...]] = {"reproduction": (*WORDS, "info"), "structural": _VERDICTS,
-                                         "consistency": _VERDICTS}
+#: What :func:`kind_counts` counts per kind: the verdict words for reproduction claims (a claim has one
+#: stand-in: "stand-in dependent" is a headline row's word), pass/fail for checks.
+KIND_KEYS: dict[str, tuple[str, ...]] = {"reproduction": (*(w for w in WORDS if w != STAND_IN_DEPENDENT), "info"),
+                                         "structural": _VERDICTS, "consistency": _VERDICTS}
 
 
 def kind_counts(results: Iterable[Any]) -> dict[str, dict[str, dict[str, int]]]:
@@ -162,8 +163,8 @@ def _ours(claim: Any, headline: Headline | None = None) -> str:
                 + (f", {n} seeds)" if n else ")"))
     if claim.measured is None:
         return "–"
-    if iv and "items" in iv:  # a count over items, each judged by its own interval
-        return f"{display_number(claim.measured)} of {len(iv['items'])}{unit}"
+    if iv and "items" in iv:  # a count over items, each judged by its own interval: a whole number
+        return f"{int(round(claim.measured))} of {len(iv['items'])}{unit}"
     if claim.noise:
         return f"{display_number(claim.measured)} ± {display_number(claim.noise)}{unit} (noise)"
     return display_number(claim.measured) + unit

@@ -51,8 +51,10 @@ HEADLINE_INTRO = (
     "threshold without reversing the effect; **undecided**, it contains the threshold: which way the estimate "
     "leans (towards or against the paper) and about how many seeds would decide it at the observed per-seed "
     "spread; **not testable here**, the BN-only precondition measured in the same entry (the damage the fix "
-    "repairs) is not there, with its interval. Where no claim of the entry measures the precondition, the "
-    "why says so and the verdict rests on the interval alone.")
+    "repairs) is not there, with its interval; **stand-in dependent**, a row measured on several stand-ins "
+    "whose testable stand-ins do not say the same word (each one's is listed; where they agree the row says "
+    "that word). Where no claim of the entry measures the precondition, the why says so and the verdict rests "
+    "on the interval alone.")
 
 
 def headline_words_line(results: Mapping[str, Result]) -> str:
