@@ -112,22 +112,24 @@ def test_fig4_init_cells_and_links(monkeypatch):
         return Tuned(0.1, {lr: 50.0 for lr in tune["grid"]}, (0, 1, 2), 0.2), fake_train_runs(ctx, spec)
 
     tuned = []
+    from bnfl.experiments.papers.fedtan import fair
+
     monkeypatch.setattr(noniid, "train_runs", fake_train_runs)
-    monkeypatch.setattr(noniid, "tuned_runs", fake_tuned_runs)
+    monkeypatch.setattr(fair, "tuned_runs", fake_tuned_runs)
     ctx = Context(profile="quick", seeds=SEEDS)
     from bnfl.experiments.registry import get
 
     config = get("fedtan-fig4").config("quick")
     out = noniid.compute_fig4(ctx, config)
-    assert sorted(tuned) == [("centralized", "iid"), ("fedavg+bn", "classes_per_client"),
-                             ("fedbn", "classes_per_client"), ("fedtan", "iid")]
+    assert sorted(tuned) == [("centralized", "iid"), ("fedavg+bn", "classes_per_client"), ("fedavg+bn", "iid"),
+                             ("fedbn", "classes_per_client"), ("fedtan", "iid")]  # row 3: FedAvg+BN on iid too
     inits = {(s["partition"].get("kind"), s["model"].get("init", "pytorch")) for s in seen}
     assert ("iid", "he_normal") in inits and ("classes_per_client", "pytorch") in inits
     assert ("iid", "pytorch") not in inits  # the second init only in the non-iid cells
     # The PyTorch-init cells use the spec other entries train (no init key), so the run cache shares them.
     assert all("init" not in s["model"] for s in seen if s["model"].get("init", "pytorch") == "pytorch")
     claims = {c.name: c for c in out["claims"]}
-    assert {"fair-iid-fedtan", "fair-fedbn"} <= set(claims)  # headline rows 3 and 4, each method tuned
+    assert {"fair-iid-fedtan", "fair-iid-fedtan-fedavg+bn", "fair-iid-both", "fair-fedbn"} <= set(claims)  # rows 3, 4
     assert claims["fedbn"].verdict == "pass" and claims["fedbn"].interval["paired"]
     assert "fedbn-pytorch-init" in claims and "silobn-pytorch-init" in claims
     assert all(c.interval is not None for c in out["claims"] if c.verdict != "info")

@@ -216,6 +216,10 @@ def test_forest_items_follow_the_table_and_the_figure_draws(tmp_path):
     labels = [it["label"] for it in items["pts"]]
     assert labels[0].startswith("1. FedTAN: FedAvg+BN collapses") and not any(lab.endswith("…") for lab in labels)
     assert sum(lab.startswith("10. ") for lab in labels) == 4  # the count is drawn as its items
+    row3 = [it for it in items["pts"] if it["label"].startswith("3. ")]  # an equivalence item keeps its band
+    assert len(row3) == 2 and all(it["threshold"] == (-2.0, 2.0) for it in row3)
+    row1 = [it["label"].replace("\n", " ") for it in items["pts"] if it["label"].startswith("1. ")]
+    assert row1[0].endswith(", Q-DIG-2") and row1[1].endswith(", MNIST-5K")  # each stand-in drawn
     assert [it["label"].split(".")[0] for it in items["share"]] == ["13", "20"]
     assert {it["color"] for it in items["pts"]} <= set(WORD_COLORS.values())
     tab17 = next(it for it in items["pts"] if it["label"].startswith("22."))

@@ -33,7 +33,13 @@ from bnfl.experiments.titles import (
     stand_ins_of,
     why_lines,
 )
-from bnfl.experiments.verdicts import NOT_TESTABLE, STAND_IN_DEPENDENT, WORDS, Verdict, across_stand_ins
+from bnfl.experiments.verdicts import (
+    NOT_TESTABLE,
+    STAND_IN_DEPENDENT,
+    WORDS,
+    Verdict,
+    across_stand_ins,
+)
 from bnfl.experiments.vocabulary import PAPER_NAMES, PAPER_ORDER, VERDICT_MARKS, paper_title
 
 __all__ = [

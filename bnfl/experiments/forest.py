@@ -16,7 +16,7 @@ from typing import Any
 
 from matplotlib.lines import Line2D
 
-from bnfl.experiments.dashboard import find_claim, headline_verdict
+from bnfl.experiments.dashboard import find_claim, headline_verdict, stand_in_words
 from bnfl.experiments.headlines import HEADLINES, Headline
 from bnfl.experiments.verdicts import (
     CONTRADICTED,
@@ -67,21 +67,36 @@ def forest_items(results: Mapping[str, Any], headlines: Sequence[Headline] = HEA
                 if v.word == NOT_TESTABLE:
                     word = NOT_TESTABLE
                 out["pts"].append({"label": _label(f"{i}. {paper_title(h.paper)}: {h.topic}, {name}"), "estimate": rec["estimate"],
-                                   "low": rec["low"], "high": rec["high"], "threshold": rec.get("threshold"),
+                                   "low": rec["low"], "high": rec["high"], "threshold": _threshold(rec, None),
                                    "color": WORD_COLORS[word], "word": word})
             continue
         if iv.get("low") is None:
             continue
-        if iv.get("side") == "within":
-            tol = float(iv.get("tolerance", abs(iv.get("threshold", 0.0))))
-            threshold: Any = (-tol, tol)
-        else:
-            threshold = iv.get("threshold", c.threshold)
         panel = "share" if h.units == "share" else "pts"
-        out[panel].append({"label": label, "estimate": iv["estimate"], "low": iv["low"], "high": iv["high"],
-                           "threshold": threshold, "paper": h.paper_value, "color": WORD_COLORS[v.word],
-                           "word": v.word, "null": h.null})
+        words = stand_in_words(results, h)
+        claims = {x.name: x for x in results[h.entry].claims}
+        # the row's own stand-in, then each other stand-in's interval in its own colour (the row's word
+        # is the one they all say, or "stand-in dependent")
+        for where, item in ((h.stand_in, c), *((o.stand_in, claims.get(o.claim)) for o in h.others)):
+            rec = getattr(item, "interval", None) or {}
+            if item is None or rec.get("low") is None:
+                continue
+            short = where.split(" (", 1)[0]
+            word = words[short].word if short in words else v.word
+            named = label if not h.others else _label(f"{i}. {paper_title(h.paper)}: {h.topic}, {short}")
+            out[panel].append({"label": named,
+                               "estimate": rec["estimate"], "low": rec["low"], "high": rec["high"],
+                               "threshold": _threshold(rec, item.threshold), "paper": h.paper_value,
+                               "color": WORD_COLORS[word], "word": word, "null": h.null})
     return out
+
+
+def _threshold(rec: Mapping[str, Any], stored: Any) -> Any:
+    """The threshold a stored interval is judged against: an equivalence band as ``(-tol, tol)``."""
+    if rec.get("side") == "within":
+        tol = float(rec.get("tolerance", abs(rec.get("threshold", 0.0))))
+        return (-tol, tol)
+    return rec.get("threshold", stored)
 
 
 def headline_forest(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES) -> Any:
