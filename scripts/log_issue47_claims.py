@@ -19,6 +19,9 @@ recomputed hbn-tab1 and bench-bn-fixes; ``AFTER2``: the one that stores the othe
 that stores fedtan-tab1, fixbn-tab1 and fedtan-fig3 recomputed for them.
 
     python scripts/log_issue47_claims.py --stand-ins BEFORE AFTER3
+
+``--row4 BEFORE AFTER4`` writes A62-A63 (row 4 on MNIST-5K; ``BEFORE``: fedtan-fig4's previous
+result, ``AFTER4``: its recomputed one).
 """
 
 from __future__ import annotations
@@ -255,7 +258,33 @@ def stand_ins(before: str, after: str) -> int:
     return 0
 
 
+def row4(before: str, after: str) -> int:
+    """A62-A63: row 4 on MNIST-5K (FedBN <= FedAvg+BN, each at its tuned rate), and the entry amendment
+    of fedtan-fig4 recomputed for it (``before``: the commit of its previous result, A56's)."""
+    log = json.loads(LOG_PATH.read_text())
+    ids = {a["id"] for a in log["amendment"]} | {a["id"] for a in log.get("entry_amendment", [])}
+    if "A62" in ids:
+        raise SystemExit("A62-A63 are logged already")
+    a = amendment("A62", [after], "fedtan-fig4", "fair-fedbn",
+                  _STAND_IN.format(claim="fair-fedbn", pre=", each method at its own tuned rate over the same grid"),
+                  "Issue 47 (part 2): a verdict resting on one stand-in may be the stand-in's. " + _SEEN, before, after)
+    if a["from_hash"] == a["to_hash"]:
+        raise SystemExit(f"A62: the declaration of fedtan-fig4 did not change ({a['from_hash']})")
+    log["amendment"].append(a)
+    log["entry_amendment"].append({
+        "id": "A63", "date": DATE, "commits": [after], "scope": "entries",
+        "what": "fedtan-fig4 recomputed for A62: every claim that is new, gone or judged otherwise. Every earlier run "
+                "is bitwise unchanged.",
+        "why": "Issue 47: each change after results existed is logged with its before and after. " + _SEEN,
+        "after_seeing": True, "entries": [entry_changes(before, after, "fedtan-fig4")]})
+    LOG_PATH.write_text(json.dumps(log, indent=1, ensure_ascii=False) + "\n")
+    print(f"logged A62 row {a['row']} fedtan-fig4/fair-fedbn: {a['before']['verdict']} -> {a['after']['verdict']}")
+    return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--row4":
+        raise SystemExit(row4(*sys.argv[2:]))
     if len(sys.argv) == 4 and sys.argv[1] == "--stand-ins":
         raise SystemExit(stand_ins(*sys.argv[2:]))
     if len(sys.argv) != 4:

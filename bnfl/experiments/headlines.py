@@ -215,7 +215,8 @@ HEADLINES: tuple[Headline, ...] = (
     Headline("fedtan-fig4", "fair-fedbn", "FedBN fails on label skew",
              "non-iid: FedBN 19.46 and SiloBN 19.43, near chance (Table 1)", _DIG2,
              threshold_reason="0: direction only (FedBN no better than FedAvg+BN; paper 19.46 vs 45.90); each method "
-                              "at its own tuned rate", paper_value=-26.44),
+                              "at its own tuned rate", paper_value=-26.44,
+             others=(OtherStandIn("fair-fedbn MNIST-5K", _MNIST),)),
     Headline("fedtan-tab2", "every-cell", "FedTAN >= FedAvg+GN",
              "FedTAN above FedAvg+GN in all 4 cells, iid and non-iid, with and without momentum (Table 2: by "
              "3.33, 7.68, 2.85, 5.00 pts)",

@@ -18,7 +18,7 @@ from bnfl.experiments.setups import label as method_label
 from bnfl.experiments.setups import method_row, with_init
 from bnfl.experiments.tuning import EDGE_RULE, SMOKE_TUNE, TUNE_SEEDS, Tuned, tuned_runs
 
-__all__ = ["FAIR_GRID", "FAIR_SMOKE", "PARTS", "fair_gap_on", "fair_note", "fair_rows", "fair_runs"]
+__all__ = ["FAIR_GRID", "FAIR_SMOKE", "PARTS", "fair_fedbn_on", "fair_gap_on", "fair_note", "fair_rows", "fair_runs"]
 
 
 #: The rates each method of a headline comparison (rows 2-4) is tuned over at quick, on a validation
@@ -73,3 +73,17 @@ def fair_gap_on(ctx: Context, config: Mapping[str, Any], name: str, data: Mappin
             ev.at_least(f"fair-fedtan-gap {name}", f"{name}: non-iid FedTAN - FedAvg+BN >= {half:.1f} pts (half its "
                         f"FedAvg+BN damage at the common rate, {damage:.1f} pts), each at its own tuned rate",
                         f["fedtan"], half, baseline=f["fedavg+bn"], detail=f"tuned: {rates}")]
+
+
+def fair_fedbn_on(ctx: Context, config: Mapping[str, Any], name: str, data: Mapping[str, Any], *, why: str = "") -> Claim:
+    """Headline row 4 on another stand-in (issue 47): FedBN <= FedAvg+BN on non-iid data, each at its
+    own tuned rate over the entry's grid, at the headline init; the claim ``fair-fedbn <name>``."""
+    head = with_init(merge_specs(config["base"], data), config.get("inits", ["pytorch"])[0])
+    fair = {k: tuned_runs(ctx, merge_specs(head, {"partition": NONIID}, variant_spec(k)), config["tune"])
+            for k in ("fedbn", "fedavg+bn")}
+    f = {k: finals(r) for k, (_, r) in fair.items()}
+    rates = "; ".join(f"{method_label(k)} {t.describe()}" for k, (t, _) in fair.items())
+    return Seeds(ctx.seeds, fair["fedavg+bn"][1]).at_most(
+        f"fair-fedbn {name}", f"{name}: non-iid FedBN <= FedAvg+BN, each at its own tuned rate", f["fedbn"], 0.0,
+        baseline=f["fedavg+bn"], why=why, detail=f"FedBN {np.mean(f['fedbn']):.2f} vs FedAvg+BN "
+        f"{np.mean(f['fedavg+bn']):.2f}; tuned: {rates}")
