@@ -152,6 +152,20 @@ def test_a_claim_on_several_stand_ins_is_reproduced_only_where_every_testable_on
     assert V.STAND_IN_DEPENDENT in V.WORDS
 
 
+def test_every_row_with_other_stand_ins_stores_them_and_reads_its_verdict_across_them():
+    from bnfl.experiments import dashboard as D
+    from bnfl.experiments.verdicts import across_stand_ins
+
+    rows = [n for n, h in enumerate(HEADLINES, 1) if h.others]
+    assert rows == [1, 2, 4, 12]  # the label skew's rows with MNIST-5K calibrated (bench-calib-proxies)
+    for n in rows:
+        h = HEADLINES[n - 1]
+        results = {h.entry: _result(h.entry)}
+        words = D.stand_in_words(results, h)
+        assert list(words) == ["Q-DIG-2", "MNIST-5K"], n  # every stand-in's claim is stored
+        assert D.headline_verdict(results, h).word == across_stand_ins(words).word, n
+
+
 def test_row_1_names_both_stand_ins_and_reads_its_verdict_across_them():
     from bnfl.experiments import dashboard as D
 
