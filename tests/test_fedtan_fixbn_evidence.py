@@ -108,7 +108,7 @@ def test_fig4_init_cells_and_links(monkeypatch):
     def fake_tuned_runs(ctx, spec, tune):  # the fair-rate claims: one tuning per compared method
         from bnfl.experiments.tuning import Tuned
 
-        tuned.append((spec["method"], spec["partition"].get("kind")))
+        tuned.append((spec["method"], spec["partition"].get("kind"), spec["data"]["name"]))
         return Tuned(0.1, {lr: 50.0 for lr in tune["grid"]}, (0, 1, 2), 0.2), fake_train_runs(ctx, spec)
 
     tuned = []
@@ -121,8 +121,10 @@ def test_fig4_init_cells_and_links(monkeypatch):
 
     config = get("fedtan-fig4").config("quick")
     out = noniid.compute_fig4(ctx, config)
-    assert sorted(tuned) == [("centralized", "iid"), ("fedavg+bn", "classes_per_client"), ("fedavg+bn", "iid"),
-                             ("fedbn", "classes_per_client"), ("fedtan", "iid")]  # row 3: FedAvg+BN on iid too
+    nc = "classes_per_client"
+    assert sorted(tuned) == sorted([("centralized", "iid", "digits"), ("fedavg+bn", "iid", "digits"),  # row 3 too
+                                    ("fedavg+bn", nc, "digits"), ("fedavg+bn", nc, "mnist5k"), ("fedbn", nc, "digits"),
+                                    ("fedbn", nc, "mnist5k"), ("fedtan", "iid", "digits")])  # row 4 on MNIST-5K
     inits = {(s["partition"].get("kind"), s["model"].get("init", "pytorch")) for s in seen}
     assert ("iid", "he_normal") in inits and ("classes_per_client", "pytorch") in inits
     assert ("iid", "pytorch") not in inits  # the second init only in the non-iid cells
