@@ -63,27 +63,28 @@ def reported_rows(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]], l
                  f"in the last {S.LAST_K} rounds (the authors' code reports these); the claims use the last round.")
 
 
-def _best_claims(ctx: Context, tag: str, per_seed: dict[str, list[float]], runs: list[dict[str, Any]]) -> list[Claim]:
-    """Table 1's "HBN is best" in a column, paired by seed with the best other normaliser (by mean):
-    ``hbn-best-<tag>``, HBN above it (direction only: best means best), then the non-inferiority line
-    ``hbn-near-best-<tag>``, HBN within 1 pt of it (the same per-seed vector: reported beside, counted
-    once, in the first)."""
+def _against_best(ctx: Context, name: str, statement: str, per_seed: dict[str, list[float]], threshold: float,
+                  runs: list[dict[str, Any]]) -> Claim:
+    """HBN minus the best other normaliser of a column (by mean), paired by seed with it, >= ``threshold``."""
     best = S.best_of(per_seed, [k for k in per_seed if k != "HBN"])
-    detail = ", ".join(f"{k} {S.fmt(v)}" for k, v in per_seed.items()) + f" (paired with {best}, the best other)"
-    return [S.compare(ctx, f"hbn-best-{tag}", f"{tag}: HBN is the best normaliser (HBN - the best other > 0)",
-                      per_seed["HBN"], 0.0, baseline=per_seed[best], runs=runs, detail=detail),
-            S.compare(ctx, f"hbn-near-best-{tag}", f"{tag}: HBN is within 1 pt of the best other normaliser "
-                      "(non-inferiority, -1 pt)", per_seed["HBN"], -1.0, baseline=per_seed[best], runs=runs,
-                      detail=detail)]
+    return S.compare(ctx, name, statement, per_seed["HBN"], threshold, baseline=per_seed[best], runs=runs,
+                     detail=", ".join(f"{k} {S.fmt(v)}" for k, v in per_seed.items()) + f" (paired with {best}, the best other)")
+
+
+def _best_claims(ctx: Context, tag: str, per_seed: dict[str, list[float]], runs: list[dict[str, Any]]) -> list[Claim]:
+    """Table 1's "HBN is best" in a column: ``hbn-best-<tag>``, HBN above the best other (direction
+    only: best means best), then the non-inferiority line ``hbn-near-best-<tag>``, HBN within 1 pt of
+    it (the same per-seed vector: reported beside, counted once, in the first)."""
+    return [_against_best(ctx, f"hbn-best-{tag}", f"{tag}: HBN is the best normaliser (HBN - the best other > 0)",
+                          per_seed, 0.0, runs),
+            _against_best(ctx, f"hbn-near-best-{tag}", f"{tag}: HBN is within 1 pt of the best other normaliser "
+                          "(non-inferiority, -1 pt)", per_seed, -1.0, runs)]
 
 
 def _within_claim(ctx: Context, tag: str, per_seed: dict[str, list[float]], runs: list[dict[str, Any]]) -> Claim:
-    """Table 3's column claim: HBN best or within 1 pt of the best other normaliser (by mean), paired
-    by seed with it (Table 1 tests "best" as best, :func:`_best_claims`)."""
-    best = S.best_of(per_seed, [k for k in per_seed if k != "HBN"])
-    return S.compare(ctx, f"hbn-best-{tag}", f"{tag}: HBN is best or within 1 pt of the best", per_seed["HBN"], -1.0,
-                     baseline=per_seed[best], runs=runs,
-                     detail=", ".join(f"{k} {S.fmt(v)}" for k, v in per_seed.items()) + f" (paired with {best}, the best other)")
+    """Table 3's column claim: HBN best or within 1 pt of the best other normaliser (Table 1 tests
+    "best" as best, :func:`_best_claims`)."""
+    return _against_best(ctx, f"hbn-best-{tag}", f"{tag}: HBN is best or within 1 pt of the best", per_seed, -1.0, runs)
 
 
 # -- Table 1 -------------------------------------------------------------------------------------
