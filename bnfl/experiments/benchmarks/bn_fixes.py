@@ -235,8 +235,9 @@ def compute_bench_bn_fixes(ctx: Context, config: dict[str, Any]) -> dict[str, An
     notes = [
         "Verdicts: 95% Student t-interval of the per-seed paired difference (the methods share each seed's "
         "initialisation draw and partition); the rows also give the stratified percentile bootstrap of the same "
-        "difference (10,000 resamples, seed 0) for comparison. Claims whose interval contains 0 are inconclusive "
-        "and state the smallest effect 5 seeds could detect and about how many seeds would decide them.",
+        "difference (10,000 resamples, seed 0) for comparison. Claims whose interval contains their threshold "
+        "(0 for a setting's damage; the setting's measured damage for a fix, which must repair all of it) are "
+        "inconclusive and state the smallest effect 5 seeds could detect and about how many seeds would decide them.",
         "Protocols: label-skew settings score every model on the whole test set (FedBN and its per-client models: "
         "their mean there, FedTAN's protocol); the feature-shift setting scores each domain on its own test set "
         "with its client's model (FedBN's protocol; a shared model is the same model on every domain).",
