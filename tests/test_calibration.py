@@ -34,6 +34,18 @@ def test_scaled_effect_is_the_share_of_the_damage():
     assert C.scaled_effect(C.ClaimEffect("x", "y", "iid", None, None, "none", "curve"), 20.0) is None
 
 
+def test_the_one_rule_scales_the_papers_effect_to_the_stand_ins_damage():
+    """rule_threshold: E_paper x D / D_paper rounded to 0.1 pt, 0 without a damage; rule_share: the
+    paper's repaired share; a claim without a paper effect is one clear error."""
+    assert C.rule_threshold("fedtan-tab1", "fair-fedtan-gap", 19.8) == round(41.76 * 19.8 / 45.63, 1) == 18.1
+    assert C.rule_threshold("hbn-tab2", "drop-0.6", 39.8) == 24.6
+    assert C.rule_threshold("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1", 2.888) == 0.9
+    assert C.rule_threshold("fedtan-tab1", "fair-fedtan-gap", -3.0) == 0.0  # no damage: nothing to repair
+    assert C.rule_share("fixbn-fig1", "fair-fixbn-closes") == round(41.75 / 45.57, 2) == 0.92
+    with pytest.raises(KeyError, match="no paper effect and damage for fixbn-fig1/star"):
+        C.rule_threshold("fixbn-fig1", "star", 10.0)  # Fig. 1 prints no number
+
+
 def test_resolution_and_seeds_needed():
     # one test sample dominates a tiny spread; the standard error dominates a large one
     assert C.resolution(0.1, 360) == pytest.approx(100 / 360)

@@ -66,7 +66,7 @@ def test_the_hash_is_canonical_and_holds_no_measured_number_or_path():
 
 def test_every_headline_threshold_says_where_it_comes_from():
     catalog = [n for n, h in enumerate(HEADLINES, 1) if P.threshold_source(h) == P.CATALOG_CHOICE]
-    assert catalog == [3, 7, 10, 13, 14, 20, 22]
+    assert catalog == [3, 10, 14, 20, 22]
     for n in catalog:
         assert P.CATALOG_CHOICE in HEADLINES[n - 1].threshold_reason, n
         assert "the paper's margin" not in HEADLINES[n - 1].threshold_reason, n
@@ -207,14 +207,32 @@ def test_an_entry_amendment_lets_its_old_hash_through_and_nothing_else(tmp_path)
     assert any("to_hash" in p for p in P.validate_log(broken))
 
 
-def test_row_7s_stated_calibration_threshold_is_what_the_rule_gives_on_the_stored_damage():
-    """Row 7's reason types "0.91 pts: +1.95 x 2.89 / 6.21": recomputed here from calibration's
-    scaling rule (:func:`bnfl.experiments.calibration.scaled_effect`) and hbn-tab1's stored damage."""
+def test_every_rule_derived_threshold_is_what_the_one_rule_gives_on_its_damage():
+    """Issue 47 (part 4): rows 2, 7, 8 and 13 store the threshold the calibration's rule gives
+    (:func:`bnfl.experiments.calibration.rule_threshold`, :func:`~bnfl.experiments.calibration.rule_share`):
+    row 2 on each stand-in's own stored damage, rows 7 and 8 on the damage the stand-in's BN-only
+    calibration measured before any fix ran, row 13 the paper's share; each reason types the value."""
     from bnfl.experiments import calibration as C
+    from bnfl.experiments.papers.hbn import regime
 
-    h = HEADLINES[6]
-    (effect,) = [e for e in C.EFFECTS if (e.entry, e.claim) == (h.entry, h.claim)]
     results = {r.id: r for r in _results(FIGURES)}
-    damage = next(c for c in results[h.entry].claims if c.name == h.precondition.claim).interval["estimate"]
-    want = C.scaled_effect(effect, damage)
-    assert f"gives {want:.2f} pts: +{effect.effect:.2f} x {damage:.2f} / {effect.damage:.2f}" in h.threshold_reason
+
+    def stored(entry: str, claim: str):
+        return next(c for c in results[entry].claims if c.name == claim)
+
+    for claim, pre in (("fair-fedtan-gap", "bn-damage"), ("fair-fedtan-gap MNIST-5K", "bn-damage MNIST-5K")):
+        damage = stored("fedtan-tab1", pre).interval["estimate"]
+        assert stored("fedtan-tab1", claim).threshold == pytest.approx(
+            C.rule_threshold("fedtan-tab1", "fair-fedtan-gap", damage)), claim
+    for row, precondition in ((7, "skew-0.1"), (8, "batch-0.6")):
+        h = HEADLINES[row - 1]
+        want = C.rule_threshold(h.entry, h.claim, regime.damage(precondition))
+        assert stored(h.entry, h.claim).threshold == pytest.approx(want), row
+        assert h.threshold_reason.startswith(f"{want:g} pt"), row
+        assert P.threshold_source(h) != P.CATALOG_CHOICE, row
+    damage = stored("hbn-tab1", "bn-damage").interval["estimate"]
+    assert round(damage, 2) == round(regime.damage("skew-0.1"), 2) == 2.89  # row 7's reason: "x 2.89 / 6.21"
+    h = HEADLINES[12]
+    for claim in (h.claim, *(o.claim for o in h.others)):
+        assert stored(h.entry, claim).threshold == C.rule_share(h.entry, h.claim) == 0.92, claim
+    assert h.threshold_reason.startswith("0.92 of the gap")

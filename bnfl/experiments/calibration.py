@@ -51,7 +51,8 @@ from bnfl.experiments.training import final, mean_over_clients
 
 __all__ = ["BENCH_REPAIR", "CANDIDATES", "DECIDING_SEEDS", "DECIDING_SEED_COUNTS", "EFFECTS", "FACTOR", "FAMILIES", "HEADLINE_SEEDS",
            "HEADLINE_SEED_COUNTS", "HEADLINE_SEED_GROUPS", "ROUNDS", "ClaimEffect", "chance", "headroom_share", "measure", "metric",
-           "recommend", "resolution", "resolves", "scaled_effect", "score", "seeds_needed", "table"]
+           "recommend", "resolution", "resolves", "rule_share", "rule_threshold", "scaled_effect", "score", "seeds_needed",
+           "table"]
 
 #: Seeds a headline claim runs (issue 25: 5 for the headline claims).
 HEADLINE_SEEDS = 5
@@ -204,6 +205,34 @@ def scaled_effect(effect: ClaimEffect, proxy_damage: float) -> float | None:
     if effect.kind != "effect" or effect.effect is None or not effect.damage:
         return None
     return float(effect.effect) * float(proxy_damage) / float(effect.damage)
+
+
+def _effect_of(entry: str, claim: str) -> ClaimEffect:
+    found = [e for e in EFFECTS if (e.entry, e.claim) == (entry, claim)]
+    if len(found) != 1 or found[0].kind != "effect" or found[0].effect is None or not found[0].damage:
+        raise KeyError(f"calibration.EFFECTS has no paper effect and damage for {entry}/{claim}: add it there")
+    return found[0]
+
+
+def rule_threshold(entry: str, claim: str, damage: float) -> float:
+    """The threshold of headline claim ``entry``/``claim`` by the calibration's one rule (issue 47,
+    part 4): the paper's effect scaled to ``damage``, the BN damage the stand-in shows
+    (:func:`scaled_effect`), rounded to 0.1 pt; 0 where the stand-in shows no damage (the claim's
+    precondition then says it is not testable).
+
+    FedTAN's repair (Table 1: 41.76 of 45.63 pts) asks a stand-in damaged by 19.8 pts for
+    41.76 x 19.8 / 45.63 = 18.1 pts.
+    """
+    scaled = scaled_effect(_effect_of(entry, claim), max(float(damage), 0.0))
+    return round(float(scaled), 1) if scaled is not None and math.isfinite(scaled) else 0.0
+
+
+def rule_share(entry: str, claim: str) -> float:
+    """The threshold of a headline claim whose quantity is the share of the BN damage a fix repairs,
+    by the same rule: the paper's effect over the paper's damage (the share the paper's fix repairs),
+    rounded to 0.01. FixBN's (Table 4: 41.75 of 45.57 pts) is 0.92."""
+    e = _effect_of(entry, claim)
+    return round(float(e.effect) / float(e.damage), 2)
 
 
 def chance(ctx: Context, spec: Mapping[str, Any]) -> float:

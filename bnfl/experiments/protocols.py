@@ -55,26 +55,29 @@ LOG_PATH = Path(__file__).resolve().parents[2] / "figures" / "PROTOCOL-LOG.json"
 CATALOG_CHOICE = "the CATALOG's choice"
 _DIRECTION = "direction only"
 _ROOM = "derived: the paper's damage as a share of the room above chance, on the stand-in's room"
-_OWN_DAMAGE = "derived: a fraction of the damage the entry measures on the stand-in"
 _RULE = ("derived by the calibration's rule: the paper's effect scaled to the damage the entry measures "
          "(bnfl.experiments.calibration.scaled_effect)")
+_CALIBRATED_RULE = ("derived by the calibration's rule: the paper's effect scaled to the damage the stand-in's BN-only "
+                    "calibration measured before any fix ran (bnfl.experiments.calibration.rule_threshold)")
+_SHARE_RULE = ("derived by the calibration's rule for a share of the damage: the share the paper's fix repairs "
+               "(bnfl.experiments.calibration.rule_share)")
 
 #: Where each headline threshold comes from, by ``(entry, claim)``: :data:`CATALOG_CHOICE`, direction
 #: only (0, or the null), or derived by a stated rule.
 THRESHOLD_SOURCES: dict[tuple[str, str], str] = {
     ("fedtan-fig3", "b-fedavg+bn"): _ROOM,
-    ("fedtan-tab1", "fair-fedtan-gap"): _OWN_DAMAGE,
+    ("fedtan-tab1", "fair-fedtan-gap"): _RULE,
     ("fedtan-fig4", "fair-iid-both"): CATALOG_CHOICE,
     ("fedtan-fig4", "fair-fedbn"): _DIRECTION,
     ("fedtan-tab2", "every-cell"): _DIRECTION,
     ("hbn-tab1", "hbn-best-Q-DIG phi=0.1"): _DIRECTION,
-    ("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1"): CATALOG_CHOICE,
-    ("hbn-tab2", "drop-0.6"): _OWN_DAMAGE,
+    ("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1"): _CALIBRATED_RULE,
+    ("hbn-tab2", "drop-0.6"): _CALIBRATED_RULE,
     ("hbn-tab2", "hbn-ge-bn-0.6-B2"): _DIRECTION,
     ("hbn-tab4", "gains"): CATALOG_CHOICE,
     ("hbn-tab6", "moving-average-worst"): _DIRECTION,
     ("fixbn-tab1", "bn-gap"): _ROOM,
-    ("fixbn-fig1", "fair-fixbn-closes"): CATALOG_CHOICE,
+    ("fixbn-fig1", "fair-fixbn-closes"): _SHARE_RULE,
     ("fixbn-fig1", "star"): CATALOG_CHOICE,
     ("fixbn-fig4", "fixbn-local-E1"): _DIRECTION,
     ("fixbn-fig3", "conv-every-partition"): _DIRECTION,

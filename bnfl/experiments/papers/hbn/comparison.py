@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from bnfl.experiments import calibration
 from bnfl.experiments.claims import Claim, info, linked, within
 from bnfl.experiments.core import Context, Result
 from bnfl.experiments.drawing import grouped_bars, line_panels
@@ -88,6 +89,9 @@ def _within_claim(ctx: Context, tag: str, per_seed: dict[str, list[float]], runs
 
 
 # -- Table 1 -------------------------------------------------------------------------------------
+#: HBN - BN's margin where the config declares none (the paper profile, on the paper's own data: no stand-in
+#: damage to scale to): 1 pt, the CATALOG's choice.
+_PAPER_VS_BN = 1.0
 #: The Q-DIG columns on the stand-in of rows 6-7 (issue 36: Q-DIG/Q-SCNN, chosen by BN's damage at phi = 0.1),
 #: every run at its fair rate tuned at phi = 0.1; the precondition measured in the entry (claim ``bn-damage``).
 _C10 = regime.quick_config("skew-0.1", "CIFAR-10")
@@ -95,6 +99,10 @@ _TAB1_QUICK = {
     "base_c10": _C10["base"], "lr_c10": _C10["lr"], "base_tiny": S.Q_TINY, "lr_tiny": S.Q_TINY_LR3,
     "hbn_c10": _C10["hbn"], "hbn_tiny": S.hbn_options("Tiny-ImageNet"), "variants": S.VARIANTS,
     "precondition": "skew-0.1",
+    # HBN - BN at phi = 0.1 (headline row 7) by the calibration's rule (issue 47, part 4): the paper's +1.95
+    # (Table 1) scaled to BN's damage at phi = 0.1 on this stand-in over the paper's 6.21, measured before
+    # any fix ran (regime.CALIBRATION): 1.95 x 2.89 / 6.21 = 0.9 pt.
+    "vs_bn_margin": calibration.rule_threshold("hbn-tab1", "hbn-vs-bn-Q-DIG phi=0.1", regime.damage("skew-0.1")),
     "columns": [["c10", 0.6], ["c10", 0.3], ["c10", 0.1], ["tiny", 0.1], ["tiny", 0.05]],
     "names": {"c10": "Q-DIG", "tiny": "Q-GAUSS(100)"}, "methods": list(N.NORMS),
     "deviations": [
@@ -138,7 +146,8 @@ def compute_tab1(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         flat = [r for rs in runs.values() for r in rs]
         claims += _best_claims(ctx, name, per_seed, flat)
         if setting == "c10" and float(phi) == min(c10):
-            claims.append(S.compare(ctx, f"hbn-vs-bn-{name}", f"{name}: HBN - BN >= 1 pt", per_seed["HBN"], 1.0,
+            margin = float(config.get("vs_bn_margin", _PAPER_VS_BN))
+            claims.append(S.compare(ctx, f"hbn-vs-bn-{name}", f"{name}: HBN - BN >= {margin:g} pt", per_seed["HBN"], margin,
                                     baseline=per_seed["BN"], runs=flat,
                                     detail=f"HBN {S.fmt(per_seed['HBN'])} vs BN {S.fmt(per_seed['BN'])}"))
             claims.append(S.compare(ctx, f"fixbn-vs-bn-{name}", f"{name}: FixBN >= BN", per_seed["FixBN"], 0.0,
