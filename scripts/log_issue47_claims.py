@@ -26,6 +26,10 @@ result, ``AFTER4``: its recomputed one).
 ``--one-rule BEFORE AFTER5`` writes A64-A69 (part 4: rows 2, 7, 8 and 13 take their thresholds from the
 calibration's rule; rows 13 and 14 also run on MNIST-5K), ``AFTER5`` the commit that stores the
 recomputed entries.
+
+``--hbn-stand-ins BEFORE AFTER6`` writes A70-A72 (rows 8 and 9 also on the other MLP stand-ins whose BN-only
+calibration shows BN's drop, papers/hbn/regime.py ALSO_CHOSEN), ``AFTER6`` the commit that stores hbn-tab2
+recomputed for them.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bnfl.experiments import counting
+from bnfl.experiments import calibration, counting
 from bnfl.experiments.core import Result
 from bnfl.experiments.headlines import HEADLINES
 from bnfl.experiments.protocols import LOG_PATH, protocol_hash
@@ -348,7 +352,61 @@ def one_rule(before: str, after: str) -> int:
     return 0
 
 
+_HBN_STAND_IN = ("The row's claim is also measured on {names} ({what}), declared before any run on {them} "
+                 "(bnfl.experiments.papers.hbn.regime.ALSO) and chosen because {their} BN-only calibration "
+                 "(regime.ALSO_CALIBRATION: FedAvg+BN at the untuned 0.005 x B / 4, phi = 0.6, B = 32 minus B = 2, "
+                 "5 seeds) shows BN's drop; the claim '{claim} <stand-in>' follows that stand-in's own precondition "
+                 "claim 'bn-damage <stand-in>', each method at its own fair rate tuned on that stand-in{margin}. The "
+                 "row's verdict is the word every stand-in says, or stand-in dependent. The Q-GAUSS(10) claim stays, "
+                 "bitwise as it was.")
+
+
+def hbn_stand_ins(before: str, after: str) -> int:
+    """A70-A72: rows 8-9 (hbn-tab2) on the other MLP stand-ins that regime.ALSO_CHOSEN holds for BN's
+    drop, and the entry amendment of hbn-tab2 recomputed for them."""
+    from bnfl.experiments.papers.hbn import regime
+
+    log = json.loads(LOG_PATH.read_text())
+    ids = {a["id"] for a in log["amendment"]} | {a["id"] for a in log.get("entry_amendment", [])}
+    if "A70" in ids:
+        raise SystemExit("A70-A72 are logged already")
+    chosen = regime.ALSO_CHOSEN["batch-0.6"]
+    if not chosen:
+        raise SystemExit("no other stand-in shows BN's drop: nothing to log")
+    names = " and ".join(chosen)
+    what = "; ".join(c.why for c in regime.ALSO if c.name in chosen)
+    fill = {"names": names, "what": what, "them": "them" if len(chosen) > 1 else "it",
+            "their": "their" if len(chosen) > 1 else "its"}
+    margins = ", ".join(f"{regime.short_name(c)} {calibration.rule_threshold('hbn-tab2', 'drop-0.6', regime.also_damage(c, 'batch-0.6')):g}"
+                        for c in chosen)
+    new = [amendment("A70", [after], "hbn-tab2", "drop-0.6", _HBN_STAND_IN.format(
+               **fill, claim="drop-0.6", margin=f"; the margin by the same rule on each stand-in's own calibrated drop "
+               f"({margins} pts)"), _STAND_IN_WHY, before, after),
+           amendment("A71", [after], "hbn-tab2", "hbn-ge-bn-0.6-B2", _HBN_STAND_IN.format(**fill, claim="hbn-ge-bn-0.6-B2",
+                                                                                     margin=""),
+                     _STAND_IN_WHY, before, after)]
+    for a in new:
+        if a["from_hash"] == a["to_hash"]:
+            raise SystemExit(f"{a['id']}: the declaration of {a['entry']} did not change ({a['from_hash']})")
+    log["amendment"] += new
+    log["entry_amendment"].append({
+        "id": "A72", "date": DATE, "commits": [after], "scope": "entries",
+        "what": "hbn-tab2 recomputed for A70-A71: every claim that is new, gone or judged otherwise. Every earlier run "
+                "is bitwise unchanged.",
+        "why": "Issue 47: each change after results existed is logged with its before and after. " + _SEEN,
+        "after_seeing": True, "entries": [entry_changes(before, after, "hbn-tab2")]})
+    LOG_PATH.write_text(json.dumps(log, indent=1, ensure_ascii=False) + "\n")
+    for a in new:
+        print(f"logged {a['id']} row {a['row']} {a['entry']}/{a['claim']}: {a['before']['verdict']} -> "
+              f"{a['after']['verdict']}")
+    e = log["entry_amendment"][-1]["entries"][0]
+    print(f"A72 hbn-tab2: {e['verdict_before']} -> {e['verdict_after']} ({len(e['changed_claims'])} claims)")
+    return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--hbn-stand-ins":
+        raise SystemExit(hbn_stand_ins(*sys.argv[2:]))
     if len(sys.argv) == 4 and sys.argv[1] == "--one-rule":
         raise SystemExit(one_rule(*sys.argv[2:]))
     if len(sys.argv) == 4 and sys.argv[1] == "--row4":

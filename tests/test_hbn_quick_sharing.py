@@ -108,3 +108,49 @@ def test_regime_chooses_the_first_candidate_whose_precondition_holds():
     table[("Q-DIG/Q-SCNN", "batch-0.6")] = ((90.0, 91.0, 92.0), (80.0, 80.5, 81.0))
     assert regime._choose(table)["batch-0.6"] == "Q-DIG/Q-SCNN"
     assert "Q-DIG/Q-SCNN -0.72 [-3.25, +1.81]" in regime.calibration_note("batch-0.6")
+
+
+def test_regime_runs_every_other_stand_in_whose_precondition_holds():
+    """Issue 47, part 2: the other MLP stand-ins (regime.ALSO, declared before they ran) are chosen by
+    their own BN-only calibration, every one that shows the damage, and hbn-tab2 runs rows 8-9 on each
+    with its margin by the calibration's rule on that stand-in's own drop."""
+    from bnfl.experiments import calibration
+    from bnfl.experiments.papers.hbn import regime
+
+    assert set(regime.ALSO_CHOSEN) == {"batch-0.6", "skew-0.6"}  # the preconditions whose stand-in is an MLP
+    assert regime.ALSO_CHOSEN == regime._holding(regime.ALSO_CALIBRATION)
+    assert {c for c, _ in regime.ALSO_CALIBRATION} == {c.name for c in regime.ALSO}
+    # a candidate without the damage is not run; one with it is
+    table = dict(regime.ALSO_CALIBRATION)
+    table[("Q-DIG/Q-MLP-BN", "batch-0.6")] = ((90.0, 91.0, 92.0), (91.0, 90.0, 92.5))
+    assert "Q-DIG/Q-MLP-BN" not in regime._holding(table)["batch-0.6"]
+    table[("Q-DIG/Q-MLP-BN", "batch-0.6")] = ((90.0, 91.0, 92.0), (80.0, 80.5, 81.0))
+    assert "Q-DIG/Q-MLP-BN" in regime._holding(table)["batch-0.6"]
+    others = registry.get("hbn-tab2").config("quick")["stand_ins"]
+    assert list(others) == [regime.short_name(c) for c in regime.ALSO_CHOSEN["batch-0.6"]]
+    for c in regime.ALSO_CHOSEN["batch-0.6"]:
+        o = others[regime.short_name(c)]
+        assert o["base"]["data"] == next(a.data for a in regime.ALSO if a.name == c)
+        assert o["drop_margin"] == calibration.rule_threshold("hbn-tab2", "drop-0.6", regime.also_damage(c, "batch-0.6"))
+    assert "stand_ins" not in registry.get("hbn-fig4").config("quick")
+
+
+def test_hbn_tab2_measures_rows_8_and_9_on_each_other_stand_in_after_its_own_damage():
+    """Each other stand-in's claims: its BN-only damage first (untuned rate, no validation split), then BN's
+    drop, the drop over HBN's (the stand-in's own margin) and HBN >= BN at B = 2, on that stand-in's data."""
+    from bnfl.experiments.papers.hbn import regime
+
+    config = registry.get("hbn-tab2").config("quick")
+    cache = RecordingCache()
+    ctx = Context(profile="quick", seeds=list(range(regime.SEEDS)), cache=cache, batched="auto")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        claims = {c.name: c for c in registry.get("hbn-tab2").compute(ctx, config)["claims"]}
+    assert config["stand_ins"]
+    for name, other in config["stand_ins"].items():
+        assert claims[f"bn-damage {name}"].statement.startswith("precondition:")
+        assert claims[f"drop-0.6 {name}"].threshold == other["drop_margin"]
+        assert f"bn-drop-0.6 {name}" in claims and f"hbn-ge-bn-0.6-B2 {name}" in claims
+    data = {o["base"]["data"]["name"] for o in config["stand_ins"].values()}
+    asked = {k["spec"]["data"]["name"] for k in cache.runs.values()}
+    assert data <= asked

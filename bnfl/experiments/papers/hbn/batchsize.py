@@ -102,6 +102,14 @@ _TAB2_QUICK["deviations"] = [*_TAB2_QUICK["deviations"], _VARIANTS_NOTE]
 #: (regime.CALIBRATION, B = 32 -> 2 at phi = 0.6: 39.8 pts): 3.55 x 39.8 / 5.74 = 24.6 pts. Until issue 47 it
 #: was half that drop, 19.9 pts (the protocol log holds the amendment).
 _TAB2_QUICK["drop_margin"] = calibration.rule_threshold("hbn-tab2", "drop-0.6", regime.damage("batch-0.6"))
+#: Rows 8-9 on the other stand-ins (issue 47, part 2): each MLP stand-in whose BN-only calibration shows BN's
+#: drop (regime.ALSO_CHOSEN), with its own margin by the same rule on its own calibrated drop.
+_TAB2_QUICK["stand_ins"] = {
+    regime.short_name(c): {"base": regime.also_base(c, "batch-0.6"),
+                           "drop_margin": calibration.rule_threshold("hbn-tab2", "drop-0.6",
+                                                                     regime.also_damage(c, "batch-0.6"))}
+    for c in regime.ALSO_CHOSEN.get("batch-0.6", ())}
+_TAB2_QUICK["deviations"] = [*_TAB2_QUICK["deviations"], regime.also_note("batch-0.6")]
 #: Table 2 and Fig. 4 (its runs) at the headline seeds (issue 36); Fig. 1 keeps SEEDS.
 TAB2_SEEDS = {**S.SEEDS, "quick": regime.SEEDS}
 _TAB2_PAPER = {"base": S.P_BASES["CIFAR-100"], "lr": S.P_LR["CIFAR-100"], "hbn": S.P_HBN, "variants": _P_VARIANTS,
@@ -158,6 +166,11 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
         claims.append(S.compare(ctx, f"spread-{phi}", f"phi = {phi}: std over B of HBN < BN's", sd["BN"], 0.0,
                                 baseline=sd["HBN"], runs=every, detail=f"HBN {S.fmt(sd['HBN'])} vs BN {S.fmt(sd['BN'])}"))
     phi0 = str(float(config["phis"][0]))
+    more_rows = []
+    for name, other in (config.get("stand_ins") or {}).items():  # rows 8-9 on the other stand-ins
+        more, more_rows_of = _on_stand_in(ctx, config, name, other)
+        claims += more
+        more_rows += more_rows_of
     variants, vclaims = _variant_rows(ctx, config, float(phi0), Bs)
     claims += vclaims + _paper_consistency()
     rows = []
@@ -169,6 +182,7 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     rows.append({"B": "Avg.", **{f"{k} (phi={phi})": fmt_mean_std(float(np.mean([d[k][str(B)] for B in Bs])),
                                                                    float(np.std([d[k][str(B)] for B in Bs], ddof=1)))
                                  for phi, d in m.items() for k in d}})
+    rows += more_rows
     paper = [{"B": B, **{f"{k} (phi={phi})": N.TABLE2[(k, phi)][j] for (k, phi) in N.TABLE2}}
              for j, B in enumerate(N.TABLE2_B)]
     paper.append({"B": "Avg.", **{f"{k} (phi={phi})": v for (k, phi), v in N.TABLE2_AVG.items()}})
@@ -181,6 +195,29 @@ def compute_tab2(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                       "at T = 60 (variants, not the headline)."]}
 
 
+def _on_stand_in(ctx: Context, config: dict[str, Any], name: str,
+                 other: dict[str, Any]) -> tuple[list[Claim], list[dict[str, Any]]]:
+    """Rows 8-9 on the other stand-in ``name`` (issue 47): BN's drop there first (the precondition with
+    BN-only runs at the untuned rate, the claim ``bn-damage <name>``), then BN and HBN at the first phi
+    and the largest and smallest batch sizes, each run at its own fair rate (tuned on its own spec on this
+    stand-in): BN's drop, BN's drop over HBN's by the stand-in's own margin, and HBN >= BN at the
+    smallest batch; and their table rows."""
+    sub = {**config, "base": other["base"]}
+    Bs = [int(config["B"][0]), int(config["B"][-1])]
+    phi = float(config["phis"][0])
+    pre = regime.precondition_claim(ctx, other["base"], config["precondition"], name=f"bn-damage {name}")
+    runs = {k: {str(B): _runs(ctx, sub, phi, B, k) for B in Bs} for k in ("BN", "HBN")}
+    d = {k: {B: finals(rs) for B, rs in t.items()} for k, t in runs.items()}
+    every = _flat(runs)
+    b = str(Bs[-1])
+    claims = [pre, *_drop_claims(ctx, f"{phi} {name}", f"{name}, phi = {phi}", d, every, Bs,
+                                 margin=float(other["drop_margin"])),
+              S.compare(ctx, f"hbn-ge-bn-{phi}-B{b} {name}", f"{name}, phi = {phi}, B = {b}: HBN >= BN", d["HBN"][b], 0.0,
+                        baseline=d["BN"][b], runs=every, detail=f"HBN {S.fmt(d['HBN'][b])} vs BN {S.fmt(d['BN'][b])}")]
+    rows = [{"B": f"{B} on {name}", **{f"{k} (phi={phi})": S.fmt(d[k][str(B)]) for k in d}} for B in Bs]
+    return claims, rows
+
+
 @plotter("hbn-tab2")
 def plot_tab2(result: Result) -> Any:
     panels = [{"curves": d, "xlabel": "batch size B", "log_base": 2, "title": f"phi = {phi}"}
@@ -191,7 +228,8 @@ def plot_tab2(result: Result) -> Any:
 
 #: Fig. 4 draws Table 2's phi = 0.6 runs; its drop claims are shown at margin 0 and counted in hbn-tab2, so
 #: it declares no drop margin of its own.
-_FIG4 = S.profiles({**{k: v for k, v in _TAB2_QUICK.items() if k != "drop_margin"}, "phis": [0.6]},
+_FIG4 = S.profiles({**{k: v for k, v in _TAB2_QUICK.items() if k not in ("drop_margin", "stand_ins")}, "phis": [0.6],
+                    "deviations": [d for d in _TAB2_QUICK["deviations"] if d != regime.also_note("batch-0.6")]},
                    {**_TAB2_PAPER, "phis": [0.6]}, smoke={"B": [32, 16]})
 
 
