@@ -61,9 +61,31 @@ _TAB6_QUICK = regime.quick_config("skew-0.6", "CIFAR-10")
 _TAB6_QUICK["deviations"] = ["every ablation tuned on its own spec (regime.fair; the paper trains each at HBN's rate); "
                              "ablations (1) and (3)-(5) train seed by seed (the batched engine cannot take them)",
                              *_TAB6_QUICK["deviations"]]
+#: Row 11 on the other stand-ins (issue 47, part 2): each MLP stand-in whose BN-only calibration shows the label
+#: skew's damage at phi = 0.6 (regime.ALSO_CHOSEN); the same ablations and fair rates there.
+_TAB6_QUICK["stand_ins"] = regime.also_stand_ins("skew-0.6")
+_TAB6_QUICK["deviations"] = [*_TAB6_QUICK["deviations"], regime.also_note("skew-0.6")]
 _TAB6 = S.profiles(_TAB6_QUICK,
                    {"base": S.P_BASES["CIFAR-10"], "lr": S.P_LR["CIFAR-10"], "hbn": S.P_HBN,
                     "deviations": ["every ablation at HBN's chosen rate (Table 8)", S.DECAY_NOTE]})
+
+
+def _ablation_runs(ctx: Context, config: dict[str, Any], base: dict[str, Any]) -> tuple[dict, dict, list]:
+    """Every ablation's runs on ``base``: ``{index: runs}``, ``{index: per-seed accuracies}`` and all runs."""
+    runs = {idx: S.run(ctx, config["lr"], base, "HBN", hbn=config.get("hbn"), **opts)
+            for idx, (_, opts) in ABLATIONS.items()}
+    return runs, {idx: finals(rs) for idx, rs in runs.items()}, [r for rs in runs.values() for r in rs]
+
+
+def _worst(ctx: Context, per_seed: dict[str, list[float]], every: list, suffix: str = "") -> Any:
+    """Row 11's claim ``moving-average-worst`` (``... <suffix>`` on another stand-in): (1) below the worst
+    of the other ablations by mean."""
+    others = {i: S.mean(v) for i, v in per_seed.items() if i != "(1)" and math.isfinite(S.mean(v))}
+    worst = min(others, key=lambda i: others[i]) if others else ""
+    at, on = (f" {suffix}", f"{suffix}: ") if suffix else ("", "")
+    return S.compare(ctx, f"moving-average-worst{at}", f"{on}(1) (moving averages for eq. 7) is the worst of the six",
+                     per_seed["(1)"], 0.0, baseline=per_seed[worst], side="below", runs=every,
+                     detail=f"(1) {S.fmt(per_seed['(1)'])}; worst of the rest {worst or 'HBN'} {S.fmt(per_seed[worst])}")
 
 
 @entry(
@@ -76,10 +98,7 @@ _TAB6 = S.profiles(_TAB6_QUICK,
     kind="training", configs=_TAB6, seeds=TAB6_SEEDS,
 )
 def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
-    runs = {idx: S.run(ctx, config["lr"], config["base"], "HBN", hbn=config.get("hbn"), **opts)
-            for idx, (_, opts) in ABLATIONS.items()}
-    per_seed = {idx: finals(rs) for idx, rs in runs.items()}
-    every = [r for rs in runs.values() for r in rs]
+    runs, per_seed, every = _ablation_runs(ctx, config, config["base"])
     full = per_seed[""]
     claims = regime.preconditions(ctx, config, config["base"])
     for idx, (name, _) in ABLATIONS.items():
@@ -87,13 +106,15 @@ def compute_tab6(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
             continue
         claims.append(S.compare(ctx, f"full-vs-{idx}", f"full HBN >= {idx} {name} - 0.5 pt", full, -0.5,
                                 baseline=per_seed[idx], runs=every, detail=f"HBN {S.fmt(full)} vs {S.fmt(per_seed[idx])}"))
-    others = {i: S.mean(v) for i, v in per_seed.items() if i != "(1)" and math.isfinite(S.mean(v))}
-    worst = min(others, key=lambda i: others[i]) if others else ""
-    claims.append(S.compare(ctx, "moving-average-worst", "(1) (moving averages for eq. 7) is the worst of the six",
-                            per_seed["(1)"], 0.0, baseline=per_seed[worst], side="below", runs=every,
-                            detail=f"(1) {S.fmt(per_seed['(1)'])}; worst of the rest {worst or 'HBN'} {S.fmt(per_seed[worst])}"))
+    claims.append(_worst(ctx, per_seed, every))
     rows = [{"index": idx, "ablation": name, "acc (%)": S.fmt(per_seed[idx]), "seeds": len(runs[idx])}
             for idx, (name, _) in ABLATIONS.items()]
+    for at, other in (config.get("stand_ins") or {}).items():  # row 11 on the other stand-ins, after its damage
+        claims.append(regime.precondition_claim(ctx, other["base"], config["precondition"], name=f"bn-damage {at}"))
+        o_runs, o_seed, o_every = _ablation_runs(ctx, config, other["base"])
+        claims.append(_worst(ctx, o_seed, o_every, at))
+        rows += [{"index": f"{idx or 'full'} on {at}", "ablation": name, "acc (%)": S.fmt(o_seed[idx]), "seeds": len(o_runs[idx])}
+                 for idx, (name, _) in ABLATIONS.items()]
     paper = [{"index": i, "ablation": n, "acc (%)": a} for i, n, a in N.TABLE6]
     stats = {idx: mean_std(v) for idx, v in per_seed.items()}
     notes = ["Table 6's (2) = 77.90 equals HBN at lr 0.005 in Table 8 (flagged by the catalog as a possible "

@@ -285,6 +285,10 @@ _TAB4_QUICK["deviations"] = ["the catalog's four quick solvers (FedAvg, FedProx,
                              "solver options at their papers' defaults (FedProx mu = 0.01 as the catalog says); SCAFFOLD's "
                              "option-II control variates scaled for SGD momentum 0.9 (bnfl.fl.Scaffold); FedAdam's GN "
                              "normalises MLP features on this stand-in", *_TAB4_QUICK["deviations"]]
+#: Row 10 on the other stand-ins (issue 47, part 2): each MLP stand-in whose BN-only calibration shows the label
+#: skew's damage at phi = 0.6 (regime.ALSO_CHOSEN); the same solvers, count and fair rates there.
+_TAB4_QUICK["stand_ins"] = regime.also_stand_ins("skew-0.6")
+_TAB4_QUICK["deviations"] = [*_TAB4_QUICK["deviations"], regime.also_note("skew-0.6")]
 _TAB4 = S.profiles(_TAB4_QUICK,
                    {"base": S.P_BASES["CIFAR-10"], "lr": S.P_LR["CIFAR-10"], "solvers": list(SOLVERS),
                     "deviations": [_NOTE.replace("hbn-tab8", "the paper's Table 8 choices"), S.DECAY_NOTE]},
@@ -302,6 +306,31 @@ def _composed(name: str) -> dict[str, Any]:
     return {} if algorithm == "fedavg" else {"solver": algorithm, "solver_options": options}
 
 
+def _solver_table(ctx: Context, config: dict[str, Any],
+                  base_spec: dict[str, Any]) -> tuple[dict[str, tuple[list[float], list[float]]], int]:
+    """``{solver: (base per seed, +HBN per seed)}`` on ``base_spec`` and the test set's size."""
+    table: dict[str, tuple[list[float], list[float]]] = {}
+    n_test = 0
+    for name in config["solvers"]:
+        method, norm_key, _, options = SOLVERS[name]
+        base = S.run(ctx, config["lr"], base_spec, method, lr_key=norm_key, **options)
+        plus = S.run(ctx, config["lr"], base_spec, "HBN", lr_key="HBN", hbn=config.get("hbn"), **_composed(name))
+        table[name] = (per_seed(base), per_seed(plus))
+        n_test = int(base[0]["n_test"])
+    return table, n_test
+
+
+def _gains(table: dict[str, tuple[list[float], list[float]]], seeds: list[int], n_test: int, suffix: str = "") -> Any:
+    """The count claim ``gains`` (``gains <suffix>`` on another stand-in): +HBN above its base solver's
+    paired 95% interval for :func:`needed` of the solvers."""
+    at, on = (f" {suffix}", f"{suffix}: ") if suffix else ("", "")
+    gains = {n: paired_at_least(f"gain-{n}{at}", f"{on}{n}: +HBN > base", p, b, 0.0, seeds=seeds, n_test=n_test,
+                                detail=f"{mean_of(p) - mean_of(b):+.2f}") for n, (b, p) in table.items()}
+    need = needed(len(table))
+    return count_of(f"gains{at}", f"{on}+HBN > base (paired 95% interval above 0) for at least {need} of "
+                    f"{len(table)} solvers", gains, need)
+
+
 @entry(
     "hbn-tab4",
     title="HBN as a plug-in to FL solvers",
@@ -312,14 +341,7 @@ def _composed(name: str) -> dict[str, Any]:
 )
 def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(s) for s in ctx.seeds]
-    table: dict[str, tuple[list[float], list[float]]] = {}
-    n_test = 0
-    for name in config["solvers"]:
-        method, norm_key, _, options = SOLVERS[name]
-        base = S.run(ctx, config["lr"], config["base"], method, lr_key=norm_key, **options)
-        plus = S.run(ctx, config["lr"], config["base"], "HBN", lr_key="HBN", hbn=config.get("hbn"), **_composed(name))
-        table[name] = (per_seed(base), per_seed(plus))
-        n_test = int(base[0]["n_test"])
+    table, n_test = _solver_table(ctx, config, config["base"])
 
     def why(n: str) -> str:
         return ("a run diverged (non-finite loss) at the chosen rate with SGD momentum 0.9"
@@ -330,14 +352,20 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                               n_test=n_test, detail=f"+HBN {fmt_seeds(p)} vs base {fmt_seeds(b)}", why=why(n))
               for n, (b, p) in table.items()]
     claims = [linked(c, owners[n]) if n in owners else c for c, n in zip(claims, table, strict=True)]
-    gains = {n: paired_at_least(f"gain-{n}", f"{n}: +HBN > base", p, b, 0.0, seeds=seeds, n_test=n_test,
-                                detail=f"{mean_of(p) - mean_of(b):+.2f}") for n, (b, p) in table.items()}
-    need = needed(len(table))
     claims = regime.preconditions(ctx, config, config["base"]) + claims
-    claims.append(count_of("gains", f"+HBN > base (paired 95% interval above 0) for at least {need} of "
-                           f"{len(table)} solvers", gains, need))
-    rows = [{"method": n, "+BN/GN/-": rounded(mean_of(b)), "+HBN": rounded(mean_of(p)), "gain": rounded(mean_of(p) - mean_of(b)),
-             "base per seed": fmt_seeds(b), "+HBN per seed": fmt_seeds(p), "seeds": len(seeds)} for n, (b, p) in table.items()]
+    claims.append(_gains(table, seeds, n_test))
+
+    def table_rows(t: dict[str, tuple[list[float], list[float]]], at: str = "") -> list[dict[str, Any]]:
+        return [{"method": f"{n} on {at}" if at else n, "+BN/GN/-": rounded(mean_of(b)), "+HBN": rounded(mean_of(p)),
+                 "gain": rounded(mean_of(p) - mean_of(b)), "base per seed": fmt_seeds(b), "+HBN per seed": fmt_seeds(p),
+                 "seeds": len(seeds)} for n, (b, p) in t.items()]
+
+    rows = table_rows(table)
+    for name, other in (config.get("stand_ins") or {}).items():  # row 10 on the other stand-ins, after its damage
+        claims.append(regime.precondition_claim(ctx, other["base"], config["precondition"], name=f"bn-damage {name}"))
+        t, n = _solver_table(ctx, config, other["base"])
+        claims.append(_gains(t, seeds, n, name))
+        rows += table_rows(t, name)
     paper = [{"method": n, "+BN/GN/-": b, "+HBN": p} for n, b, p in N.TABLE4]
     both = [n for n, (b, p) in table.items() if not any(math.isfinite(v) for v in b + p)]
     specs = {}

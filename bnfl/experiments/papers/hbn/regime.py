@@ -68,7 +68,7 @@ from bnfl.experiments.papers.hbn import setups as S
 from bnfl.experiments.tuning import EDGE_RULE
 
 __all__ = ["ALSO", "ALSO_CALIBRATION", "ALSO_CHOSEN", "CALIBRATION", "CANDIDATES", "CHOSEN", "FAIR_GRID",
-           "PRECONDITIONS", "SEEDS", "Candidate", "also_base", "also_damage", "also_note", "base_of", "calibrate",
+           "PRECONDITIONS", "SEEDS", "Candidate", "also_base", "also_damage", "also_note", "also_stand_ins", "base_of", "calibrate",
            "calibrate_also", "calibration_note", "fair", "hbn_regime_options", "precondition_claim", "preconditions",
            "short_name"]
 
@@ -202,6 +202,12 @@ def also_base(candidate: str, precondition: str) -> dict[str, Any]:
     """The quick run spec base of the other stand-in ``candidate`` at the headline partition of
     ``precondition`` (as :func:`base_of`)."""
     return _candidate_base(_BY_NAME[candidate], phi=_HEADLINE_PHI[precondition])
+
+
+def also_stand_ins(precondition: str) -> dict[str, dict[str, Any]]:
+    """A quick config's ``"stand_ins"``: ``{data set: {"base": run spec base}}`` of every other stand-in
+    :data:`ALSO_CHOSEN` holds for ``precondition``, in :data:`ALSO`'s order."""
+    return {short_name(c): {"base": also_base(c, precondition)} for c in ALSO_CHOSEN.get(precondition, ())}
 
 
 def calibrate_also(ctx: Context) -> list[dict[str, Any]]:

@@ -413,9 +413,11 @@ def explain(ctx: Context, claims: list[Any]) -> list[Any]:
 def profiles(quick: Mapping[str, Any], paper: Mapping[str, Any], *,
              smoke: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """``{"smoke", "quick", "paper"}`` configs; smoke = quick with :data:`SMOKE` merged into every
-    ``base*`` key and into every ``lr*`` protocol's grid base (grids cut to two rates), then
-    ``smoke``."""
+    ``base*`` key, every other stand-in's base (``stand_ins``) and every ``lr*`` protocol's grid base
+    (grids cut to two rates), then ``smoke``."""
     sm = smoke_on_bases(quick, SMOKE)
+    if sm.get("stand_ins"):  # the other stand-ins' bases (issue 47) shrink as the entry's own
+        sm["stand_ins"] = {name: {**o, "base": deep_merge(o["base"], SMOKE)} for name, o in sm["stand_ins"].items()}
     for k in [k for k in sm if k.startswith("lr")]:
         if isinstance(sm[k], Mapping) and sm[k].get("mode") == "fair":  # regime.fair: 2 rates kept as given, 1 seed
             sm[k] = {**sm[k], "grid": sm[k]["grid"][:2], **SMOKE_TUNE}
