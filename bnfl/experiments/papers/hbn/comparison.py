@@ -361,11 +361,13 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
                  "seeds": len(seeds)} for n, (b, p) in t.items()]
 
     rows = table_rows(table)
+    drawn = dict(table)  # every row the figure draws, the other stand-ins' as "<solver> on <stand-in>"
     for name, other in (config.get("stand_ins") or {}).items():  # row 10 on the other stand-ins, after its damage
         claims.append(regime.precondition_claim(ctx, other["base"], config["precondition"], name=f"bn-damage {name}"))
         t, n = _solver_table(ctx, config, other["base"])
         claims.append(_gains(t, seeds, n, name))
         rows += table_rows(t, name)
+        drawn.update({f"{k} on {name}": v for k, v in t.items()})
     paper = [{"method": n, "+BN/GN/-": b, "+HBN": p} for n, b, p in N.TABLE4]
     both = [n for n, (b, p) in table.items() if not any(math.isfinite(v) for v in b + p)]
     specs = {}
@@ -378,14 +380,18 @@ def compute_tab4(ctx: Context, config: dict[str, Any]) -> dict[str, Any]:
              "A solver whose base and +HBN runs both diverged is reported (an info claim), not counted as a fail "
              "of HBN." + (f" Both diverged: {', '.join(both)}." if both else "")]
     return {"rows": rows, "paper": paper, "claims": regime.explained(ctx, config, claims), "deviations": list(config["deviations"]),
-            "series": {"acc": {n: {"base": mean_of(b), "HBN": mean_of(p)} for n, (b, p) in table.items()},
-                       "per_seed": {n: {"base": b, "HBN": p} for n, (b, p) in table.items()},
+            "series": {"acc": {n: {"base": mean_of(b), "HBN": mean_of(p)} for n, (b, p) in drawn.items()},
+                       "per_seed": {n: {"base": b, "HBN": p} for n, (b, p) in drawn.items()},
                        **({"rates": rates} if rates else {})},
             "notes": notes}
 
 
 @plotter("hbn-tab4")
 def plot_tab4(result: Result) -> Any:
-    return _bars([r["method"] for r in result.rows], result.series["acc"], ["base", "HBN"],  # the table's order
+    def tick(g: str) -> str:  # another stand-in's solver on two lines: "FedAvg\non MNIST-5K"
+        return g.replace(" on ", "\non ")
+
+    acc = {tick(g): v for g, v in result.series["acc"].items()}
+    return _bars([tick(r["method"]) for r in result.rows], acc, ["base", "HBN"],  # the table's order
                  "HBN Table 4: HBN plugged into FL solvers (ours)", width=8.0, colors={"base": "#BBBBBB"},
                  labels={"base": "base normalisation", "HBN": "+HBN"})
