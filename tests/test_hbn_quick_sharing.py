@@ -154,3 +154,24 @@ def test_hbn_tab2_measures_rows_8_and_9_on_each_other_stand_in_after_its_own_dam
     data = {o["base"]["data"]["name"] for o in config["stand_ins"].values()}
     asked = {k["spec"]["data"]["name"] for k in cache.runs.values()}
     assert data <= asked
+
+
+@pytest.mark.parametrize("eid, claim", [("hbn-tab4", "gains"), ("hbn-tab6", "moving-average-worst")])
+def test_rows_10_and_11_run_on_the_skew_stand_in_that_calibration_holds(eid, claim):
+    """Rows 10-11 on MNIST-5K/Q-MLP-BN, the one other stand-in whose BN-only calibration shows the skew's damage
+    at phi = 0.6 (Q-DIG/Q-MLP-BN does not): its own damage first, then the row's claim on its data; the smoke
+    profile shrinks that stand-in's base as the entry's own."""
+    from bnfl.experiments.papers.hbn import regime
+
+    assert regime.ALSO_CHOSEN["skew-0.6"] == ("MNIST-5K/Q-MLP-BN",)
+    config = registry.get(eid).config("quick")
+    assert config["stand_ins"] == regime.also_stand_ins("skew-0.6")
+    smoke = registry.get(eid).config("smoke")
+    assert smoke["stand_ins"]["MNIST-5K"]["base"]["rounds"] == smoke["base"]["rounds"] == 2
+    cache = RecordingCache()
+    ctx = Context(profile="quick", seeds=list(range(regime.SEEDS)), cache=cache, batched="auto")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        names = [c.name for c in registry.get(eid).compute(ctx, config)["claims"]]
+    assert names.index("bn-damage MNIST-5K") < names.index(f"{claim} MNIST-5K")
+    assert claim in names and "mnist5k" in {k["spec"]["data"]["name"] for k in cache.runs.values()}

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # HBN Table 2: Accuracy by batch size (quick profile on stand-in data: Q-GAUSS(C))
+# # HBN Table 2: Accuracy by batch size (quick profile on stand-in data: Q-GAUSS(C), Q-DIG, MNIST-5K)
 #
 # Table 2: CIFAR-100 accuracy of BN, GN and HBN at batch sizes 32 ... 2 (phi = 0.6 and 0.3); BN
 # loses 5.74 pts from B = 32 to B = 2, HBN 2.19, and HBN at B = 2 beats BN at B = 32.
@@ -38,8 +38,11 @@
 # of the evaluated round's clients (Sec. 4.1, eval_stats='recompute'); 5 seeds in lock-step, claims
 # paired by seed; lr 'decays quadratically with 0.998': implemented as x0.998 per round (an
 # interpretation); the HBN variants (lambda = 0.01, EMA statistics) at B = 2 only (at B = 32 too
-# before issue 25's cost cut); no data augmentation at quick (train.augment = 'none'), where the
-# paper profile augments (the authors' CIFAR recipe: random crop with 4 px padding + horizontal
+# before issue 25's cost cut); other stand-ins (issue 47), declared and calibrated by BN-only runs
+# before any fix ran on them: BN loses accuracy as B shrinks (B = 32 - B = 2 at phi = 0.6), 5 seeds:
+# Q-DIG/Q-MLP-BN +32.00 [+26.30, +37.70]; MNIST-5K/Q-MLP-BN +43.04 [+40.61, +45.47] -> also on
+# Q-DIG/Q-MLP-BN, MNIST-5K/Q-MLP-BN; no data augmentation at quick (train.augment = 'none'), where
+# the paper profile augments (the authors' CIFAR recipe: random crop with 4 px padding + horizontal
 # flip; ImageNet: flip): the quick data are 8x8 digits or vectors, where a 4-pixel shift moves half
 # the digit out of view and a flip turns one digit into another, and every committed quick number
 # was made without it. The paper's setup trains on `cifar100` read from a local folder, with 3
