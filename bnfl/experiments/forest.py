@@ -59,16 +59,19 @@ def forest_items(results: Mapping[str, Any], headlines: Sequence[Headline] = HEA
         if c is None or v is None or not iv:
             continue
         label = _label(f"{i}. {h.topic}" if h.paper == "bench" else f"{i}. {paper_title(h.paper)}: {h.topic}")
-        if "items" in iv and "low" not in iv:  # a count: its items, each judged on its own
-            for name, rec in iv["items"].items():
-                if not rec or rec.get("low") is None:
-                    continue
-                word = judge_claim_record(rec, null=h.null).word
-                if v.word == NOT_TESTABLE:
-                    word = NOT_TESTABLE
-                out["pts"].append({"label": _label(f"{i}. {paper_title(h.paper)}: {h.topic}, {name}"), "estimate": rec["estimate"],
-                                   "low": rec["low"], "high": rec["high"], "threshold": _threshold(rec, None),
-                                   "color": WORD_COLORS[word], "word": word})
+        if "items" in iv and "low" not in iv:  # a count: its items, each judged on its own, on every stand-in
+            claims = {x.name: x for x in results[h.entry].claims}
+            for where, item in ((h.stand_in, c), *((o.stand_in, claims.get(o.claim)) for o in h.others)):
+                at = f", {where.split(' (', 1)[0]}" if h.others else ""
+                for name, rec in ((getattr(item, "interval", None) or {}).get("items") or {}).items():
+                    if not rec or rec.get("low") is None:
+                        continue
+                    word = judge_claim_record(rec, null=h.null).word
+                    if v.word == NOT_TESTABLE:
+                        word = NOT_TESTABLE
+                    out["pts"].append({"label": _label(f"{i}. {paper_title(h.paper)}: {h.topic}, {name}{at}"),
+                                       "estimate": rec["estimate"], "low": rec["low"], "high": rec["high"],
+                                       "threshold": _threshold(rec, None), "color": WORD_COLORS[word], "word": word})
             continue
         if iv.get("low") is None:
             continue
