@@ -231,6 +231,15 @@ def test_every_rule_derived_threshold_is_what_the_one_rule_gives_on_its_damage()
         assert stored(h.entry, h.claim).threshold == pytest.approx(want), row
         assert h.threshold_reason.startswith(f"{want:g} pt"), row
         assert P.threshold_source(h) != P.CATALOG_CHOICE, row
+    h = HEADLINES[7]  # row 8 on its other stand-ins: the rule on each one's own calibrated drop, typed in the reason
+    for o in h.others:
+        at = o.claim.split(" ", 1)[1]
+        (cand,) = [c for c in regime.ALSO_CHOSEN["batch-0.6"] if regime.short_name(c) == at]
+        damage = regime.also_damage(cand, "batch-0.6")
+        want = C.rule_threshold(h.entry, h.claim, damage)
+        assert stored(h.entry, o.claim).threshold == pytest.approx(want), o.claim
+        assert f"{want:g} pts ({at}, {damage:.1f})" in h.threshold_reason or f"{want:g} ({at}, {damage:.1f})" in \
+            h.threshold_reason, o.claim
     damage = stored("hbn-tab1", "bn-damage").interval["estimate"]
     assert round(damage, 2) == round(regime.damage("skew-0.1"), 2) == 2.89  # row 7's reason: "x 2.89 / 6.21"
     h = HEADLINES[12]

@@ -105,7 +105,7 @@ _TAB2_QUICK["drop_margin"] = calibration.rule_threshold("hbn-tab2", "drop-0.6", 
 #: Rows 8-9 on the other stand-ins (issue 47, part 2): each MLP stand-in whose BN-only calibration shows BN's
 #: drop (regime.ALSO_CHOSEN), with its own margin by the same rule on its own calibrated drop.
 _TAB2_QUICK["stand_ins"] = {
-    regime.short_name(c): {**regime.also_stand_ins("batch-0.6")[regime.short_name(c)],
+    regime.short_name(c): {"base": regime.also_base(c, "batch-0.6"),
                            "drop_margin": calibration.rule_threshold("hbn-tab2", "drop-0.6",
                                                                      regime.also_damage(c, "batch-0.6"))}
     for c in regime.ALSO_CHOSEN.get("batch-0.6", ())}

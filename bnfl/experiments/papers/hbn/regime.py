@@ -216,10 +216,7 @@ def calibrate_also(ctx: Context) -> list[dict[str, Any]]:
     rows = []
     for pre in _MLP_PRECONDITIONS:
         for c in ALSO:
-            clean, damaged = damage_values(ctx, _candidate_base(c), pre)
-            est, lo, hi = _interval(clean, damaged)
-            rows.append({"precondition": pre, "candidate": c.name, "clean": clean, "damaged": damaged,
-                         "damage": round(est, 2), "low": round(lo, 2), "high": round(hi, 2), "holds": lo > 0})
+            rows.append(_calibration_row(ctx, c, pre))
     return rows
 
 
@@ -309,13 +306,19 @@ def calibrate(ctx: Context) -> list[dict[str, Any]]:
             if c.name in TOO_COSTLY:
                 rows.append({"precondition": pre, "candidate": c.name, "holds": None, "note": TOO_COSTLY[c.name]})
                 continue
-            clean, damaged = damage_values(ctx, _candidate_base(c), pre)
-            est, lo, hi = _interval(clean, damaged)
-            rows.append({"precondition": pre, "candidate": c.name, "clean": clean, "damaged": damaged,
-                         "damage": round(est, 2), "low": round(lo, 2), "high": round(hi, 2), "holds": lo > 0})
-            if lo > 0:
+            rows.append(_calibration_row(ctx, c, pre))
+            if rows[-1]["holds"]:
                 break
     return rows
+
+
+def _calibration_row(ctx: Context, c: Candidate, pre: str) -> dict[str, Any]:
+    """One calibration row: ``pre``'s BN-only clean and damaged runs on candidate ``c``, per seed, with the
+    paired interval and whether it lies wholly above 0."""
+    clean, damaged = damage_values(ctx, _candidate_base(c), pre)
+    est, lo, hi = _interval(clean, damaged)
+    return {"precondition": pre, "candidate": c.name, "clean": clean, "damaged": damaged,
+            "damage": round(est, 2), "low": round(lo, 2), "high": round(hi, 2), "holds": lo > 0}
 
 
 def calibration_note(precondition: str) -> str:
