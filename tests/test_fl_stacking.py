@@ -14,6 +14,7 @@ from test_fl_batched import _max_history_diff, _max_state_diff  # (tests/ is on 
 from bnfl import fl, models
 from bnfl.fl.batched import BatchedClients
 from bnfl.fl.batched_sgd import StackedSGD
+from bnfl.fl.batched_together import coupled_stacks_bitwise
 from bnfl.fl.lockstep import run_lockstep
 from bnfl.fl.stack_depth import max_rows, row_bytes
 
@@ -84,8 +85,60 @@ def test_fedtans_coupled_first_step_stacks_its_seeds_each_pooling_its_own_client
     _check(together, alone)
     assert stacks_seen == [9, 9, 9]
     stacks_seen.clear()
-    run_lockstep([fl.build(s) for s in specs])  # the default (the quick profile's seed groups): apart
+    run_lockstep([fl.build(s) for s in specs], stack_coupled=False)  # asked apart: each seed alone
     assert stacks_seen == [3] * 9
+
+
+def _bitwise(together: list, alone: list) -> None:
+    for a, b in zip(together, alone, strict=True):
+        sa, sb = a.global_state, b.global_state
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+        assert a.history.without_time() == b.history.without_time()
+        assert a.channel.counters() == b.channel.counters()
+
+
+def _uniform(method: str, seed: int, **train) -> dict:
+    """Every client holds more than a batch: each trains ``local_steps`` full batches a round."""
+    spec = _spec(method, seed, dtype="float32", batch_size=16, local_steps=2, **train)
+    spec["partition"] = {"kind": "dirichlet", "phi": 10.0, "num_clients": 5, "seed": seed}
+    return spec
+
+
+def test_fedtans_stacked_coupled_steps_are_bitwise_each_seed_alone_on_a_linear_model(stacks_seen):
+    """The quick profile's seed groups (the default): the coupled steps of an MLP's seeds and
+    rates stack when every participant trains the same full batches, each seed pooling its own
+    rows through its own all-reduce, and every number is bitwise what the seed computes alone
+    (float32, as the committed runs)."""
+    specs = [_uniform("fedtan", s, lr=lr) for s, lr in ((0, 0.05), (1, 0.1), (2, 0.05))]
+    apart = [fl.build(s) for s in specs]
+    assert all(len(i) >= 16 for sim in apart for i in sim.client_indices)
+    run_lockstep(apart, stack_coupled=False)
+    stacks_seen.clear()
+    together = [fl.build(s) for s in specs]
+    run_lockstep(together)
+    assert stacks_seen == [9, 9, 9]
+    _bitwise(together, apart)
+
+
+def test_fedtans_coupled_steps_stay_apart_where_stacking_would_pad_or_convolve(stacks_seen):
+    """A client smaller than the batch pads the whole stack (other operations for every seed), and
+    a grouped convolution's weight gradient changes in the last bit with the stack's depth: by
+    default such FedTAN seeds keep their rounds apart."""
+    small = [_spec("fedtan", s, dtype="float32") for s in (0, 1)]  # phi 0.1: clients under 48 samples
+    apart = [fl.build(s) for s in small]
+    run_lockstep(apart, stack_coupled=False)
+    stacks_seen.clear()
+    together = [fl.build(s) for s in small]
+    run_lockstep(together)
+    assert stacks_seen == [6, 6, 3, 3]  # rounds 1-2 stack; round 3 draws a client under a batch: each seed alone
+    _bitwise(together, apart)
+    assert coupled_stacks_bitwise(models.build("q_mlp_bn", num_classes=10))
+    assert not coupled_stacks_bitwise(models.build("q_scnn", num_classes=10))
+    conv = [{**_uniform("fedtan", s), "data": {"name": "digits", "form": "image"}, "model": {"name": "q_scnn"},
+             "rounds": 1} for s in (0, 1)]
+    stacks_seen.clear()
+    run_lockstep([fl.build(s) for s in conv])
+    assert stacks_seen == [3, 3]
 
 
 def test_methods_that_share_a_model_shape_stack_until_their_phases_differ(stacks_seen):

@@ -105,32 +105,23 @@ def coupled_step(net: BatchedNet, x: Tensor, y: Tensor, rows: Sequence[Any], k: 
         at += m
     p = torch.tensor([deferred[row.sim].weights[i] for row, i in zip(rows, index, strict=True)],
                      dtype=x.dtype, device=x.device)  # (K,)
-    owner = None if len(sims) == 1 else torch.tensor([g for g, sl in enumerate(spans)
-                                                      for _ in range(sl.stop - sl.start)], device=x.device)
 
-    def stat_grads(layer: str, size: int) -> Callable[[Tensor], None]:
+    def stat_grads(s: Any, layer: str, size: int, ks: int) -> Callable[[Tensor], None]:
         def count(_g: Tensor) -> None:  # eq. 41: [dT/dmu | dT/dsigma^2] all-reduced in the backward
-            for s, sl in zip(sims, spans, strict=True):
-                ks = sl.stop - sl.start
-                s.channel.count("allreduce", f"{layer}.stat-grads", up=size * ks, down=size, clients=ks,
-                                closes_round=True)
+            s.channel.count("allreduce", f"{layer}.stat-grads", up=size * ks, down=size, clients=ks,
+                            closes_round=True)
         return count
 
-    def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
-        if owner is None:  # one simulation: its channel's all-reduce
-            out = sims[0].channel.allreduce(parts, p, tag=f"{layer}.{kind}")
-        else:  # each simulation's rows pooled apart, one op; each channel counts its all-reduce
-            out = parts.new_zeros(len(sims), parts.shape[1]).index_add(0, owner, parts * p[:, None])  # (S, C)
-            size = parts.shape[1] * parts.element_size()
-            for s, sl in zip(sims, spans, strict=True):
-                ks = sl.stop - sl.start
-                s.channel.count("allreduce", f"{layer}.{kind}", up=size * ks, down=size, clients=ks,
-                                closes_round=True)
-        if kind == "mean" and out.requires_grad:
-            out.register_hook(stat_grads(layer, 2 * parts.shape[1] * parts.element_size()))
-        return out if owner is None else out[owner]  # (C,), or (K, C): each row its simulation's
+    def pooled(s: Any, sl: slice) -> Callable[[str, str, Tensor], Tensor]:
+        """Simulation ``s``'s all-reduce of its rows ``sl`` through its own channel."""
+        def reduce(layer: str, kind: str, parts: Tensor) -> Tensor:
+            out = s.channel.allreduce(parts, p[sl], tag=f"{layer}.{kind}")  # (C,)
+            if kind == "mean" and out.requires_grad:
+                out.register_hook(stat_grads(s, layer, 2 * parts.shape[1] * parts.element_size(), sl.stop - sl.start))
+            return out
+        return reduce
 
-    net.couple, net.coupled_stats = reduce, {}
+    net.couple, net.coupled_stats = [(sl, pooled(s, sl)) for s, sl in zip(sims, spans, strict=True)], {}
     try:
         out = net(x)
     finally:
@@ -150,11 +141,11 @@ def coupled_step(net: BatchedNet, x: Tensor, y: Tensor, rows: Sequence[Any], k: 
         first = sl.start  # a row of this simulation: its global statistics
         steps[s] = step = CoupledStep(
             grads=[{name: g[j] for name, g in grads.items()} for j in js], losses=loss.detach()[sl],
-            layer_stats={layer: (gm.detach(), gv.detach()) if owner is None else
-                         (gm.detach()[first], gv.detach()[first]) for layer, (_, _, _, gm, gv) in stats.items()},
+            layer_stats={layer: (gm.detach(), gv.detach()) if len(sims) == 1 else
+                         (gm[first], gv[first]) for layer, (_, _, _, gm, gv) in stats.items()},
             local_stats={layer: [Moments(count=cnt[j], mean=mk[j], var=vk[j]) for j in js]
                          for layer, (mk, vk, cnt, _, _) in stats.items()})
-        ema_stacked_stats(net, step, s.union_count, rows=None if owner is None else sl)
+        ema_stacked_stats(net, step, s.union_count, rows=None if len(sims) == 1 else sl)
     net.coupled_stats = {}  # (its global moments hold the autograd graph)
     return loss, steps
 

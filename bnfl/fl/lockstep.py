@@ -18,7 +18,7 @@ go on.
 Every simulation must use the batched engine (``TrainConfig.batched`` ``"auto"`` or ``"on"``
 and nothing in :func:`~bnfl.fl.batched_choice.batched_obstacle`). Requests that cannot share a
 computation (other architectures, client hooks or frozen phases; FedTAN's coupled first step
-unless ``stack_coupled``) train in separate stacks, one simulation alone where it shares with none; learning rates may
+where stacking it would change a bit, unless ``stack_coupled``) train in separate stacks, one simulation alone where it shares with none; learning rates may
 differ (one per row). ``max_rows`` caps a stack's rows, so that memory decides the depth
 (:mod:`bnfl.fl.stack_depth`). The results equal each simulation's own batched run up to rounding (see
 ``tests/test_fl_lockstep.py``).
@@ -157,7 +157,7 @@ class _Relay:
 
 
 def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
-                 max_rows: int | None = None, stack_coupled: bool = False) -> list[History | BaseException]:
+                 max_rows: int | None = None, stack_coupled: bool | None = None) -> list[History | BaseException]:
     """Run ``sims`` (each as :meth:`Simulation.run <bnfl.fl.Simulation.run>` would) with their
     clients' local training batched across them; returns each one's
     :class:`~bnfl.fl.History`, or the exception it stopped with (a
@@ -174,9 +174,12 @@ def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
         The most clients one batched computation stacks (default: no limit); more are split
         into several stacks (:func:`bnfl.fl.batched_together.stacks`, e.g. from
         :func:`bnfl.fl.stack_depth.max_rows`).
-    stack_coupled : bool, default False
+    stack_coupled : bool or None, default None
         Stack FedTAN's coupled first steps of several simulations too, each pooling its own
-        clients (:func:`bnfl.fl.batched_together.run_together`); off, each trains its rounds alone.
+        clients (:func:`bnfl.fl.batched_together.run_together`); ``None``: where each simulation's
+        numbers stay bitwise its own (models without convolutions whose participants all train the
+        same full batches, :func:`bnfl.fl.batched_together.coupled_stacks_bitwise`,
+        :func:`~bnfl.fl.batched_together.uniform_rows`); ``False``: each trains its rounds alone.
     """
     sims = list(sims)
     if len({id(s) for s in sims}) != len(sims):

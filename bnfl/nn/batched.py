@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -228,10 +228,12 @@ class BatchedNet:
         self.buffers: dict[str, Tensor] = {}
         self.load(states)
         self.frozen = False
-        #: FedTAN's coupled first step: ``reduce(layer, kind, parts)`` of every BN layer's
-        #: statistics (:func:`coupled_batch_norm`; running statistics untouched), and per layer the
+        #: FedTAN's coupled first step: the groups of rows pooled together, each ``(rows, reduce)``:
+        #: a slice of the stacked clients (one simulation's) and ``reduce(layer, kind, parts)``, its
+        #: weighted all-reduce of every BN layer's statistics (:func:`coupled_batch_norm`, each
+        #: group apart; running statistics untouched), and per layer the
         #: ``(mean_k, var_k, count_k, global_mean, global_var)`` it computed; None: per-client BN
-        self.couple = None
+        self.couple: list[tuple[slice, Callable[[str, str, Tensor], Tensor]]] | None = None
         self.coupled_stats: dict[str, tuple] = {}
         self.mask: Tensor | None = None
         self._counts: Tensor | None = None
@@ -389,8 +391,7 @@ class BatchedNet:
             beta = self.params[pre + "bias"] if m.affine else x.new_zeros(k, c)  # (K, C)
             if self.couple is not None:
                 layer = pre[:-1]
-                y, mk, vk, gm, gv = coupled_batch_norm(x, k, self._counts, gamma, beta, m.eps,
-                                                       lambda kind, parts: self.couple(layer, kind, parts))
+                y, mk, vk, gm, gv = self._coupled(layer, x, gamma, beta, m.eps)
                 counts = [n * (x[0].numel() // c)] * k if self._counts is None else \
                     [int(v) * (x[0].numel() // c) for v in self._counts.tolist()]
                 self.coupled_stats[layer] = (mk, vk, counts, gm, gv)
@@ -413,6 +414,30 @@ class BatchedNet:
                              gamma.reshape(-1), beta.reshape(-1), training, 0.0 if frozen else m.momentum, m.eps)
             return y.reshape(n, k, c, -1).transpose(0, 1).reshape(x.shape)  # (n, K*C, r) -> (K*n, C, *)
         return forward
+
+    def _coupled(self, layer: str, x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> tuple[Tensor, ...]:
+        """:func:`coupled_batch_norm` of each group of :attr:`couple` apart, on its rows of ``x``
+        and its own all-reduce: a group computes what it computes stacked alone, operation by
+        operation (one broadcast of its global moments over its rows, whose backward sums them
+        as alone). The global moments: ``(C,)`` for one group, ``(K, C)`` detached (each row its
+        group's) for several."""
+        assert self.couple is not None
+        if len(self.couple) == 1:
+            (_, reduce), = self.couple
+            return coupled_batch_norm(x, self.k, self._counts, gamma, beta, eps,
+                                      lambda kind, parts: reduce(layer, kind, parts))
+        n = x.shape[0] // self.k
+        outs = [coupled_batch_norm(x[rows.start * n:rows.stop * n], rows.stop - rows.start,
+                                   None if self._counts is None else self._counts[rows], gamma[rows], beta[rows], eps,
+                                   lambda kind, parts, reduce=reduce: reduce(layer, kind, parts))
+                for rows, reduce in self.couple]
+
+        def per_row(i: int) -> Tensor:  # (K, C): each row its group's global moment
+            return torch.cat([o[i].detach().expand(rows.stop - rows.start, -1)
+                              for o, (rows, _) in zip(outs, self.couple, strict=True)])
+
+        return (torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs]), torch.cat([o[2] for o in outs]),
+                per_row(3), per_row(4))
 
     def _registered(self, pre: str, m: nn.Module, form):
         """The forward of a layer of the layer registry (:data:`~bnfl.nn.batched_layers.BATCHED_LAYERS`)."""
