@@ -1,4 +1,4 @@
-"""The run shapes that dominate ``make run``, timed on the reference and the fast engine (issue 48).
+"""The run shapes that dominate ``make run``, timed on two engines side by side (issue 48).
 
 The ten committed quick entries with the largest stored ``duration_s`` (``figures/*/result.json``)
 each give one run shape: the base configuration in the entry's stored ``config`` (its model,
@@ -6,8 +6,10 @@ data, partition, batch, local steps, momentum), the method whose runs dominate i
 entry's seeds trained together as its runs train (:func:`bnfl.fl.lockstep.run_lockstep`; FixBN's
 entries run the sequential engine seed by seed). A shape is a few rounds of that, not the entry.
 
-Per shape and engine (``bnfl.fl.fast_path``: ``reference`` is today's engine, ``fast`` the new
-one; both in this process, the rounds of the two timed alternately so that load hits both):
+Per shape and engine (:data:`ENGINES`: ``reference`` the engine before :mod:`bnfl.fl.fast_path`,
+``fast`` the fast path with each FedTAN seed's coupled rounds alone, ``stacked`` the default:
+FedTAN's seeds stacked where that is bitwise; all in this process, the rounds of the engines
+timed alternately so that load hits each):
 
 * ``rounds/s``: rounds per second of the whole stack (all seeds): ``R - 1`` over the time of an
   ``R``-round run minus a one-round run (build, start-up and the one evaluation at the end
@@ -28,7 +30,7 @@ Shapes are named after their entries; ``--shapes`` picks some, ``--quick`` runs 
 (about a minute). Usage::
 
     python benchmarks/bench_quick.py [--shapes fedtan-tab1,hbn-tab1] [--seconds 1] [--repeats 3] [--quick]
-        [--engines reference,fast]
+        [--engines fast,stacked]
 
 Times are the process's CPU time by default (``--clock wall`` for the wall clock): one thread
 computes at a time in these runs, and CPU time is what other work on shared cores changes least.
@@ -115,18 +117,26 @@ def build(base: dict[str, Any], seeds: list[int], rounds: int, batched: str) -> 
     return sims
 
 
-def run_stack(sims: list[fl.Simulation]) -> list[Any]:
+#: engine -> (the fast path's engine, lock-step's ``stack_coupled``): ``fast`` the engine before
+#: FedTAN's coupled rounds stacked (each seed's alone), ``stacked`` today's default (stacked where
+#: bitwise, :func:`bnfl.fl.batched_together.uniform_rows`)
+ENGINES: dict[str, tuple[str, bool | None]] = {"reference": ("reference", False), "fast": ("fast", False),
+                                                "stacked": ("fast", None)}
+
+
+def run_stack(sims: list[fl.Simulation], stack_coupled: bool | None = None) -> list[Any]:
     if len(sims) > 1 and all(s.batched_engine is not None and s.clients is s.batched_engine for s in sims):
-        return run_lockstep(sims)
+        return run_lockstep(sims, stack_coupled=stack_coupled)
     return [s.run() for s in sims]
 
 
 def timed(base: dict, seeds: list[int], rounds: int, batched: str, engine: str) -> float:
     """Seconds of ``rounds`` rounds of the stack on ``engine`` (build excluded)."""
     sims = build(base, seeds, rounds, batched)
-    with fast_path.use(engine):
+    path, coupled = ENGINES[engine]
+    with fast_path.use(path):
         t0 = CLOCK["now"]()
-        run_stack(sims)
+        run_stack(sims, coupled)
         return CLOCK["now"]() - t0
 
 
@@ -139,9 +149,10 @@ def marginal(base: dict, seeds: list[int], rounds: int, batched: str, engine: st
 def op_share(base: dict, seeds: list[int], rounds: int, batched: str, engine: str) -> float:
     """Share of the wall time in torch's operators (self CPU time of ``aten::`` events)."""
     sims = build(base, seeds, rounds, batched)
-    with fast_path.use(engine), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    path, coupled = ENGINES[engine]
+    with fast_path.use(path), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         t0 = time.perf_counter()
-        run_stack(sims)
+        run_stack(sims, coupled)
         wall = time.perf_counter() - t0  # (the profiler's times are wall times)
     ops = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key.startswith("aten::")) * 1e-6
     return ops / wall
@@ -243,7 +254,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="the fewest rounds a timed run has")
     ap.add_argument("--seconds", type=float, default=1.0, help="about how long a timed run takes")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--engines", default="reference,fast")
+    ap.add_argument("--engines", default="fast,stacked", help=f"comma-separated, of {sorted(ENGINES)}")
     ap.add_argument("--quick", action="store_true", help="runs of about 0.3 s, 2 repeats, no FedTAN/FedAvg+BN ratio")
     ap.add_argument("--no-ratio", action="store_true")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
@@ -255,8 +266,8 @@ def main() -> None:
         raise SystemExit(f"bench_quick: unknown shape(s) {bad}; pick from {sorted(SHAPES)}")
     engines = [e.strip() for e in args.engines.split(",")]
     for e in engines:
-        if e not in fast_path.ENGINES:
-            raise SystemExit(f"bench_quick: unknown engine {e!r}; pick from {fast_path.ENGINES}")
+        if e not in ENGINES:
+            raise SystemExit(f"bench_quick: unknown engine {e!r}; pick from {sorted(ENGINES)}")
     if args.quick:
         args.rounds, args.seconds, args.repeats, args.no_ratio = 3, 0.3, 2, True
     torch.set_num_threads(1)

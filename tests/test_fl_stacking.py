@@ -104,12 +104,14 @@ def _uniform(method: str, seed: int, **train) -> dict:
     return spec
 
 
-def test_fedtans_stacked_coupled_steps_are_bitwise_each_seed_alone_on_a_linear_model(stacks_seen):
-    """The quick profile's seed groups (the default): the coupled steps of an MLP's seeds and
+@pytest.mark.parametrize("model", ["q_mlp_bn", "q_mlp1"])
+def test_fedtans_stacked_coupled_steps_are_bitwise_each_seed_alone_on_a_linear_model(model, stacks_seen):
+    """The quick profile's seed groups (the default): the coupled rounds of an MLP's seeds and
     rates stack when every participant trains the same full batches, each seed pooling its own
     rows through its own all-reduce, and every number is bitwise what the seed computes alone
-    (float32, as the committed runs)."""
-    specs = [_uniform("fedtan", s, lr=lr) for s, lr in ((0, 0.05), (1, 0.1), (2, 0.05))]
+    (float32, as the committed runs). Q-MLP1's BN has 30 channels a client, which BN's kernel
+    would split differently in a longer channel axis: there each seed's BN runs apart."""
+    specs = [{**_uniform("fedtan", s, lr=lr), "model": {"name": model}} for s, lr in ((0, 0.05), (1, 0.1), (2, 0.05))]
     apart = [fl.build(s) for s in specs]
     assert all(len(i) >= 16 for sim in apart for i in sim.client_indices)
     run_lockstep(apart, stack_coupled=False)
@@ -123,7 +125,7 @@ def test_fedtans_stacked_coupled_steps_are_bitwise_each_seed_alone_on_a_linear_m
 def test_fedtans_coupled_steps_stay_apart_where_stacking_would_pad_or_convolve(stacks_seen):
     """A client smaller than the batch pads the whole stack (other operations for every seed), and
     a grouped convolution's weight gradient changes in the last bit with the stack's depth: by
-    default such FedTAN seeds keep their rounds apart."""
+    default such rounds of FedTAN's seeds train each seed apart, and the runs stay bitwise."""
     small = [_spec("fedtan", s, dtype="float32") for s in (0, 1)]  # phi 0.1: clients under 48 samples
     apart = [fl.build(s) for s in small]
     run_lockstep(apart, stack_coupled=False)

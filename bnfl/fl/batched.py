@@ -145,6 +145,19 @@ class _Row:
     steps: int
 
 
+def _spans(rows: Sequence[_Row]) -> list[slice]:
+    """Each simulation's rows as one slice (they must be contiguous)."""
+    spans: list[slice] = []
+    for j, row in enumerate(rows):
+        if spans and rows[spans[-1].start].sim is row.sim:
+            spans[-1] = slice(spans[-1].start, j + 1)
+        elif any(rows[sl.start].sim is row.sim for sl in spans):
+            raise ValueError("the rows of a simulation whose layers run apart must be contiguous")
+        else:
+            spans.append(slice(j, j + 1))
+    return spans
+
+
 class BatchedClients(Clients):
     """The batched engine of one :class:`~bnfl.fl.Simulation` (built by :func:`bnfl.fl.batched_choice.select_batched`): its
     :class:`~bnfl.fl.clients.Clients` in this process, whose local steps run as one computation;
@@ -226,6 +239,7 @@ class BatchedClients(Clients):
 
     def _group(self, r: int, rows: list[_Row], *, lr: float | Sequence[float], frozen: bool,
                first: CoupledStep | DeferredCoupledStep | Mapping[Any, DeferredCoupledStep] | None,
+               apart: bool = False,
                ) -> tuple[dict[_Row, dict[str, Tensor]], dict[_Row, float], dict[ClientHost, Exception]]:
         """The clients ``rows`` (of one or several simulations with the same architecture,
         algorithm and optimiser settings) train ``row.steps`` local steps each, as one
@@ -235,7 +249,8 @@ class BatchedClients(Clients):
         ``lr``: the rate of every row, or one per row (runs of a learning-rate grid stacked
         together, :class:`StackedSGD`). Returns each row's upload and mean loss, and the error of
         each simulation one of whose clients diverged (nothing of that simulation's clients is
-        kept then)."""
+        kept then). ``apart``: each simulation's clients run their convolutions and BN layers
+        apart (:attr:`BatchedNet.apart`; its rows contiguous), on what they see alone."""
         sim = self.sim
         k = len(rows)
         steps = [row.steps for row in rows]
@@ -283,9 +298,13 @@ class BatchedClients(Clients):
                                                     for row in rows)
         steady_ok = (graphs and net.mask is None and not self.hooks["adjust_grads"] and quiet
                      and k * n <= opts.graph_max_images)  # a graph pays where the step is launch-bound
-        with opts.precision(sim.device):
-            step_losses = self._steps(r, net, opt, rows, contexts, views, client_opts, scope, k, n, sizes,
-                                             steps, index, deferred, first, frozen, steady_ok)
+        net.apart = _spans(rows) if apart else None
+        try:
+            with opts.precision(sim.device):
+                step_losses = self._steps(r, net, opt, rows, contexts, views, client_opts, scope, k, n, sizes,
+                                          steps, index, deferred, first, frozen, steady_ok)
+        finally:
+            net.apart = None
         per_step = torch.stack(step_losses)  # (steps, K)
         failed = self._check(per_step, rows, r)
         totals = per_step.tolist()  # summed in Python in step order, as client_round does

@@ -42,22 +42,24 @@ _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
 def coupled_stacks_bitwise(model: nn.Module) -> bool:
-    """Whether FedTAN's coupled first steps of several simulations of ``model`` can stack with each
-    simulation's numbers bitwise what it computes alone (given uniform rows, :func:`uniform_rows`):
-    each pools its own rows apart (:meth:`~bnfl.nn.batched.BatchedNet._coupled`, one all-reduce
-    per simulation through its own channel), and a linear layer's batched product is one matrix
-    product per client whatever the stack's depth. Not where the model convolves: a grouped
-    convolution's weight gradient changes in the last bit with the number of groups (measured on
-    Q-RES, torch 2.13 CPU: ``stages.0.0.conv1.weight`` 3e-8 apart after one coupled step)."""
+    """Whether FedTAN's coupled rounds of several simulations of ``model`` may stack by default:
+    not where the model convolves. A grouped convolution's weight gradient changes in the last
+    bit with the number of groups (measured on Q-RES, torch 2.13 CPU: ``stages.0.0.conv1.weight``
+    3e-8 apart after one coupled step), and convolving each simulation apart leaves nothing to
+    gain (fedtan-tab2's shape: 2.27 s stacked against 2.15 s apart, two rounds)."""
     return not any(isinstance(m, _CONVS) for m in model.modules())
 
 
 def uniform_rows(w: ClientWork) -> tuple[int, int] | None:
     """``(steps, batch)`` when every participant of ``w`` trains the same number of local steps on
     full mini-batches of one size this round (step units, no client smaller than the batch), else
-    ``None``. A stack of such works pads no row and masks none, so each work's rows see the
-    operations they see alone; otherwise a short client pads the whole stack (and an epoch
-    unit gives uneven step counts)."""
+    ``None``. A stack of such works of a model without convolutions pads no row and masks
+    none, and with each simulation's BN layers of unaligned width run apart
+    (:attr:`~bnfl.nn.batched.BatchedNet.apart`) each work's rows see the operations they see
+    alone, bit for bit: the clients' batched linear products are one matrix product per client,
+    the element-wise operations and the optimiser's are the same per element, and each
+    simulation's coupled moments are its own all-reduce (:meth:`~bnfl.nn.batched.BatchedNet._coupled`).
+    A short client would pad the whole stack (and an epoch unit gives uneven step counts)."""
     sim = w.batched.sim
     if sim.config.local_unit != "steps":
         return None
@@ -74,10 +76,10 @@ def _share_key(w: ClientWork, stack_coupled: bool | None = True) -> tuple | None
     per row, :class:`~bnfl.fl.batched_sgd.StackedSGD`), and so may the algorithm when it hooks the
     same client steps (e.g. FedAvg+BN and FixBN before its freeze: the hooks run per row, each
     row's own algorithm). A coupled first step left to the batched engine stacks with others of
-    its kind when ``stack_coupled`` (``None``: where that is bitwise, :func:`coupled_stacks_bitwise`
-    and :func:`uniform_rows`, with works of the same steps and batch)."""
+    its kind when ``stack_coupled`` (``None``: where that is bitwise, :func:`uniform_rows`, with
+    works of the same steps and batch, no convolution; their BN layers of unaligned width run apart)."""
     coupled: Any = ""
-    if isinstance(w.first, DeferredCoupledStep) and stack_coupled is None:  # where bitwise: uniform rows, no conv
+    if isinstance(w.first, DeferredCoupledStep) and stack_coupled is None:  # where bitwise: no conv, uniform rows
         shape = uniform_rows(w) if coupled_stacks_bitwise(w.batched.sim.model) else None
         if shape is None:
             return None
@@ -122,8 +124,8 @@ def stacks(works: Sequence[ClientWork], max_rows: int | None = None, *,
     (participants) would exceed ``max_rows`` (memory, :func:`bnfl.fl.stack_depth.max_rows`; a
     single work larger than that still trains, alone). ``stack_coupled``: simulations whose
     coupled first step (FedTAN's) is left to the batched engine stack too; ``None`` (default):
-    where that leaves each simulation's numbers bitwise its own (:func:`coupled_stacks_bitwise`,
-    :func:`uniform_rows`),
+    where that leaves each simulation's numbers bitwise its own (:func:`uniform_rows`; each
+    simulation's BN layers of unaligned width apart, no convolution),
     ``False``: each alone."""
     groups: dict[Any, list[int]] = {}
     for i, w in enumerate(works):
@@ -157,8 +159,8 @@ def run_together(works: Sequence[ClientWork], *, max_rows: int | None = None, st
     shares with none on its own; ``max_rows`` (default no limit) caps a stack's rows;
     ``stack_coupled`` stacks FedTAN's deferred coupled first steps of several simulations, each
     pooling its own clients; ``None`` (default): where each simulation's numbers stay bitwise
-    what it computes alone (:func:`coupled_stacks_bitwise`: models without convolutions, and
-    :func:`uniform_rows`: every participant the same full batches and steps), so
+    what it computes alone (:func:`uniform_rows`: every participant the same full batches and
+    steps, no convolution; each simulation's BN layers of unaligned width apart), so
     the quick profile's FedTAN seeds keep their committed numbers; ``False``: each alone."""
     out: list[Any] = [None] * len(works)
     for members in stacks(works, max_rows, stack_coupled=stack_coupled):
@@ -178,7 +180,8 @@ def run_together(works: Sequence[ClientWork], *, max_rows: int | None = None, st
         lead = part[0].batched
         deferred = {w.batched.sim: w.first for w in part} if part[0].first is not None else None
         ups, ls, failed = lead._group(part[0].r, ordered, lr=rates if len(set(rates)) > 1 else part[0].lr,
-                                      frozen=part[0].frozen, first=deferred)
+                                      frozen=part[0].frozen, first=deferred,
+                                      apart=deferred is not None and stack_coupled is None)
         for i, w in zip(members, part, strict=True):
             sim = w.batched.sim
             out[i] = failed[sim] if sim in failed else in_round_order(rows[id(w)], ups, ls)

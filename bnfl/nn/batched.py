@@ -60,6 +60,8 @@ _LINEAR = (nn.Linear,)
 _CONV = {nn.Conv1d: F.conv1d, nn.Conv2d: F.conv2d, nn.Conv3d: F.conv3d}
 _BN = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d,
        FrozenStatsBatchNorm1d, FrozenStatsBatchNorm2d, FrozenStatsBatchNorm3d)
+#: channels per client a BN layer's stacked call keeps bitwise apart-equal (:attr:`BatchedNet.apart`)
+_ALIGNED = 32
 _RANDOM = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
 
@@ -237,6 +239,13 @@ class BatchedNet:
         self.coupled_stats: dict[str, tuple] = {}
         self.mask: Tensor | None = None
         self._counts: Tensor | None = None
+        #: the stacked clients' groups (row slices, one simulation's each) whose BN layers with a
+        #: channel count not a multiple of ``_ALIGNED`` run apart (:meth:`_each_group`): one call per
+        #: group on the tensors it sees alone. BN's CPU kernels split the channel axis into vector
+        #: and scalar parts, so a client's channels could fall in another part of a longer axis
+        #: (measured: 30 channels per client differ in the last bit stacked, 32 do not); None:
+        #: every client in one call (FedTAN's stacked coupled rounds, :mod:`bnfl.fl.batched_together`)
+        self.apart: list[slice] | None = None
         #: the stacked convolutions' inputs in channels-last layout (:mod:`bnfl.fl.device_options`)
         self.channels_last = False
         self._views: list[nn.Module] = []
@@ -396,6 +405,8 @@ class BatchedNet:
                     [int(v) * (x[0].numel() // c) for v in self._counts.tolist()]
                 self.coupled_stats[layer] = (mk, vk, counts, gm, gv)
                 return y
+            if c % _ALIGNED and self._apart() is not None:  # the channel axis split elsewhere: apart
+                return self._each_group(x, forward)
             rm, rv = self.buffers.get(pre + "running_mean"), self.buffers.get(pre + "running_var")
             frozen = self.frozen or is_frozen(m)
             if frozen and rm is None:
@@ -414,6 +425,34 @@ class BatchedNet:
                              gamma.reshape(-1), beta.reshape(-1), training, 0.0 if frozen else m.momentum, m.eps)
             return y.reshape(n, k, c, -1).transpose(0, 1).reshape(x.shape)  # (n, K*C, r) -> (K*n, C, *)
         return forward
+
+    def _apart(self) -> list[slice] | None:
+        """:attr:`apart` cut to the clients of this forward (:meth:`first_clients`), or None."""
+        if self.apart is None or len(self.apart) < 2:
+            return None
+        groups = [slice(sl.start, min(sl.stop, self.k)) for sl in self.apart if sl.start < self.k]
+        return groups if len(groups) > 1 else None
+
+    def _each_group(self, x: Tensor, forward) -> Tensor:
+        """``forward`` of each group of :attr:`apart` on its own rows of ``x`` with its rows of the
+        parameters and buffers (views: gradients flow into, and running statistics update, the
+        stacked tensors), concatenated: what each group computes stacked alone, tensor for tensor."""
+        groups = self._apart()
+        assert groups is not None
+        n = x.shape[0] // self.k
+        saved = self.k, self.params, self.buffers, self.mask, self._counts, self.apart
+        outs = []
+        try:
+            for sl in groups:
+                self.k, self.apart = sl.stop - sl.start, None
+                self.params = {name: t[sl] for name, t in saved[1].items()}
+                self.buffers = {name: t[sl] for name, t in saved[2].items()}
+                self.mask = None if saved[3] is None else saved[3][sl]
+                self._counts = None if saved[4] is None else saved[4][sl]
+                outs.append(forward(x[sl.start * n:sl.stop * n]))
+        finally:
+            self.k, self.params, self.buffers, self.mask, self._counts, self.apart = saved
+        return torch.cat(outs)
 
     def _coupled(self, layer: str, x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> tuple[Tensor, ...]:
         """:func:`coupled_batch_norm` of each group of :attr:`couple` apart, on its rows of ``x``
