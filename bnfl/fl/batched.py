@@ -249,7 +249,7 @@ class BatchedClients(Clients):
         ``lr``: the rate of every row, or one per row (runs of a learning-rate grid stacked
         together, :class:`StackedSGD`). Returns each row's upload and mean loss, and the error of
         each simulation one of whose clients diverged (nothing of that simulation's clients is
-        kept then). ``apart``: each simulation's clients run their convolutions and BN layers
+        kept then). ``apart``: each simulation's clients run their BN layers of unaligned width
         apart (:attr:`BatchedNet.apart`; its rows contiguous), on what they see alone."""
         sim = self.sim
         k = len(rows)

@@ -177,9 +177,9 @@ def run_lockstep(sims: Sequence[Simulation], *, resume: bool = False,
     stack_coupled : bool or None, default None
         Stack FedTAN's coupled first steps of several simulations too, each pooling its own
         clients (:func:`bnfl.fl.batched_together.run_together`); ``None``: where each simulation's
-        numbers stay bitwise its own (rounds where every participant trains the same full batches,
-        :func:`bnfl.fl.batched_together.uniform_rows`; each simulation's clients convolve apart);
-        ``False``: each trains its rounds alone.
+        numbers stay bitwise its own (models without convolutions, in rounds where every
+        participant trains the same full batches: :func:`bnfl.fl.batched_together.uniform_rows`;
+        BN layers of unaligned width run once per simulation); ``False``: each trains its rounds alone.
     """
     sims = list(sims)
     if len({id(s) for s in sims}) != len(sims):
