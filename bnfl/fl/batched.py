@@ -64,7 +64,9 @@ from bnfl.fl.batched_step import (
     coupled_step,
     ema_stacked_stats,
     forward_backward,
+    in_round_order,
     padded,
+    simulation_spans,
 )
 from bnfl.fl.clients import Clients, Sequential
 from bnfl.fl.device_options import DeviceOptions, GraphedStep
@@ -93,13 +95,6 @@ class DeferredCoupledStep:
 
     step: Any  # the algorithm's CoupledFirstStep (bnfl.fl.algorithms, which sits above this engine's pieces)
     weights: tuple[float, ...]
-
-
-def in_round_order(rows: Sequence[Any], uploads: Mapping[Any, dict[str, Tensor]],
-                   losses: Mapping[Any, float]) -> tuple[list[dict[str, Tensor]], list[float]]:
-    """One simulation's uploads and losses in the order of its participants."""
-    ordered = sorted(rows, key=lambda row: row.index)
-    return [uploads[row] for row in ordered], [losses[row] for row in ordered]
 
 
 def same_samples(a: ClientHost, b: ClientHost) -> bool:
@@ -143,19 +138,6 @@ class _Row:
     received: dict[str, Tensor]
     index: int
     steps: int
-
-
-def _spans(rows: Sequence[_Row]) -> list[slice]:
-    """Each simulation's rows as one slice (they must be contiguous)."""
-    spans: list[slice] = []
-    for j, row in enumerate(rows):
-        if spans and rows[spans[-1].start].sim is row.sim:
-            spans[-1] = slice(spans[-1].start, j + 1)
-        elif any(rows[sl.start].sim is row.sim for sl in spans):
-            raise ValueError("the rows of a simulation whose layers run apart must be contiguous")
-        else:
-            spans.append(slice(j, j + 1))
-    return spans
 
 
 class BatchedClients(Clients):
@@ -249,8 +231,7 @@ class BatchedClients(Clients):
         ``lr``: the rate of every row, or one per row (runs of a learning-rate grid stacked
         together, :class:`StackedSGD`). Returns each row's upload and mean loss, and the error of
         each simulation one of whose clients diverged (nothing of that simulation's clients is
-        kept then). ``apart``: each simulation's clients run their BN layers of unaligned width
-        apart (:attr:`BatchedNet.apart`; its rows contiguous), on what they see alone."""
+        kept then). ``apart``: BN layers of unaligned width run per simulation (:attr:`BatchedNet.apart`)."""
         sim = self.sim
         k = len(rows)
         steps = [row.steps for row in rows]
@@ -298,7 +279,7 @@ class BatchedClients(Clients):
                                                     for row in rows)
         steady_ok = (graphs and net.mask is None and not self.hooks["adjust_grads"] and quiet
                      and k * n <= opts.graph_max_images)  # a graph pays where the step is launch-bound
-        net.apart = _spans(rows) if apart else None
+        net.apart = simulation_spans(rows) if apart else None
         try:
             with opts.precision(sim.device):
                 step_losses = self._steps(r, net, opt, rows, contexts, views, client_opts, scope, k, n, sizes,

@@ -25,7 +25,8 @@ from bnfl.functional import ema
 from bnfl.nn.batched import BatchedNet
 from bnfl.stats import Moments
 
-__all__ = ["client_losses", "coupled_step", "ema_stacked_stats", "forward_backward", "padded"]
+__all__ = ["client_losses", "coupled_step", "ema_stacked_stats", "forward_backward", "in_round_order", "padded",
+           "simulation_spans"]
 
 
 def forward_backward(net: BatchedNet, x: Tensor, y: Tensor, a: int, n: int, sizes: list[int], *,
@@ -94,15 +95,8 @@ def coupled_step(net: BatchedNet, x: Tensor, y: Tensor, rows: Sequence[Any], k: 
     batched engine's rows (``.sim``: each one's host). Several simulations stacked (``deferred``: each one's step, their rows
     contiguous): each all-reduce pools one simulation's rows through its own channel, and
     :math:`\sum_s T_s` is differentiated at once (simulations share no parameter)."""
-    sims = list(dict.fromkeys(row.sim for row in rows))
-    spans = []  # each simulation's rows: a slice (rows of one simulation are contiguous)
-    at = 0
-    for s in sims:
-        m = sum(1 for row in rows if row.sim is s)
-        if any(row.sim is not s for row in rows[at:at + m]):
-            raise ValueError("the rows of a simulation in a stacked coupled step must be contiguous")
-        spans.append(slice(at, at + m))
-        at += m
+    spans = simulation_spans(rows)  # each simulation's rows: a slice (they are contiguous)
+    sims = [rows[sl.start].sim for sl in spans]
     p = torch.tensor([deferred[row.sim].weights[i] for row, i in zip(rows, index, strict=True)],
                      dtype=x.dtype, device=x.device)  # (K,)
 
@@ -148,6 +142,26 @@ def coupled_step(net: BatchedNet, x: Tensor, y: Tensor, rows: Sequence[Any], k: 
         ema_stacked_stats(net, step, s.union_count, rows=None if len(sims) == 1 else sl)
     net.coupled_stats = {}  # (its global moments hold the autograd graph)
     return loss, steps
+
+
+def simulation_spans(rows: Sequence[Any]) -> list[slice]:
+    """Each simulation's rows (``row.sim``) as one slice, in order; they must be contiguous."""
+    spans: list[slice] = []
+    for j, row in enumerate(rows):
+        if spans and rows[spans[-1].start].sim is row.sim:
+            spans[-1] = slice(spans[-1].start, j + 1)
+        elif any(rows[sl.start].sim is row.sim for sl in spans):
+            raise ValueError("the rows of a simulation in a stacked computation must be contiguous")
+        else:
+            spans.append(slice(j, j + 1))
+    return spans
+
+
+def in_round_order(rows: Sequence[Any], uploads: Mapping[Any, dict[str, Tensor]],
+                   losses: Mapping[Any, float]) -> tuple[list[dict[str, Tensor]], list[float]]:
+    """One simulation's uploads and losses in the order of its participants."""
+    ordered = sorted(rows, key=lambda row: row.index)
+    return [uploads[row] for row in ordered], [losses[row] for row in ordered]
 
 
 def padded(ids: Sequence[Tensor], n: int) -> Tensor:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
 
-from bnfl.fl.batched import BatchedClients, DeferredCoupledStep, in_round_order
+from bnfl.fl.batched import BatchedClients, DeferredCoupledStep
+from bnfl.fl.batched_step import in_round_order
 
 if TYPE_CHECKING:
     from bnfl.fedtan import CoupledStep

@@ -239,12 +239,9 @@ class BatchedNet:
         self.coupled_stats: dict[str, tuple] = {}
         self.mask: Tensor | None = None
         self._counts: Tensor | None = None
-        #: the stacked clients' groups (row slices, one simulation's each) whose BN layers with a
-        #: channel count not a multiple of ``_ALIGNED`` run apart (:meth:`_each_group`): one call per
-        #: group on the tensors it sees alone. BN's CPU kernels split the channel axis into vector
-        #: and scalar parts, so a client's channels could fall in another part of a longer axis
-        #: (measured: 30 channels per client differ in the last bit stacked, 32 do not); None:
-        #: every client in one call (FedTAN's stacked coupled rounds, :mod:`bnfl.fl.batched_together`)
+        #: row slices (one simulation's each) whose BN layers of a width not a multiple of ``_ALIGNED``
+        #: run apart (:meth:`_each_group`), on the tensors each sees alone: BN's CPU kernels split a
+        #: longer channel axis elsewhere (30 channels a client differ stacked, 32 do not); None: one call
         self.apart: list[slice] | None = None
         #: the stacked convolutions' inputs in channels-last layout (:mod:`bnfl.fl.device_options`)
         self.channels_last = False
@@ -434,9 +431,8 @@ class BatchedNet:
         return groups if len(groups) > 1 else None
 
     def _each_group(self, x: Tensor, forward) -> Tensor:
-        """``forward`` of each group of :attr:`apart` on its own rows of ``x`` with its rows of the
-        parameters and buffers (views: gradients flow into, and running statistics update, the
-        stacked tensors), concatenated: what each group computes stacked alone, tensor for tensor."""
+        """``forward`` of each group of :attr:`apart` on its rows of ``x``, parameters and buffers (views
+        into the stacked tensors), concatenated: what each group computes stacked alone."""
         groups = self._apart()
         assert groups is not None
         n = x.shape[0] // self.k
@@ -455,11 +451,8 @@ class BatchedNet:
         return torch.cat(outs)
 
     def _coupled(self, layer: str, x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> tuple[Tensor, ...]:
-        """:func:`coupled_batch_norm` of each group of :attr:`couple` apart, on its rows of ``x``
-        and its own all-reduce: a group computes what it computes stacked alone, operation by
-        operation (one broadcast of its global moments over its rows, whose backward sums them
-        as alone). The global moments: ``(C,)`` for one group, ``(K, C)`` detached (each row its
-        group's) for several."""
+        """:func:`coupled_batch_norm` of each group of :attr:`couple` on its own rows and all-reduce,
+        operation by operation as alone; global moments ``(C,)`` for one group, else ``(K, C)`` detached."""
         assert self.couple is not None
         if len(self.couple) == 1:
             (_, reduce), = self.couple
@@ -470,13 +463,9 @@ class BatchedNet:
                                    None if self._counts is None else self._counts[rows], gamma[rows], beta[rows], eps,
                                    lambda kind, parts, reduce=reduce: reduce(layer, kind, parts))
                 for rows, reduce in self.couple]
-
-        def per_row(i: int) -> Tensor:  # (K, C): each row its group's global moment
-            return torch.cat([o[i].detach().expand(rows.stop - rows.start, -1)
-                              for o, (rows, _) in zip(outs, self.couple, strict=True)])
-
-        return (torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs]), torch.cat([o[2] for o in outs]),
-                per_row(3), per_row(4))
+        gm, gv = (torch.cat([o[i].detach().expand(r.stop - r.start, -1)  # (K, C): each row its group's
+                             for o, (r, _) in zip(outs, self.couple, strict=True)]) for i in (3, 4))
+        return torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs]), torch.cat([o[2] for o in outs]), gm, gv
 
     def _registered(self, pre: str, m: nn.Module, form):
         """The forward of a layer of the layer registry (:data:`~bnfl.nn.batched_layers.BATCHED_LAYERS`)."""
