@@ -46,6 +46,19 @@ def test_the_one_rule_scales_the_papers_effect_to_the_stand_ins_damage():
         C.rule_threshold("fixbn-fig1", "star", 10.0)  # Fig. 1 prints no number
 
 
+def test_a_damage_that_is_not_a_number_leaves_the_claim_undecided():
+    """A BN-only run that diverged gives a NaN damage: its rule threshold is NaN (not 0, against
+    which any positive gap would pass), and a claim judged against it is inconclusive."""
+    from bnfl.experiments.claims import per_seed_claim
+
+    for damage in (math.nan, math.inf):
+        need = C.rule_threshold("fedtan-tab1", "fair-fedtan-gap", damage)
+        assert math.isnan(need)
+        claim = per_seed_claim("gap", "FedTAN - FedAvg+BN >= need", [60.0, 61.0, 62.0], need,
+                               baseline=[40.0, 41.0, 42.0], seeds=[0, 1, 2])
+        assert claim.verdict == "inconclusive"
+
+
 def test_resolution_and_seeds_needed():
     # one test sample dominates a tiny spread; the standard error dominates a large one
     assert C.resolution(0.1, 360) == pytest.approx(100 / 360)

@@ -246,3 +246,22 @@ def test_every_rule_derived_threshold_is_what_the_one_rule_gives_on_its_damage()
     for claim in (h.claim, *(o.claim for o in h.others)):
         assert stored(h.entry, claim).threshold == C.rule_share(h.entry, h.claim) == 0.92, claim
     assert h.threshold_reason.startswith("0.92 of the gap")
+
+
+#: What a stored claim's statement says when its threshold comes from a rule on the entry's own runs.
+_RULE_WORDS = ("scaled to", "as a share of the room above chance")
+
+
+def test_every_rule_derived_threshold_outside_the_headline_is_declared():
+    """A counted claim outside the headline whose threshold an entry derives by a rule (its statement
+    names the rule) is declared in :data:`bnfl.experiments.protocols.CLAIM_RULES`, so the rule is in
+    the entry's hash; every declared claim is stored; the rule's paper effect enters the declaration."""
+    headline = {(h.entry, h.claim) for h in HEADLINES} | {(h.entry, o.claim) for h in HEADLINES for o in h.others}
+    stored = {(r.id, c.name): c for r in _results(FIGURES) for c in r.claims}
+    ruled = {k for k, c in stored.items() if any(w in c.statement for w in _RULE_WORDS) and k not in headline
+             and c.counted_in is None}
+    declared = {(e, c) for e, claims in P.CLAIM_RULES.items() for c in claims}
+    assert ruled == declared
+    d = P.declaration("fedtan-fig4")["claim_rules"]["fedtan-gap"]
+    assert d["scales"] == {"entry": "fedtan-tab1", "claim": "fair-fedtan-gap", "effect": 41.76, "damage": 45.63}
+    assert "claim_rules" not in P.declaration("hbn-tab4")

@@ -218,12 +218,16 @@ def rule_threshold(entry: str, claim: str, damage: float) -> float:
     """The threshold of headline claim ``entry``/``claim`` by the calibration's one rule (issue 47,
     part 4): the paper's effect scaled to ``damage``, the BN damage the stand-in shows
     (:func:`scaled_effect`), rounded to 0.1 pt; 0 where the stand-in shows no damage (the claim's
-    precondition then says it is not testable).
+    precondition then says it is not testable); NaN where the damage is not a number (a BN-only run
+    diverged), so that the claim is undecided rather than judged against 0.
 
     FedTAN's repair (Table 1: 41.76 of 45.63 pts) asks a stand-in damaged by 19.8 pts for
     41.76 x 19.8 / 45.63 = 18.1 pts.
     """
-    scaled = scaled_effect(_effect_of(entry, claim), max(float(damage), 0.0))
+    effect = _effect_of(entry, claim)
+    if not math.isfinite(float(damage)):
+        return math.nan
+    scaled = scaled_effect(effect, max(float(damage), 0.0))
     return round(float(scaled), 1) if scaled is not None and math.isfinite(scaled) else 0.0
 
 

@@ -31,17 +31,18 @@ hash is neither their declaration's nor reached from it by a logged amendment.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bnfl.experiments import tuning
+from bnfl.experiments import calibration, tuning
 from bnfl.experiments.core import _jsonable, config_hash
 from bnfl.experiments.headlines import HEADLINES, Headline
 from bnfl.experiments.registry import get
 
-__all__ = ["CATALOG_CHOICE", "LOG_PATH", "PROFILE", "THRESHOLD_SOURCES", "amendments", "amendments_markdown",
+__all__ = ["CATALOG_CHOICE", "CLAIM_RULES", "LOG_PATH", "PROFILE", "THRESHOLD_SOURCES", "amendments", "amendments_markdown",
            "declaration", "paper_protocols_markdown", "load_log", "protocol_cell", "protocol_hash", "row_amendments", "threshold_source", "unrecorded",
            "validate_log"]
 
@@ -92,6 +93,36 @@ THRESHOLD_SOURCES: dict[tuple[str, str], str] = {
 }
 
 
+#: The counted claims (not the reported-only ones) outside the headline whose threshold an entry derives from its own runs by a
+#: rule (not a constant in its code): ``{entry: {claim: (rule, the headline claim whose paper effect it
+#: scales, or None)}}``. Declared with the entry (:func:`declaration`), so a change of the rule, or of
+#: the paper's effect and damage it scales, changes the entry's hash. A test finds every stored claim
+#: whose statement names such a rule and fails where it is not declared here or in the headline.
+CLAIM_RULES: dict[str, dict[str, tuple[str, tuple[str, str] | None]]] = {
+    "fedtan-fig3": {"b-scaffold": (_ROOM, None)},
+    "fedtan-fig4": {"fedtan-gap": (_RULE, ("fedtan-tab1", "fair-fedtan-gap")),
+                    "fedtan-gap-pytorch-init": (_RULE, ("fedtan-tab1", "fair-fedtan-gap"))},
+    "fedtan-tab1": {"fedtan-gap": (_RULE, ("fedtan-tab1", "fair-fedtan-gap")),
+                    "fedtan-gap-pytorch-init": (_RULE, ("fedtan-tab1", "fair-fedtan-gap"))},
+}
+
+
+def _claim_rules(entry_id: str) -> dict[str, Any]:
+    """:data:`CLAIM_RULES` of ``entry_id`` as declared data: each claim's rule and, where it scales a
+    paper effect, that effect and damage as :data:`bnfl.experiments.calibration.EFFECTS` holds them."""
+    out: dict[str, Any] = {}
+    for claim, (rule, scales) in sorted(CLAIM_RULES.get(entry_id, {}).items()):
+        rec: dict[str, Any] = {"rule": rule}
+        if rule == _ROOM:  # the share of the paper's damage and the paper's chance, as the rule's defaults hold them
+            params = inspect.signature(calibration.headroom_share).parameters
+            rec["defaults"] = {k: params[k].default for k in ("fraction", "paper_chance")}
+        if scales is not None:
+            e = calibration._effect_of(*scales)
+            rec["scales"] = {"entry": scales[0], "claim": scales[1], "effect": e.effect, "damage": e.damage}
+        out[claim] = rec
+    return out
+
+
 def threshold_source(headline: Headline) -> str:
     """Where ``headline``'s threshold comes from (:data:`THRESHOLD_SOURCES`)."""
     try:
@@ -126,6 +157,8 @@ def declaration(entry_id: str, *, profile: str = PROFILE, config: Mapping[str, A
         seeds = range(int(entry.default_seeds.get(profile, 1)))
     out = {"entry": entry_id, "profile": profile, "config": _jsonable(dict(config)), "seeds": [int(s) for s in seeds],
            "claims": [_claim_declaration(h) for h in HEADLINES if h.entry == entry_id]}
+    if entry_id in CLAIM_RULES:  # thresholds of counted claims outside the headline, derived by a rule
+        out["claim_rules"] = _claim_rules(entry_id)
     if '"grid"' in json.dumps(out["config"]):  # a rate grid: the tuning rule's defaults, where the config is silent
         out["tuning_rule"] = {"seeds": list(tuning.TUNE_SEEDS), "validation": tuning.VALIDATION,
                               "extend": tuning.EXTEND, "edge_rule": tuning.EDGE_RULE}
