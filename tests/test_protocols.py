@@ -265,3 +265,8 @@ def test_every_rule_derived_threshold_outside_the_headline_is_declared():
     d = P.declaration("fedtan-fig4")["claim_rules"]["fedtan-gap"]
     assert d["scales"] == {"entry": "fedtan-tab1", "claim": "fair-fedtan-gap", "effect": 41.76, "damage": 45.63}
     assert "claim_rules" not in P.declaration("hbn-tab4")
+    # the headline's protocol cell names the amendment that carries the stored hash to the declared one
+    results = {r.id: r for r in _results(FIGURES)}
+    row1 = HEADLINES[0]
+    assert row1.entry == "fedtan-fig3"
+    assert "via A76" in P.protocol_cell(row1, results["fedtan-fig3"])

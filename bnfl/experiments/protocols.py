@@ -320,6 +320,24 @@ def amendments_markdown(rows: Sequence[tuple[int, Headline]], log: Mapping[str, 
     return "\n".join(lines)
 
 
+def _via(entry: str, stored: str, declared: str, log: Mapping[str, Any]) -> list[str]:
+    """The ids of the logged amendments that lead from ``stored`` to ``declared`` (as :func:`unrecorded`
+    follows them); empty when none does."""
+    edges: dict[str, tuple[str, str]] = {}
+    for a in amendments(log):
+        if a.get("entry") == entry and a.get("from_hash") and a.get("to_hash"):
+            edges[a["from_hash"]] = (a["to_hash"], a["id"])
+    for a in log.get("entry_amendment", []):
+        for e in a.get("entries", []):
+            if e.get("entry") == entry:
+                edges[e["from_hash"]] = (e["to_hash"], a["id"])
+    ids, h = [], stored
+    while h != declared and h in edges and len(ids) <= len(edges):
+        h, name = edges[h]
+        ids.append(name)
+    return ids if h == declared else []
+
+
 def protocol_cell(headline: Headline, result: Any = None, log: Mapping[str, Any] | None = None) -> str:
     """A headline row's protocol as the table shows it: the hash its stored result ran under (or
     the declaration's, marked, when the result stores none), whether the declaration still has it,
@@ -329,8 +347,10 @@ def protocol_cell(headline: Headline, result: Any = None, log: Mapping[str, Any]
     except KeyError:  # a headline of an unregistered entry, or one without a threshold source
         return "not declared"
     stored = getattr(result, "protocol_hash", "") or ""
+    via = _via(headline.entry, stored, declared, load_log() if log is None else log)
     text = f"`{stored}`" if stored == declared else (
-        f"`{stored}` (declared now: `{declared}`)" if stored else f"declared `{declared}`, not stored")
+        f"`{stored}` (declared now: `{declared}`{', via ' + ', '.join(via) if via else ''})" if stored
+        else f"declared `{declared}`, not stored")
     ids = [a["id"] for a in row_amendments(headline, log)]
     return text + (f"; amended {len(ids)}x: {', '.join(ids)}" if ids else "; no amendment logged")
 
