@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -186,6 +187,25 @@ def test_compare_marks_differences_beyond_the_combined_interval_and_borderline_v
     assert bnfl_main(["compare", str(b), str(b)]) == 0
     assert bnfl_main(["compare", str(tmp_path / "nope"), str(b)]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_compare_does_not_call_a_verdict_changed_when_one_side_stores_no_interval(tmp_path, capsys):
+    # a run that diverged on one machine stores the same verdict without an interval (fedtan-fig3
+    # a-no-bn on an AMD EPYC): "pass" against "pass (reproduced)" is the same verdict
+    seeds = [0, 1, 2]
+    kept = interval_claim("a-no-bn", "x <= -20", [-70.0, -80.0, -75.0], threshold=-20.0, side="below", seeds=seeds)
+    diverged = dataclasses.replace(kept, measured=None, threshold=None, interval=None,
+                                   detail="the no-BN run diverged (non-finite loss)")
+    flipped = dataclasses.replace(diverged, name="b", verdict="fail")
+    a, b = tmp_path / "a", tmp_path / "b"
+    _write(a, [_res("fedtan-fig3", [diverged, flipped])])
+    _write(b, [_res("fedtan-fig3", [kept, dataclasses.replace(kept, name="b")])])
+    diffs = {d.claim: d for d in compare_results(load_folder(a), load_folder(b))}
+    assert not diffs["a-no-bn"].verdict_differs and not diffs["a-no-bn"].agree  # the number is missing on A
+    assert diffs["b"].verdict_differs and diffs["b"].borderline is None
+    assert bnfl_main(["compare", str(a), str(b)]) == 1
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.endswith("1 verdicts differ (0 borderline, 0 not, 1 without an interval).")
 
 
 def test_compare_on_a_copy_of_the_committed_figures_with_one_claim_moved(tmp_path, capsys):

@@ -132,8 +132,8 @@ def compare_results(a: Mapping[str, Result], b: Mapping[str, Result]) -> list[Cl
             if cb is None:
                 continue
             ia, ib = getattr(ca, "interval", None) or {}, getattr(cb, "interval", None) or {}
-            va, vb = _word(ca), _word(cb)
             if ia.get("low") is not None and ib.get("low") is not None:
+                va, vb = _word(ca), _word(cb)
                 x, y = float(ia["estimate"]), float(ib["estimate"])
                 half = _combined(ia, ib)
                 diff = x - y
@@ -141,6 +141,9 @@ def compare_results(a: Mapping[str, Result], b: Mapping[str, Result]) -> list[Cl
                 out.append(ClaimDiff(eid, ca.name, x, y, diff, half, agree, va, vb,
                                      (agree if va != vb else None) if half is not None else None))
                 continue
+            # one side without an interval (a diverged run stores none): its verdict has no word, so
+            # the stored verdicts are compared as they are, not "pass" against "pass (reproduced)"
+            va, vb = ca.verdict, cb.verdict
             x, y = ca.measured, cb.measured
             same = x == y or (x is not None and y is not None and math.isclose(x, y, rel_tol=0, abs_tol=1e-12))
             diff = None if x is None or y is None else float(x) - float(y)
@@ -153,10 +156,12 @@ def summary_line(diffs: list[ClaimDiff], a: Mapping[str, Result], b: Mapping[str
     beyond = [d for d in diffs if not d.agree]
     flips = [d for d in diffs if d.verdict_differs]
     border = sum(d.borderline is True for d in flips)
+    loose = sum(d.borderline is None for d in flips)
     only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
     text = (f"{len(diffs)} claims in {len(set(a) & set(b))} shared entries: {len(diffs) - len(beyond)} agree, "
             f"{len(beyond)} differ beyond their combined 95% interval (or, without one, in the number); "
-            f"{len(flips)} verdicts differ ({border} borderline, {len(flips) - border} not)")
+            f"{len(flips)} verdicts differ ({border} borderline, {len(flips) - border - loose} not"
+            + (f", {loose} without an interval" if loose else "") + ")")
     if only_a or only_b:
         text += f"; entries only in A: {len(only_a)}, only in B: {len(only_b)}"
     return text + "."
