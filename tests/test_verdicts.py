@@ -315,3 +315,25 @@ def test_two_headlines_on_one_paired_difference_count_once():
     assert [r.get("same_as") for r in rows] == [None, "1", None]
     assert "One measurement with row 1" in rows[1]["why"]
     assert headline_word_counts(results, heads) == {V.REPRODUCED: 2}
+
+
+def test_a_headline_claim_whose_seeds_all_give_one_value_is_counted_as_a_structural_check():
+    """On an AMD EPYC, fedbn-fig3's fair-faster gave 0.94 on every seed: counting re-kinds it a
+    structural check, so it has no verdict word; the row says so and the summary still counts it
+    (it read "PASS" and the summary added up to 21 of 22 measurements)."""
+    from types import SimpleNamespace
+
+    from bnfl.experiments.dashboard import headline_word_counts
+    from bnfl.experiments.headlines import Headline
+
+    seeds = [0, 1, 2, 3, 4]
+    flat = interval_claim("faster", "FedBN's loss below FedAvg's in >= 0.8 of the rounds", [0.94] * 5,
+                          threshold=0.8, seeds=seeds)
+    other = interval_claim("other", "FixBN >= BN", [1.0, 1.2, 0.8, 1.1, 0.9], seeds=seeds)
+    results = {"e": SimpleNamespace(id="e", claims=[flat, other])}
+    heads = [Headline("e", name, name, "paper", "stand-in", threshold_reason="r") for name in ("faster", "other")]
+    rows = headline_rows(results, heads)
+    assert rows[0]["verdict"] == "PASS (STRUCTURAL CHECK)" and rows[0]["word"] == "structural check"
+    assert "every seed gives 0.94: no spread over seeds" in rows[0]["why"]
+    counts = headline_word_counts(results, heads)
+    assert counts == {V.REPRODUCED: 1, "structural check": 1} and sum(counts.values()) == len(rows)

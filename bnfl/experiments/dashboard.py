@@ -300,16 +300,22 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
             rows.append(row)
             continue
         v = headline_verdict(results, h)
+        # no word: a claim whose seeds all give one value is a structural check (counting.standing),
+        # pass/fail labelled as such, and counted in the summary under that name
+        check = counting.standing(results[h.entry], c) if v is None else None
+        checked = check is not None and check.kind == "structural"
         t = "–" if c.threshold is None else f"{display_number(c.threshold)}{_unit(h)}"
         stored = getattr(c, "interval", None) or {}
         plain = not stored.get("low") and "items" not in stored  # no interval: the numbers behind it
         parts = [_sentence(v.reason) if v is not None else "", _sentence(c.detail) if plain else "",
                  _others_note(results, h), _paper_note(c, h), _sentence(_own_why(c)),
-                 _precondition_note(results, h, v) if v is not None else ""]
+                 _precondition_note(results, h, v) if v is not None else "",
+                 _sentence(f"A structural check, not a verdict word: {check.note}") if checked else ""]
         row.update({"ours": _ours(c, h), "threshold": t, "threshold_reason": h.threshold_reason,
                     "stand-in (quick)": "; ".join([h.stand_in, *(o.stand_in for o in h.others)]),
-                    "verdict": v.text.upper() if v is not None else VERDICT_MARKS[c.verdict],
-                    "word": v.word if v is not None else c.verdict, "entry": h.entry,
+                    "verdict": (v.text.upper() if v is not None else
+                                f"{VERDICT_MARKS[c.verdict]} (STRUCTURAL CHECK)" if checked else VERDICT_MARKS[c.verdict]),
+                    "word": v.word if v is not None else STRUCTURAL_WORD if checked else c.verdict, "entry": h.entry,
                     "protocol": protocol_cell(h, results.get(h.entry)),
                     "why": _one_line(" ".join(p for p in parts if p))})
         link = counting.standing(results[h.entry], c).link
@@ -324,13 +330,18 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
     return rows
 
 
+#: The word of a headline row whose claim is a structural check (every seed gives one value), in the
+#: row and in the summary's counts (:func:`headline_word_counts`).
+STRUCTURAL_WORD = "structural check"
+
+
 def headline_word_counts(results: Mapping[str, Any], headlines: Sequence[Headline] = HEADLINES) -> dict[str, int]:
     """``{verdict word: rows}`` of the headline table, in :data:`bnfl.experiments.verdicts.WORDS` order
     (words no row has are left out; ``"not run"`` for a headline without a stored claim). A row that
     re-reads another row's measurement (``same_as``: the same entry, seeds and per-seed values under
     another threshold) is not counted again."""
     words = [r["word"] for r in headline_rows(results, headlines) if "same_as" not in r]
-    return {w: words.count(w) for w in (*WORDS, "not run") if w in words}
+    return {w: words.count(w) for w in (*WORDS, STRUCTURAL_WORD, "not run") if w in words}
 
 
 def _cell(text: Any) -> str:

@@ -53,8 +53,9 @@ HEADLINE_INTRO = (
     "spread; **not testable here**, the BN-only precondition measured in the same entry (the damage the fix "
     "repairs) is not there, with its interval; **stand-in dependent**, a row measured on several stand-ins "
     "whose testable stand-ins do not say the same word (each one's is listed; where they agree the row says "
-    "that word). Where no claim of the entry measures the precondition, the why says so and the verdict rests "
-    "on the interval alone.")
+    "that word); a row whose seeds all give one value is a **structural check** (pass or fail: no spread over "
+    "seeds to judge). Where no claim of the entry measures the precondition, the why says so and the verdict "
+    "rests on the interval alone.")
 
 
 def headline_words_line(results: Mapping[str, Result]) -> str:
