@@ -71,7 +71,7 @@ BLOCKS: dict[tuple[str, str], object] = {
     ("flower.md", "from bnfl.train.config import setup_from_config"):
         ("test", "tests/test_fl_flower.py::test_flower_run_equals_the_simulator"),
     ("getting-started.md", "make demo"): ("skip", "creates the environment these tests run in (timed by hand)"),
-    ("getting-started.md", "make run"): ("skip", "about 90 min and 11 min (make test is this suite)"),
+    ("getting-started.md", "make run"): ("skip", "about 90 min and 16 min (make test is this suite)"),
     ("getting-started.md", "bnfl demo"): RUN,
     ("getting-started.md", "python3 -m venv .venv"): ("skip", "needs a CUDA driver and the network"),
     ("getting-started.md", "import torch"):
@@ -98,7 +98,7 @@ BLOCKS: dict[tuple[str, str], object] = {
     ("runs.md", "bnfl train --config examples/fedbn_domains.toml --out runs/fedbn --quiet"): RUN,
     ("which-fix.md", "bnfl diagnose --config examples/fedtan_digits.toml"): RUN,
     ("README.md", "make demo"): ("skip", "creates the environment these tests run in (timed by hand)"),
-    ("README.md", "make run"): ("skip", "about 90 min and 11 min (make test is this suite)"),
+    ("README.md", "make run"): ("skip", "about 90 min and 16 min (make test is this suite)"),
     ("README.md", "bnfl demo"): ("same", "getting-started.md"),
     ("README.md", "python3 -m venv .venv"): ("skip", "needs a CUDA driver and the network"),
     ("README.md", "make docs"): ("test", "tests/test_docs.py::test_docs_build_with_warnings_as_errors"),
