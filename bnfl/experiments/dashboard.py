@@ -302,15 +302,15 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
         v = headline_verdict(results, h)
         # no word: a claim whose seeds all give one value is a structural check (counting.standing),
         # pass/fail labelled as such, and counted in the summary under that name
-        check = counting.standing(results[h.entry], c) if v is None else None
-        checked = check is not None and check.kind == "structural"
+        standing = counting.standing(results[h.entry], c)
+        checked = v is None and standing.kind == "structural"
         t = "–" if c.threshold is None else f"{display_number(c.threshold)}{_unit(h)}"
         stored = getattr(c, "interval", None) or {}
         plain = not stored.get("low") and "items" not in stored  # no interval: the numbers behind it
         parts = [_sentence(v.reason) if v is not None else "", _sentence(c.detail) if plain else "",
                  _others_note(results, h), _paper_note(c, h), _sentence(_own_why(c)),
                  _precondition_note(results, h, v) if v is not None else "",
-                 _sentence(f"A structural check, not a verdict word: {check.note}") if checked else ""]
+                 _sentence(f"A structural check, not a verdict word: {standing.note}") if checked else ""]
         row.update({"ours": _ours(c, h), "threshold": t, "threshold_reason": h.threshold_reason,
                     "stand-in (quick)": "; ".join([h.stand_in, *(o.stand_in for o in h.others)]),
                     "verdict": (v.text.upper() if v is not None else
@@ -318,12 +318,12 @@ def headline_rows(results: Mapping[str, Any], headlines: Sequence[Headline] = HE
                     "word": v.word if v is not None else STRUCTURAL_WORD if checked else c.verdict, "entry": h.entry,
                     "protocol": protocol_cell(h, results.get(h.entry)),
                     "why": _one_line(" ".join(p for p in parts if p))})
-        link = counting.standing(results[h.entry], c).link
+        link = standing.link
         key = (link[0] or h.entry, link[1]) if link is not None and link[1] is not None else (h.entry, h.claim)
         if key in measured:  # two statements about one measurement: counted once
             row["same_as"] = str(measured[key] + 1)
             row["why"] = _one_line(f"{row['why']} One measurement with row {measured[key] + 1} "
-                                   f"({counting.standing(results[h.entry], c).note}): counted once, there.")
+                                   f"({standing.note}): counted once, there.")
         else:
             measured[key] = len(rows)
         rows.append(row)
